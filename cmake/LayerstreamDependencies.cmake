@@ -1,0 +1,17 @@
+# Third-party libraries, all from the distribution (Debian packages named in
+# tests/run.sh); nothing is vendored.
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+find_package(spdlog REQUIRED CONFIG)
+find_package(Liburing REQUIRED)
+if(LAYERSTREAM_BUILD_EXAMPLES OR LAYERSTREAM_BUILD_BENCH)
+  find_package(CLI11 REQUIRED CONFIG)
+  find_package(nlohmann_json 3.10 REQUIRED CONFIG)
+endif()
+if(LAYERSTREAM_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(LAYERSTREAM_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

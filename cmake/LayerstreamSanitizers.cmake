@@ -1,0 +1,12 @@
+# LAYERSTREAM_SANITIZE: "" | "address,undefined" | "thread" (any list clang/gcc accept).
+# Applied to every C++ target of the build (library, tests, CLI) so that the
+# instrumented runtime and the tests agree; never to CUDA device code.
+if(LAYERSTREAM_SANITIZE)
+  if(LAYERSTREAM_SANITIZE MATCHES "thread" AND LAYERSTREAM_SANITIZE MATCHES "address")
+    message(FATAL_ERROR "LAYERSTREAM_SANITIZE: thread and address sanitizers cannot be combined")
+  endif()
+  set(_ls_san_flags -fsanitize=${LAYERSTREAM_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_ls_san_flags}>")
+  add_link_options(-fsanitize=${LAYERSTREAM_SANITIZE})
+  message(STATUS "layerstream: sanitizers ${LAYERSTREAM_SANITIZE}")
+endif()

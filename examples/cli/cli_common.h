@@ -1,0 +1,65 @@
+// Conventions shared by every `layerstream` subcommand:
+//  - stdout is for people (tables, generated text); `--json FILE` writes the
+//    machine-readable result to FILE;
+//  - errors go to stderr as "error: ..." with exit code 1; usage errors exit 2;
+//  - sizes accept B/KiB/MiB/GiB/TiB suffixes (layerstream/units.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "layerstream/status.h"
+
+namespace layerstream::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+// One subcommand. setup() declares its options on `sub`; run() executes after
+// parsing and returns the process exit code.
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual void setup(CLI::App& sub) = 0;
+  virtual int run() = 0;
+};
+
+struct CommandSpec {
+  std::string name;
+  std::string description;
+  std::function<std::unique_ptr<Command>()> make;
+};
+
+// The registry filled by LS_REGISTER_COMMAND at static-initialisation time.
+std::vector<CommandSpec>& command_registry();
+
+struct CommandRegistrar {
+  CommandRegistrar(std::string name, std::string description, std::function<std::unique_ptr<Command>()> make) {
+    command_registry().push_back({std::move(name), std::move(description), std::move(make)});
+  }
+};
+
+// Prints "error: <message>" to stderr and returns kExitError.
+int fail(const Status& status);
+// Prints "error: <message>" to stderr and returns kExitUsage.
+int usage_error(const std::string& message);
+
+// Parses a size flag ("--vram 2GiB"); the error names the flag.
+Result<uint64_t> parse_size_flag(const std::string& flag, const std::string& text);
+
+// Writes JSON to `path` atomically (temporary file, then rename), pretty-printed.
+Status write_json_file(const std::string& path, const nlohmann::json& value);
+
+// True when stderr is a terminal (progress bars are drawn only then).
+bool stderr_is_tty();
+
+}  // namespace layerstream::cli
+
+#define LS_REGISTER_COMMAND(CLASS, NAME, DESCRIPTION)                           \
+  static ::layerstream::cli::CommandRegistrar LS_CONCAT(_ls_cmd_, __LINE__)(   \
+      NAME, DESCRIPTION, [] { return std::unique_ptr<::layerstream::cli::Command>(new CLASS()); })

@@ -1,0 +1,148 @@
+// Status and Result<T>: the one way layerstream reports recoverable errors
+// (bad input files, I/O errors, budgets too small, device errors).
+//
+// A Status is cheap to pass around: OK holds no allocation. Every function
+// that can fail on input or environment returns [[nodiscard]] Status or
+// Result<T>. Programmer errors (broken invariants) abort through LS_CHECK
+// instead, printing the condition.
+//
+// Thread safety: Status and Result are values; distinct objects may be used
+// from different threads freely.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace layerstream {
+
+enum class StatusCode : int {
+  kOk = 0,
+  kInvalidArgument,   // a caller- or user-supplied value is wrong (flag, size, prompt)
+  kCorruption,        // a file's contents break its format (bad magic, overflowing count, ...)
+  kUnsupported,       // valid input we do not handle (tensor type, architecture)
+  kNotFound,          // a file, tensor or key that must exist does not
+  kIOError,           // the OS failed a read/write/open (errno carried in the message)
+  kOutOfBudget,       // a memory budget cannot hold what was asked
+  kDeviceError,       // the CUDA runtime or another device API failed
+  kCancelled,         // the operation was cancelled (shutdown, SIGINT)
+  kInternal,          // a bug: an invariant that should hold did not
+};
+
+// Name of a code, e.g. "Corruption".
+std::string_view status_code_name(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // OK
+  Status(StatusCode code, std::string message);
+
+  static Status OK() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
+  static Status Unsupported(std::string msg) { return {StatusCode::kUnsupported, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
+  static Status IOError(std::string msg) { return {StatusCode::kIOError, std::move(msg)}; }
+  // An IOError built from an errno value: "<context>: <strerror> (errno N)".
+  static Status FromErrno(std::string_view context, int err);
+  static Status OutOfBudget(std::string msg) { return {StatusCode::kOutOfBudget, std::move(msg)}; }
+  static Status DeviceError(std::string msg) { return {StatusCode::kDeviceError, std::move(msg)}; }
+  static Status Cancelled(std::string msg) { return {StatusCode::kCancelled, std::move(msg)}; }
+  static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+
+  bool ok() const { return rep_ == nullptr; }
+  StatusCode code() const { return rep_ ? rep_->code : StatusCode::kOk; }
+  // The message alone ("" when OK).
+  const std::string& message() const;
+  // "Corruption: <message>", or "OK".
+  std::string ToString() const;
+
+  bool IsCorruption() const { return code() == StatusCode::kCorruption; }
+  bool IsIOError() const { return code() == StatusCode::kIOError; }
+  bool IsOutOfBudget() const { return code() == StatusCode::kOutOfBudget; }
+  bool IsUnsupported() const { return code() == StatusCode::kUnsupported; }
+  bool IsNotFound() const { return code() == StatusCode::kNotFound; }
+  bool IsInvalidArgument() const { return code() == StatusCode::kInvalidArgument; }
+  bool IsCancelled() const { return code() == StatusCode::kCancelled; }
+  bool IsDeviceError() const { return code() == StatusCode::kDeviceError; }
+
+  // Returns a copy whose message is "<context>: <message>" (same code).
+  Status WithContext(std::string_view context) const;
+
+ private:
+  struct Rep {
+    StatusCode code;
+    std::string message;
+  };
+  std::shared_ptr<const Rep> rep_;  // null when OK
+};
+
+// Result<T>: a T or a non-OK Status.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT
+    if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result constructed from an OK Status");
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
+  // REQUIRES: ok(). Aborts with the error otherwise.
+  T& value() & { check_ok(); return std::get<T>(v_); }
+  const T& value() const& { check_ok(); return std::get<T>(v_); }
+  T&& value() && { check_ok(); return std::get<T>(std::move(v_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  void check_ok() const;
+  std::variant<T, Status> v_;
+};
+
+namespace detail {
+[[noreturn]] void die_on_bad_result(const Status& s);
+[[noreturn]] void check_failed(const char* cond, const char* file, int line, std::string_view msg);
+}  // namespace detail
+
+template <typename T>
+void Result<T>::check_ok() const {
+  if (!ok()) detail::die_on_bad_result(std::get<Status>(v_));
+}
+
+}  // namespace layerstream
+
+// Propagate a non-OK Status to the caller.
+#define LS_RETURN_IF_ERROR(expr)                              \
+  do {                                                        \
+    ::layerstream::Status _ls_status = (expr);                \
+    if (!_ls_status.ok()) return _ls_status;                  \
+  } while (0)
+
+#define LS_CONCAT_INNER(a, b) a##b
+#define LS_CONCAT(a, b) LS_CONCAT_INNER(a, b)
+// LS_ASSIGN_OR_RETURN(auto x, MakeX()); declares x from a Result or returns its error.
+#define LS_ASSIGN_OR_RETURN(lhs, expr) LS_ASSIGN_OR_RETURN_IMPL(LS_CONCAT(_ls_result_, __LINE__), lhs, expr)
+#define LS_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                             \
+  if (!tmp.ok()) return tmp.status();            \
+  lhs = std::move(tmp).value()
+
+// Programmer-error check: aborts with the condition, file and line.
+#define LS_CHECK(cond)                                                          \
+  do {                                                                          \
+    if (!(cond)) ::layerstream::detail::check_failed(#cond, __FILE__, __LINE__, {}); \
+  } while (0)
+#define LS_CHECK_MSG(cond, msg)                                                     \
+  do {                                                                              \
+    if (!(cond)) ::layerstream::detail::check_failed(#cond, __FILE__, __LINE__, msg); \
+  } while (0)

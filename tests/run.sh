@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone:
+#   1. installs missing build dependencies (Debian packages; needs root),
+#   2. builds with the CUDA backend when nvcc exists (so CUDA code always
+#      compiles and links) and runs every test through ctest,
+#   3. rebuilds the host side with address+undefined sanitizers and runs the
+#      unit and integration tests,
+#   4. rebuilds with thread sanitizer and runs the concurrent suites
+#      (backends, I/O, scheduler).
+# Exits non-zero on any failure. Set LAYERSTREAM_QUICK=1 to skip steps 3-4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${JOBS:-$(nproc)}
+
+"$ROOT/tests/install-deps.sh"
+
+cuda_flag=OFF
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda_flag=ON; fi
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "build (CUDA=$cuda_flag)"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=$cuda_flag
+cmake --build build/ci -j "$JOBS"
+step "tests (all labels)"
+ctest --test-dir build/ci -j "$JOBS" --output-on-failure --timeout 900
+
+if [ "${LAYERSTREAM_QUICK:-0}" != 1 ]; then
+  step "build with address,undefined sanitizers (host only)"
+  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLAYERSTREAM_CUDA=OFF \
+    -DLAYERSTREAM_SANITIZE=address,undefined -DLAYERSTREAM_BUILD_BENCH=OFF
+  cmake --build build/asan -j "$JOBS"
+  step "tests under address,undefined (unit, integration)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan -j "$JOBS" --output-on-failure -L 'unit|integration' --timeout 900
+
+  step "build with thread sanitizer (host only)"
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=OFF \
+    -DLAYERSTREAM_SANITIZE=thread -DLAYERSTREAM_BUILD_BENCH=OFF -DLAYERSTREAM_BUILD_EXAMPLES=OFF
+  cmake --build build/tsan -j "$JOBS"
+  step "tests under thread sanitizer (label tsan)"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build/tsan -j "$JOBS" --output-on-failure -L tsan --timeout 900 --no-tests=ignore
+fi
+step "all tests passed"
