@@ -1,0 +1,90 @@
+#include "kernels/math/convert_row.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/math/fp16.h"
+#include "kernels/math/quant_blocks.h"
+
+namespace layerstream::math {
+namespace {
+
+Status check_shape(GgmlType type, size_t n) {
+  const GgmlTypeTraits t = ggml_type_traits(type);
+  if (!t.supported) {
+    return Status::Unsupported(std::string("unsupported tensor type ") + t.name + " (id " +
+                               std::to_string(static_cast<uint32_t>(type)) + ")");
+  }
+  if (n % t.block_elems != 0) {
+    return Status::InvalidArgument("row of " + std::to_string(n) + " elements is not a multiple of the " +
+                                   t.name + " block size " + std::to_string(t.block_elems));
+  }
+  return Status::OK();
+}
+
+template <typename Block, typename Fn>
+void encode_blocks(const float* src, size_t n, void* dst, Fn quantize) {
+  auto* out = static_cast<Block*>(dst);
+  for (size_t b = 0; b < n / kQK; ++b) {
+    const Block blk = quantize(src + b * kQK);
+    std::memcpy(out + b, &blk, sizeof(Block));
+  }
+}
+
+template <typename Block>
+void decode_blocks(const void* src, size_t n, float* dst) {
+  const auto* in = static_cast<const Block*>(src);
+  for (size_t b = 0; b < n / kQK; ++b) {
+    Block blk;
+    std::memcpy(&blk, in + b, sizeof(Block));
+    dequantize_block(blk, dst + b * kQK);
+  }
+}
+
+}  // namespace
+
+Status encode_row(GgmlType type, const float* src, size_t n, void* dst) {
+  LS_RETURN_IF_ERROR(check_shape(type, n));
+  switch (type) {
+    case GgmlType::F32: std::memcpy(dst, src, n * 4); break;
+    case GgmlType::F16: {
+      auto* out = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) out[i] = f32_to_f16(src[i]);
+      break;
+    }
+    case GgmlType::BF16: {
+      auto* out = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+      break;
+    }
+    case GgmlType::Q8_0: encode_blocks<BlockQ8_0>(src, n, dst, quantize_block_q8_0); break;
+    case GgmlType::Q4_0: encode_blocks<BlockQ4_0>(src, n, dst, quantize_block_q4_0); break;
+    case GgmlType::Q4_1: encode_blocks<BlockQ4_1>(src, n, dst, quantize_block_q4_1); break;
+    default: return Status::Internal("encode_row: type marked supported but not handled");
+  }
+  return Status::OK();
+}
+
+Status decode_row(GgmlType type, const void* src, size_t n, float* dst) {
+  LS_RETURN_IF_ERROR(check_shape(type, n));
+  switch (type) {
+    case GgmlType::F32: std::memcpy(dst, src, n * 4); break;
+    case GgmlType::F16: {
+      const auto* in = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(in[i]);
+      break;
+    }
+    case GgmlType::BF16: {
+      const auto* in = static_cast<const uint16_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(in[i]);
+      break;
+    }
+    case GgmlType::Q8_0: decode_blocks<BlockQ8_0>(src, n, dst); break;
+    case GgmlType::Q4_0: decode_blocks<BlockQ4_0>(src, n, dst); break;
+    case GgmlType::Q4_1: decode_blocks<BlockQ4_1>(src, n, dst); break;
+    default: return Status::Internal("decode_row: type marked supported but not handled");
+  }
+  return Status::OK();
+}
+
+}  // namespace layerstream::math

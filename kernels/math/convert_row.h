@@ -1,0 +1,20 @@
+// Row conversion between float32 and any supported GGUF type: the writer
+// encodes with these and the CPU kernels / tests decode with them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/math/ggml_type.h"
+#include "layerstream/status.h"
+
+namespace layerstream::math {
+
+// Encodes n floats into `dst` (ggml_row_bytes(type, n) bytes).
+// Unsupported for types layerstream does not encode; InvalidArgument when n
+// is not a multiple of the type's block size.
+Status encode_row(GgmlType type, const float* src, size_t n, void* dst);
+// Decodes n elements of `type` from `src` into floats.
+Status decode_row(GgmlType type, const void* src, size_t n, float* dst);
+
+}  // namespace layerstream::math
