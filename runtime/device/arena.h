@@ -43,6 +43,8 @@ class Arena {
 
   uint64_t budget() const { return budget_; }
   uint64_t used() const;
+  // Size of the largest free range (an upper bound on the next allocation).
+  uint64_t largest_free() const;
   void* base() const { return base_; }
 
  private:
