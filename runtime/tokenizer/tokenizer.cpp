@@ -1,0 +1,310 @@
+#include "runtime/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_set>
+
+#include "runtime/tokenizer/tokenizer_impl.h"
+#include "runtime/tokenizer/utf8.h"
+
+namespace layerstream {
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";          // U+2581
+constexpr std::string_view kUnknownText = " \xE2\x81\x87 ";  // " ⁇ " (SentencePiece's unk surface)
+
+std::string id_str(int32_t id) { return std::to_string(id); }
+
+Status check_special(const char* what, const std::optional<int32_t>& id, size_t n) {
+  if (id && (*id < 0 || static_cast<size_t>(*id) >= n)) {
+    return Status::Corruption(std::string("tokenizer ") + what + " id " + id_str(*id) +
+                              " is outside the vocabulary of " + std::to_string(n) + " tokens");
+  }
+  return Status::OK();
+}
+
+// "<0x4A>" -> 0x4A; -1 when the text is not of that form.
+int parse_byte_token(std::string_view t) {
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  int value = 0;
+  for (char c : t.substr(3, 2)) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else return -1;
+    value = value * 16 + d;
+  }
+  return value;
+}
+
+// llama: "▁" -> " ".
+std::string unescape_spaces(std::string_view t) {
+  std::string out;
+  out.reserve(t.size());
+  for (size_t pos = 0; pos < t.size();) {
+    if (t.substr(pos, kSpace.size()) == kSpace) {
+      out.push_back(' ');
+      pos += kSpace.size();
+    } else {
+      out.push_back(t[pos++]);
+    }
+  }
+  return out;
+}
+
+// gpt2: each GPT-2 character back to its byte; other characters kept as they are.
+std::string unmap_bytes(std::string_view t) {
+  static const std::unordered_map<uint32_t, uint8_t> inverse = [] {
+    std::unordered_map<uint32_t, uint8_t> m;
+    for (int b = 0; b < 256; ++b) m[gpt2_byte_to_code_point()[b]] = static_cast<uint8_t>(b);
+    return m;
+  }();
+  std::string out;
+  out.reserve(t.size());
+  for (size_t pos = 0; pos < t.size();) {
+    utf8::ScanResult r = utf8::scan(t, pos);
+    if (r.kind == utf8::Scan::kValid) {
+      auto it = inverse.find(r.cp);
+      if (it != inverse.end()) {
+        out.push_back(static_cast<char>(it->second));
+      } else {
+        out.append(t.substr(pos, r.len));
+      }
+      pos += r.len;
+    } else {
+      out.push_back(t[pos++]);
+    }
+  }
+  return out;
+}
+
+bool named_like_end_of_turn(std::string_view t) {
+  static const std::unordered_set<std::string_view> names = {
+      "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
+      "<end_of_turn>", "<|return|>", "<EOT>", "<|END_OF_TURN_TOKEN|>"};
+  return names.count(t) > 0;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  if (vocab.model == "llama") {
+    m.model = Impl::Model::kSpm;
+  } else if (vocab.model == "gpt2") {
+    m.model = Impl::Model::kBpe;
+    LS_ASSIGN_OR_RETURN(m.pre, parse_pre_tokenizer(vocab.pre));
+    m.ignore_merges = m.pre == PreTokenizer::kLlama3;
+  } else {
+    return Status::Unsupported("tokenizer model '" + vocab.model + "' is not supported (supported: llama, gpt2)");
+  }
+  const size_t n = vocab.tokens.size();
+  if (n == 0) return Status::Corruption("tokenizer has no tokens");
+  if (n > static_cast<size_t>(INT32_MAX)) return Status::Corruption("tokenizer has too many tokens: " + std::to_string(n));
+  if (!vocab.scores.empty() && vocab.scores.size() != n) {
+    return Status::Corruption("tokenizer has " + std::to_string(vocab.scores.size()) + " scores for " +
+                              std::to_string(n) + " tokens");
+  }
+  if (!vocab.token_types.empty() && vocab.token_types.size() != n) {
+    return Status::Corruption("tokenizer has " + std::to_string(vocab.token_types.size()) + " token types for " +
+                              std::to_string(n) + " tokens");
+  }
+  LS_RETURN_IF_ERROR(check_special("BOS", vocab.bos_id, n));
+  LS_RETURN_IF_ERROR(check_special("EOS", vocab.eos_id, n));
+  LS_RETURN_IF_ERROR(check_special("UNK", vocab.unk_id, n));
+  LS_RETURN_IF_ERROR(check_special("PAD", vocab.pad_id, n));
+  LS_RETURN_IF_ERROR(check_special("EOT", vocab.eot_id, n));
+  if (vocab.add_bos && !vocab.bos_id) return Status::Corruption("tokenizer asks to add BOS but has no BOS id");
+  if (vocab.add_eos && !vocab.eos_id) return Status::Corruption("tokenizer asks to add EOS but has no EOS id");
+
+  m.types.resize(n, TokenType::kNormal);
+  for (size_t i = 0; i < vocab.token_types.size(); ++i) {
+    const int32_t t = vocab.token_types[i];
+    if (t < 0 || t > 6) {
+      return Status::Corruption("tokenizer token " + std::to_string(i) + " has type " + std::to_string(t) +
+                                " (valid: 0..6)");
+    }
+    m.types[i] = static_cast<TokenType>(t);
+  }
+
+  m.byte_to_id.fill(-1);
+  const auto& b2cp = gpt2_byte_to_code_point();
+  StringMap<int> bpe_char_to_byte;
+  if (m.model == Impl::Model::kBpe) {
+    for (int b = 0; b < 256; ++b) {
+      std::string c;
+      utf8::append(c, b2cp[b]);
+      bpe_char_to_byte.emplace(std::move(c), b);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = static_cast<int32_t>(i);
+    const std::string& t = vocab.tokens[i];
+    const TokenType type = m.types[i];
+    switch (type) {
+      case TokenType::kNormal:
+      case TokenType::kUndefined:
+      case TokenType::kUserDefined:
+        if (!t.empty()) m.piece_to_id.emplace(t, id);  // first occurrence wins
+        break;
+      default:
+        break;
+    }
+    if (m.model == Impl::Model::kSpm && type == TokenType::kByte) {
+      const int b = parse_byte_token(t);
+      if (b < 0) return Status::Corruption("tokenizer byte token " + std::to_string(i) + " is '" + t + "', not <0xXX>");
+      if (m.byte_to_id[b] < 0) m.byte_to_id[b] = id;
+    }
+    if (m.model == Impl::Model::kBpe && type != TokenType::kControl && type != TokenType::kUnused) {
+      auto it = bpe_char_to_byte.find(t);
+      if (it != bpe_char_to_byte.end() && m.byte_to_id[it->second] < 0) m.byte_to_id[it->second] = id;
+    }
+    if ((type == TokenType::kControl && !t.empty()) || (type == TokenType::kUserDefined && !t.empty())) {
+      m.specials.push_back({t, id, type == TokenType::kControl});
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (m.byte_to_id[b] < 0 && !vocab.unk_id) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", b);
+      return Status::Unsupported(std::string("tokenizer (") + vocab.model + ") has no token for byte " + hex +
+                                 " and no unknown token, so some text cannot be encoded");
+    }
+  }
+  std::stable_sort(m.specials.begin(), m.specials.end(),
+                   [](const Impl::Special& a, const Impl::Special& b) { return a.text.size() > b.text.size(); });
+
+  if (m.model == Impl::Model::kBpe) {
+    m.merge_rank.reserve(vocab.merges.size());
+    for (size_t r = 0; r < vocab.merges.size(); ++r) {
+      const std::string& mg = vocab.merges[r];
+      const size_t sp = mg.find(' ', 1);
+      if (sp == std::string::npos || sp + 1 >= mg.size()) {
+        return Status::Corruption("tokenizer merge " + std::to_string(r) + " '" + mg + "' is not 'left right'");
+      }
+      m.merge_rank.emplace(mg, static_cast<int32_t>(r));  // first (lowest) rank wins
+    }
+  }
+
+  m.rendered.resize(n);
+  m.eog.resize(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& t = vocab.tokens[i];
+    switch (m.types[i]) {
+      case TokenType::kControl:
+      case TokenType::kUnused:
+        break;
+      case TokenType::kUnknown:
+        m.rendered[i] = kUnknownText;
+        break;
+      case TokenType::kByte:
+        if (m.model == Impl::Model::kSpm) {
+          m.rendered[i] = std::string(1, static_cast<char>(parse_byte_token(t)));
+          break;
+        }
+        [[fallthrough]];
+      default:
+        if (m.model == Impl::Model::kSpm) {
+          m.rendered[i] = unescape_spaces(t);
+        } else {
+          m.rendered[i] = m.types[i] == TokenType::kUserDefined ? t : unmap_bytes(t);
+        }
+    }
+    m.eog[i] = m.types[i] == TokenType::kControl && named_like_end_of_turn(t);
+  }
+  if (vocab.eos_id) m.eog[*vocab.eos_id] = true;
+  if (vocab.eot_id) m.eog[*vocab.eot_id] = true;
+
+  m.v = std::move(vocab);
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  const Impl& m = *impl_;
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 2 + 2);
+  if (add_special && m.v.add_bos) out.push_back(*m.v.bos_id);
+
+  bool prev_special = true;  // llama: a text fragment at the start or after a special gets the "▁" prefix
+  auto plain = [&](std::string_view frag) {
+    if (frag.empty()) return;
+    if (m.model == Impl::Model::kSpm) {
+      m.encode_spm(frag, m.v.add_space_prefix && prev_special, out);
+    } else {
+      m.encode_bpe(frag, out);
+    }
+    prev_special = false;
+  };
+
+  size_t frag_start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const Impl::Special* hit = nullptr;
+    for (const Impl::Special& s : m.specials) {  // longest first
+      if (s.control && !parse_special) continue;
+      if (text.compare(pos, s.text.size(), s.text) == 0) {
+        hit = &s;
+        break;
+      }
+    }
+    if (!hit) {
+      ++pos;
+      continue;
+    }
+    plain(text.substr(frag_start, pos - frag_start));
+    out.push_back(hit->id);
+    prev_special = true;
+    pos += hit->text.size();
+    frag_start = pos;
+  }
+  plain(text.substr(frag_start));
+
+  if (add_special && m.v.add_eos) out.push_back(*m.v.eos_id);
+  return out;
+}
+
+std::string Tokenizer::token_to_piece(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return std::string(utf8::kReplacement);
+  return impl_->rendered[id];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  bool at_start = strips_leading_space();
+  for (int32_t id : ids) {
+    std::string piece = token_to_piece(id);
+    if (piece.empty()) continue;
+    if (at_start && piece[0] == ' ') piece.erase(0, 1);
+    at_start = false;
+    out += piece;
+  }
+  return out;
+}
+
+Status Tokenizer::check_ids(std::span<const int32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size()) {
+      return Status::InvalidArgument("token id " + id_str(ids[i]) + " at position " + std::to_string(i) +
+                                     " is outside the vocabulary of " + std::to_string(vocab_size()) + " tokens");
+    }
+  }
+  return Status::OK();
+}
+
+bool Tokenizer::is_eog(int32_t id) const { return id >= 0 && id < vocab_size() && impl_->eog[id]; }
+bool Tokenizer::is_control(int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->types[id] == TokenType::kControl;
+}
+int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->v.tokens.size()); }
+std::optional<int32_t> Tokenizer::bos() const { return impl_->v.bos_id; }
+std::optional<int32_t> Tokenizer::eos() const { return impl_->v.eos_id; }
+const TokenizerVocab& Tokenizer::vocab() const { return impl_->v; }
+bool Tokenizer::strips_leading_space() const {
+  return impl_->model == Impl::Model::kSpm && impl_->v.add_space_prefix;
+}
+
+}  // namespace layerstream
