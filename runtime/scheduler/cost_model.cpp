@@ -1,0 +1,66 @@
+#include "runtime/scheduler/cost_model.h"
+
+#include <cstdlib>
+
+#include "layerstream/status.h"
+
+namespace layerstream::sched {
+
+int batch_class(int t) {
+  if (t <= 1) return 0;
+  if (t <= 16) return 1;
+  if (t <= 128) return 2;
+  if (t <= 1024) return 3;
+  return 4;
+}
+
+CostModel::CostModel(int n, double alpha) : alpha_(alpha), hint_s_(n, 0.0), ema_(n) {
+  LS_CHECK(alpha > 0 && alpha <= 1);
+}
+
+void CostModel::set_hint(int layer, double s) { hint_s_.at(layer) = s; }
+
+void CostModel::record_compute(int layer, int cls, double s) {
+  auto& m = ema_.at(layer);
+  auto it = m.find(cls);
+  if (it == m.end()) m.emplace(cls, s);
+  else it->second = alpha_ * s + (1 - alpha_) * it->second;
+}
+
+double CostModel::compute_s(int layer, int cls) const {
+  const auto& m = ema_.at(layer);
+  if (m.empty()) return hint_s_[layer];
+  auto it = m.find(cls);
+  if (it != m.end()) return it->second;
+  int best = -1;
+  double v = 0;
+  for (const auto& [c, s] : m) {
+    if (best < 0 || std::abs(c - cls) < std::abs(best - cls)) best = c, v = s;
+  }
+  return v;
+}
+
+std::vector<double> CostModel::compute_all(int cls) const {
+  std::vector<double> v(hint_s_.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = compute_s(static_cast<int>(i), cls);
+  return v;
+}
+
+bool CostModel::measured(int layer, int cls) const { return ema_.at(layer).count(cls) > 0; }
+
+bool CostModel::fully_measured(int cls) const {
+  for (size_t i = 0; i < ema_.size(); ++i)
+    if (!measured(static_cast<int>(i), cls)) return false;
+  return true;
+}
+
+static void ema_rate(double& bw, double alpha, uint64_t bytes, double s) {
+  if (s <= 0 || bytes == 0) return;
+  double r = bytes / s;
+  bw = bw > 0 ? alpha * r + (1 - alpha) * bw : r;
+}
+
+void CostModel::record_link(uint64_t bytes, double s) { ema_rate(link_bw_, alpha_, bytes, s); }
+void CostModel::record_disk(uint64_t bytes, double s) { ema_rate(disk_bw_, alpha_, bytes, s); }
+
+}  // namespace layerstream::sched

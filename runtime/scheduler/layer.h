@@ -1,0 +1,62 @@
+// Layer descriptions for the streaming scheduler: what a layer is (a byte span
+// with a source and an optional pinned home tier) and what its compute
+// callback is given. Model-agnostic: the scheduler never looks inside a layer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "layerstream/status.h"
+
+namespace layerstream {
+class Stream;
+}
+
+namespace layerstream::sched {
+
+// Where a layer's bytes live between uses.
+enum class Tier : uint8_t {
+  kResident,  // in the device arena for the whole run (never moves)
+  kRam,       // in pinned host RAM (loaded once at start-up), copied H2D every pass
+  kDisk,      // read from its file every pass (staging ring, or straight into the slot)
+};
+
+std::string_view tier_name(Tier tier);  // "resident", "ram", "disk"
+
+// What a compute callback is given for one layer in one pass.
+struct LayerRun {
+  int layer = 0;           // index into the executor's layer list
+  uint64_t pass = 0;       // 0-based pass number since the executor started
+  void* data = nullptr;    // device pointer to the layer's `bytes` bytes (slot or resident region)
+  uint64_t bytes = 0;
+  Tier tier = Tier::kResident;
+  int slot = -1;           // window slot index; -1 when resident
+  int batch_tokens = 1;    // as passed to Executor::run_pass
+};
+
+// Enqueues the layer's work on `compute` (kernels, or host_func on the host
+// backend) and returns; it must not block on that work. Called on the thread
+// that calls Executor::run_pass. `run.data` is valid for the work enqueued on
+// `compute` by this call, and not after it.
+using ComputeFn = std::function<Status(const LayerRun& run, Stream& compute)>;
+
+// One layer. Exactly one source: `host_data` (caller-owned, must outlive the
+// executor, never written by it) or `file` + `file_offset` (read through
+// io::Reader; the aligned superset of [file_offset, file_offset + bytes) is read).
+struct LayerSpec {
+  std::string name;                 // for logs and traces; "" = "layer<i>"
+  uint64_t bytes = 0;               // > 0
+  const void* host_data = nullptr;
+  std::string file;
+  uint64_t file_offset = 0;
+  std::optional<Tier> pin;          // the user's forced home; nullopt = the planner's choice
+  double compute_hint_s = 0;        // expected compute seconds before measurement (0 = unknown)
+  ComputeFn compute;
+
+  bool from_file() const { return !file.empty(); }
+};
+
+}  // namespace layerstream::sched

@@ -1,0 +1,48 @@
+// A placement plan: each layer's tier, the window (slots, prefetch depth) and
+// what the simulator predicted for it. Produced by the planner (planner.h),
+// executed by the Executor (executor.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/scheduler/layer.h"
+
+namespace layerstream::sched {
+
+// Slots and resident regions are carved at this alignment (covers O_DIRECT).
+inline constexpr uint64_t kSlotAlignment = 4096;
+
+inline uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+struct Plan {
+  std::vector<Tier> tiers;        // one per layer
+  int slots = 0;                  // window slots (0 when nothing streams)
+  // Streamed layers that may be loaded ahead of the one computing; 1..slots-1
+  // (0 = serial: load, compute, repeat). The copy of streamed layer g waits
+  // for the compute of streamed layer g - (prefetch_depth + 1) to finish.
+  int prefetch_depth = 0;
+  uint64_t slot_bytes = 0;        // bytes per slot (largest streamed span, aligned)
+  uint64_t vram_bytes = 0;        // residents + slots (excluding the caller's reserve)
+  uint64_t ram_bytes = 0;         // pinned RAM for RAM-tier layers (+ staging)
+  double predicted_pass_s = 0;    // simulator, steady state
+  double lower_bound_s = 0;       // max(sum compute, streamed load time)
+  int batch_class = 0;            // cost-model class the plan was made for
+
+  int count(Tier t) const;
+  uint64_t bytes_in(Tier t, const std::vector<uint64_t>& layer_bytes) const;
+  bool streams_anything() const { return count(Tier::kRam) + count(Tier::kDisk) > 0; }
+  // Window distance W = prefetch_depth + 1 (copy g waits for compute g - W).
+  int window() const { return prefetch_depth + 1; }
+};
+
+// "8 resident [0 3 5 ...], 10 ram, 2 disk; 3 slots x 1.00 MiB, depth 2;
+//  predicted 12.30 ms, bound 11.90 ms".
+std::string describe_plan(const Plan& plan, const std::vector<uint64_t>& layer_bytes);
+
+// Bytes a slot must hold for this layer: its span rounded up, plus the
+// alignment slack of an aligned disk read.
+uint64_t slot_span(const LayerSpec& layer);
+
+}  // namespace layerstream::sched

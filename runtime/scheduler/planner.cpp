@@ -1,0 +1,266 @@
+#include "runtime/scheduler/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "layerstream/units.h"
+
+namespace layerstream::sched {
+namespace {
+
+int n_layers(const PlannerInput& in) { return static_cast<int>(in.bytes.size()); }
+
+uint64_t max_streamed_span(const PlannerInput& in, const std::vector<Tier>& t) {
+  uint64_t m = 0;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] != Tier::kResident) m = std::max(m, in.spans[i]);
+  return m;
+}
+
+uint64_t resident_bytes(const PlannerInput& in, const std::vector<Tier>& t) {
+  uint64_t b = 0;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] == Tier::kResident) b += round_up(in.bytes[i], kSlotAlignment);
+  return b;
+}
+
+// Decides RAM vs disk for streamed layers that are not pinned. Layers with no
+// file must go to RAM first. Returns false when a memory-only layer cannot
+// get RAM. Sets ram_bytes.
+bool assign_ram(const PlannerInput& in, std::vector<Tier>& t, uint64_t& ram_bytes) {
+  const int n = n_layers(in);
+  uint64_t pinned_ram = 0, want = 0;
+  bool pinned_disk = false;
+  for (int i = 0; i < n; ++i) {
+    if (in.pins[i] == Tier::kRam) pinned_ram += in.bytes[i];
+    if (in.pins[i] == Tier::kDisk) pinned_disk = true;
+    if (!in.pins[i] && t[i] != Tier::kResident) want += in.bytes[i];
+  }
+  const uint64_t staging = in.disk_direct ? 0 : in.staging_bytes;
+  // Everything streamed fits in RAM: no disk tier (unless pinned).
+  if (pinned_ram + want + (pinned_disk ? staging : 0) <= in.ram_budget) {
+    for (int i = 0; i < n; ++i)
+      if (!in.pins[i] && t[i] != Tier::kResident) t[i] = Tier::kRam;
+    ram_bytes = pinned_ram + want + (pinned_disk ? staging : 0);
+    return true;
+  }
+  if (pinned_ram + staging > in.ram_budget) return false;
+  uint64_t left = in.ram_budget - pinned_ram - staging;
+  ram_bytes = pinned_ram + staging;
+  for (int pass = 0; pass < 2; ++pass) {  // memory-only layers first
+    for (int i = 0; i < n; ++i) {
+      if (in.pins[i] || t[i] == Tier::kResident) continue;
+      if ((pass == 0) == in.from_file[i]) continue;
+      if (in.bytes[i] <= left) {
+        t[i] = Tier::kRam;
+        left -= in.bytes[i];
+        ram_bytes += in.bytes[i];
+      } else if (in.from_file[i]) {
+        t[i] = Tier::kDisk;
+      } else {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+struct Trial {
+  bool ok = false;
+  Plan plan;
+};
+
+Trial try_tiers(const PlannerInput& in, std::vector<Tier> t, int slots, int depth) {
+  Trial r;
+  uint64_t ram = 0;
+  if (!assign_ram(in, t, ram)) return r;
+  Plan p;
+  p.tiers = std::move(t);
+  bool streams = p.streams_anything();
+  p.slots = streams ? slots : 0;
+  p.prefetch_depth = streams ? std::clamp(depth, 0, std::max(0, slots - 1)) : 0;
+  p.slot_bytes = streams ? max_streamed_span(in, p.tiers) : 0;
+  p.vram_bytes = resident_bytes(in, p.tiers) + static_cast<uint64_t>(p.slots) * p.slot_bytes;
+  if (p.vram_bytes > in.vram_budget) return r;
+  if (streams && slots < 1) return r;
+  p.ram_bytes = ram;
+  evaluate_plan(in, p);
+  r.ok = true;
+  r.plan = std::move(p);
+  return r;
+}
+
+int distance_to_resident(const std::vector<Tier>& t, int i) {
+  int n = static_cast<int>(t.size()), best = n;
+  for (int j = 0; j < n; ++j)
+    if (t[j] == Tier::kResident) {
+      int d = std::abs(i - j);
+      best = std::min(best, std::min(d, n - d));  // cyclic: the pass wraps around
+    }
+  return best;
+}
+
+Status check_input(const PlannerInput& in) {
+  const int n = n_layers(in);
+  if (in.cost == nullptr || in.cost->num_layers() != n || static_cast<int>(in.spans.size()) != n ||
+      static_cast<int>(in.pins.size()) != n || static_cast<int>(in.from_file.size()) != n)
+    return Status::InvalidArgument("planner input: per-layer vectors and cost model disagree on the layer count");
+  for (int i = 0; i < n; ++i) {
+    if (in.pins[i] == Tier::kDisk && !in.from_file[i])
+      return Status::InvalidArgument(fmt::format(
+          "layer {} is pinned to the disk tier but has no file to read it from", i));
+  }
+  return Status::OK();
+}
+
+Status no_fit_error(const PlannerInput& in, int slots) {
+  std::vector<Tier> t(in.bytes.size(), Tier::kRam);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (in.pins[i]) t[i] = *in.pins[i];
+  uint64_t need = resident_bytes(in, t) + std::max(1, slots) * max_streamed_span(in, t);
+  uint64_t ram_pinned = 0, mem_only = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (in.pins[i] == Tier::kRam) ram_pinned += in.bytes[i];
+    if (!in.from_file[i] && in.pins[i] != Tier::kResident) mem_only += in.bytes[i];
+  }
+  if (need > in.vram_budget)
+    return Status::OutOfBudget(fmt::format(
+        "VRAM budget too small for the pinned residents plus a window of {} slot(s): need {} "
+        "({} B), available {} ({} B)",
+        std::max(1, slots), format_bytes(need), need, format_bytes(in.vram_budget), in.vram_budget));
+  return Status::OutOfBudget(fmt::format(
+      "RAM budget too small: layers without a file and RAM-pinned layers need {} ({} B) of pinned "
+      "RAM (plus {} B staging), available {} ({} B)",
+      format_bytes(std::max(ram_pinned, mem_only)), std::max(ram_pinned, mem_only), in.staging_bytes,
+      format_bytes(in.ram_budget), in.ram_budget));
+}
+
+}  // namespace
+
+SimResult evaluate_plan(const PlannerInput& in, Plan& p) {
+  std::vector<SimLayer> sl =
+      make_sim_layers(in.bytes, in.spans, p.tiers, *in.cost, in.batch_class, in.disk_direct);
+  SimOptions o;
+  o.slots = p.slots;
+  o.prefetch_depth = p.prefetch_depth;
+  o.disk_direct = in.disk_direct;
+  o.chunk_link_s = in.cost->link_s(in.chunk_bytes);
+  SimResult r = simulate(sl, o);
+  p.predicted_pass_s = r.pass_s;
+  p.lower_bound_s = r.lower_bound_s;
+  p.batch_class = in.batch_class;
+  return r;
+}
+
+Result<Plan> make_plan(const PlannerInput& in) {
+  LS_RETURN_IF_ERROR(check_input(in));
+  const int n = n_layers(in);
+  std::vector<int> slot_choices;
+  if (in.serial) slot_choices = {1};
+  else if (in.fixed_slots > 0) slot_choices = {in.fixed_slots};
+  else
+    for (int s = 2; s <= std::max(2, in.max_slots); ++s) slot_choices.push_back(s);
+
+  std::vector<Tier> base(n, Tier::kRam);
+  for (int i = 0; i < n; ++i)
+    if (in.pins[i]) base[i] = *in.pins[i];
+
+  std::optional<Plan> best;
+  // Everything resident when it all fits and nothing is pinned to stream.
+  {
+    std::vector<Tier> all(n, Tier::kResident);
+    bool allowed = true;
+    for (int i = 0; i < n; ++i)
+      if (in.pins[i] && *in.pins[i] != Tier::kResident) allowed = false;
+    if (allowed && !in.serial) {
+      Trial t = try_tiers(in, all, 0, 0);
+      if (t.ok) return t.plan;
+    }
+  }
+  // Slot-size caps: residency only shrinks the window once every layer of the
+  // largest span is resident, which single greedy steps cannot see. So the
+  // search also starts from "every layer larger than the cap is resident" for
+  // the few largest distinct spans.
+  std::vector<uint64_t> caps;
+  for (int i = 0; i < n; ++i)
+    if (!in.pins[i]) caps.push_back(in.spans[i]);
+  std::sort(caps.rbegin(), caps.rend());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  if (caps.size() > 5) caps.resize(5);  // caps[0] = no cap
+  for (int slots : slot_choices) for (uint64_t cap : caps) {
+    int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
+    std::vector<Tier> start = base;
+    for (int i = 0; i < n; ++i)
+      if (!in.pins[i] && in.spans[i] > cap) start[i] = Tier::kResident;
+    Trial cur = try_tiers(in, start, slots, depth);
+    if (!cur.ok) continue;
+    for (;;) {
+      int pick = -1;
+      double pick_score = 0, pick_spread = 0;
+      Trial pick_trial;
+      const double cur_s = cur.plan.predicted_pass_s;
+      for (int i = 0; i < n; ++i) {
+        if (in.pins[i] || cur.plan.tiers[i] == Tier::kResident) continue;
+        std::vector<Tier> t = cur.plan.tiers;
+        for (int j = 0; j < n; ++j)
+          if (!in.pins[j] && t[j] != Tier::kResident) t[j] = Tier::kRam;  // re-assign RAM/disk
+        t[i] = Tier::kResident;
+        Trial tr = try_tiers(in, t, slots, depth);
+        if (!tr.ok) continue;
+        double gain = cur_s - tr.plan.predicted_pass_s;
+        if (gain < -1e-12 * std::max(1e-9, cur_s)) continue;
+        double score = gain / static_cast<double>(in.bytes[i]);
+        double spread = distance_to_resident(cur.plan.tiers, i);
+        bool better = pick < 0 || score > pick_score * (1 + 1e-9) + 1e-18 ||
+                      (std::abs(score - pick_score) <= 1e-9 * std::abs(pick_score) + 1e-18 &&
+                       spread > pick_spread);
+        if (better) pick = i, pick_score = score, pick_spread = spread, pick_trial = std::move(tr);
+      }
+      if (pick < 0) break;
+      cur = std::move(pick_trial);
+    }
+    if (!best || cur.plan.predicted_pass_s < best->predicted_pass_s * (1 - 1e-6)) best = cur.plan;
+  }
+  if (!best) return no_fit_error(in, slot_choices.front());
+  return *best;
+}
+
+Result<Plan> plan_first_fit(const PlannerInput& in, int slots) {
+  LS_RETURN_IF_ERROR(check_input(in));
+  const int n = n_layers(in);
+  std::vector<Tier> t(n, Tier::kRam);
+  for (int i = 0; i < n; ++i)
+    if (in.pins[i]) t[i] = *in.pins[i];
+  Trial cur = try_tiers(in, t, slots, slots - 1);
+  if (!cur.ok) return no_fit_error(in, slots);
+  for (int i = 0; i < n; ++i) {
+    if (in.pins[i]) continue;
+    std::vector<Tier> t2 = cur.plan.tiers;
+    for (int j = 0; j < n; ++j)
+      if (!in.pins[j] && t2[j] != Tier::kResident) t2[j] = Tier::kRam;
+    t2[i] = Tier::kResident;
+    Trial tr = try_tiers(in, t2, slots, slots - 1);
+    if (!tr.ok) break;
+    cur = std::move(tr);
+  }
+  return cur.plan;
+}
+
+Result<Plan> plan_lru(const PlannerInput& in) {
+  LS_RETURN_IF_ERROR(check_input(in));
+  const int n = n_layers(in);
+  std::vector<Tier> t(n, Tier::kRam);
+  for (int i = 0; i < n; ++i)
+    if (in.pins[i] && *in.pins[i] != Tier::kResident) t[i] = *in.pins[i];
+  uint64_t span = 0;
+  for (int i = 0; i < n; ++i) span = std::max(span, in.spans[i]);
+  int slots = span ? static_cast<int>(std::min<uint64_t>(in.vram_budget / span, n)) : 0;
+  if (slots < 1) return no_fit_error(in, 1);
+  Trial tr = try_tiers(in, t, slots, 1);
+  if (!tr.ok) return no_fit_error(in, slots);
+  return tr.plan;
+}
+
+}  // namespace layerstream::sched

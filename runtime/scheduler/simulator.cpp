@@ -1,0 +1,100 @@
+#include "runtime/scheduler/simulator.h"
+
+#include <algorithm>
+
+#include "layerstream/status.h"
+
+namespace layerstream::sched {
+
+double SimResult::total_stall_s() const {
+  double s = 0;
+  for (double x : stall_s) s += x;
+  return s;
+}
+
+SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
+  SimResult r;
+  const int n = static_cast<int>(layers.size());
+  r.stall_s.assign(n, 0.0);
+  std::vector<int> streamed;  // layer indices of streamed layers, in order
+  for (int i = 0; i < n; ++i) {
+    const SimLayer& l = layers[i];
+    r.sum_compute_s += l.compute_s;
+    if (l.tier != Tier::kResident) {
+      streamed.push_back(i);
+      r.sum_link_s += l.link_s;
+      r.sum_disk_s += l.disk_s;
+    }
+  }
+  r.lower_bound_s = std::max({r.sum_compute_s, r.sum_link_s, r.sum_disk_s});
+  const int m = static_cast<int>(streamed.size());
+  const int passes = std::max(2, o.passes);
+  const int W = std::max(1, std::min(o.prefetch_depth + 1, std::max(1, o.slots)));
+  LS_CHECK(m == 0 || o.slots >= 1);
+
+  std::vector<double> done(static_cast<size_t>(m) * passes, 0.0);
+  std::vector<double> loaded(done.size(), 0.0);
+  double copy_end = 0, copy_start_prev = 0, disk_end = 0;
+  int next_copy = 0;  // next global streamed index to simulate the load of
+  auto load = [&](int g) {
+    const SimLayer& l = layers[streamed[g % m]];
+    double slot_free = g - W >= 0 ? done[g - W] : 0.0;
+    double start = std::max(copy_end, slot_free);
+    if (l.tier == Tier::kDisk) {
+      double dstart = std::max(disk_end, o.disk_direct ? slot_free : copy_start_prev);
+      disk_end = dstart + l.disk_s;
+      if (o.disk_direct) {
+        start = std::max(start, disk_end);  // the copy stream marks it loaded in order
+        copy_start_prev = start;
+        copy_end = start;
+      } else {
+        copy_start_prev = start;
+        copy_end = std::max(start + l.link_s, disk_end + std::min(o.chunk_link_s, l.link_s));
+      }
+    } else {
+      copy_start_prev = start;
+      copy_end = start + l.link_s;
+    }
+    loaded[g] = copy_end;
+  };
+
+  double t = 0, prev_pass_end = 0, last_pass_s = 0;
+  for (int p = 0; p < passes; ++p) {
+    int k = 0;
+    for (int i = 0; i < n; ++i) {
+      const SimLayer& l = layers[i];
+      double start = t;
+      if (l.tier != Tier::kResident) {
+        int g = p * m + k++;
+        while (next_copy <= g) load(next_copy++);
+        start = std::max(t, loaded[g]);
+        done[g] = start + l.compute_s;
+      }
+      if (p == passes - 1) r.stall_s[i] = start - t;
+      t = start + l.compute_s;
+    }
+    last_pass_s = t - prev_pass_end;
+    prev_pass_end = t;
+  }
+  r.pass_s = last_pass_s;
+  return r;
+}
+
+std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
+                                      const std::vector<uint64_t>& spans,
+                                      const std::vector<Tier>& tiers, const CostModel& cost,
+                                      int cls, bool disk_direct) {
+  std::vector<SimLayer> v(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    v[i].compute_s = cost.compute_s(static_cast<int>(i), cls);
+    v[i].tier = tiers[i];
+    if (tiers[i] == Tier::kRam) v[i].link_s = cost.link_s(bytes[i]);
+    if (tiers[i] == Tier::kDisk) {
+      v[i].disk_s = cost.disk_s(spans[i]);
+      v[i].link_s = disk_direct ? 0 : cost.link_s(bytes[i]);
+    }
+  }
+  return v;
+}
+
+}  // namespace layerstream::sched

@@ -1,0 +1,61 @@
+// Simulator: an event simulation of the executor's streams over consecutive
+// passes of one plan, predicting the steady-state pass time and every stall.
+//
+// The model mirrors the executor exactly (executor.h):
+// - compute runs layers in order; a streamed layer starts when its copy has
+//   finished ("loaded") and the previous layer's compute has;
+// - the copy stream loads streamed layers in order, across pass boundaries;
+//   streamed layer g (counted over all passes) may start loading once the
+//   copy of g-1 is done and the compute of streamed layer g - W finished
+//   (W = prefetch depth + 1: slot reuse and the prefetch limit);
+// - a disk layer is first read by the disk thread (in order over disk
+//   layers). Direct reads (host-addressable device) go into the slot, so they
+//   wait for the slot like a copy and need no H2D; staged reads go into the
+//   staging ring ahead of the copy, and the H2D copy of the layer ends no
+//   earlier than one chunk after its read ends.
+// Units: seconds.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/scheduler/cost_model.h"
+#include "runtime/scheduler/plan.h"
+
+namespace layerstream::sched {
+
+struct SimLayer {
+  double compute_s = 0;
+  Tier tier = Tier::kResident;
+  double link_s = 0;   // H2D copy time (RAM tier; staged disk tier)
+  double disk_s = 0;   // disk read time (disk tier)
+};
+
+struct SimOptions {
+  int slots = 2;
+  int prefetch_depth = 1;
+  bool disk_direct = false;    // disk reads go straight into the slot
+  double chunk_link_s = 0;     // staged disk: H2D time of the last chunk after its read
+  int passes = 3;              // >= 2; the last one is reported
+};
+
+struct SimResult {
+  double pass_s = 0;                 // steady-state pass time (last pass)
+  double lower_bound_s = 0;          // max(sum compute, sum H2D, sum disk)
+  double sum_compute_s = 0;
+  double sum_link_s = 0;
+  double sum_disk_s = 0;
+  std::vector<double> stall_s;       // per layer, compute waiting for its load (last pass)
+  double total_stall_s() const;
+};
+
+SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& options);
+
+// Builds the simulator's input for a plan from layer sizes and the cost model
+// (`spans` are the bytes a disk read moves; `chunk_bytes` the staging chunk).
+std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
+                                      const std::vector<uint64_t>& spans,
+                                      const std::vector<Tier>& tiers, const CostModel& cost,
+                                      int batch_class, bool disk_direct);
+
+}  // namespace layerstream::sched
