@@ -1,0 +1,102 @@
+// `layerstream example-model OUT.gguf`: writes the Llama-architecture example
+// model (deterministic pseudo-random weights, example tokenizer).
+#include <csignal>
+#include <iostream>
+
+#include "examples/cli/cli_common.h"
+#include "layerstream/units.h"
+#include "runtime/model/example_model.h"
+
+namespace layerstream::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+
+class ExampleModelCommand : public Command {
+ public:
+  void setup(CLI::App& sub) override {
+    sub.add_option("out", out_, "Output GGUF file")->required();
+    sub.add_option("--size", size_, "Target file size (e.g. 1GiB); picks layers and widths");
+    sub.add_option("--layers", spec_.n_layers, "Number of blocks")->capture_default_str();
+    sub.add_option("--hidden", spec_.n_embd, "Embedding width")->capture_default_str();
+    sub.add_option("--ffn", spec_.n_ff, "Feed-forward width")->capture_default_str();
+    sub.add_option("--heads", spec_.n_head, "Attention heads")->capture_default_str();
+    sub.add_option("--kv-heads", spec_.n_head_kv, "Key/value heads")->capture_default_str();
+    sub.add_option("--vocab", spec_.n_vocab, "Vocabulary size (>= 512)")->capture_default_str();
+    sub.add_option("--ctx", spec_.n_ctx, "Training context length")->capture_default_str();
+    sub.add_option("--dtype", dtype_, "f16, bf16, f32, q8_0, q4_0 or q4_1")->capture_default_str();
+    sub.add_option("--seed", spec_.seed, "Seed of the weights")->capture_default_str();
+    sub.add_option("--threads", threads_, "Generator threads (0: all cores, at most 8)");
+    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    shape_opts_ = {"--layers", "--hidden", "--ffn", "--heads", "--kv-heads", "--vocab", "--ctx"};
+    sub_ = &sub;
+  }
+
+  int run() override {
+    auto type = parse_ggml_type(dtype_);
+    if (!type) return usage_error("--dtype: unknown type '" + dtype_ + "' (f16, bf16, f32, q8_0, q4_0, q4_1)");
+    ExampleModelSpec spec = spec_;
+    spec.dtype = *type;
+    if (!size_.empty()) {
+      for (const auto& o : shape_opts_) {
+        if (o != "--ctx" && sub_->count(o)) return usage_error("--size cannot be combined with " + o);
+      }
+      auto target = parse_size_flag("--size", size_);
+      if (!target.ok()) return usage_error(target.status().message());
+      auto s = example_spec_for_size(*target, *type, spec_.seed);
+      if (!s.ok()) return fail(s.status());
+      if (sub_->count("--ctx")) s->n_ctx = spec_.n_ctx;
+      spec = *s;
+    }
+    if (Status s = validate_example_spec(spec); !s.ok()) return fail(s);
+
+    struct sigaction sa {}, old_int{}, old_term{};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    ExampleWriteOptions opt;
+    opt.cancel = &g_interrupted;
+    opt.threads = threads_;
+    const bool tty = stderr_is_tty();
+    if (tty) {
+      opt.progress = [](uint64_t done, uint64_t total) {
+        std::cerr << "\rwriting " << format_bytes(done) << " / " << format_bytes(total) << " ("
+                  << (total ? done * 100 / total : 100) << "%)   " << std::flush;
+      };
+    }
+    Status st = write_example_model(out_, spec, opt);
+    if (tty) std::cerr << "\n";
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    if (!st.ok()) return fail(st);
+
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(out_, ec);
+    std::cout << "wrote " << out_ << ": " << format_bytes(bytes) << " (" << bytes << " bytes), " << spec.n_layers
+              << " layers, hidden " << spec.n_embd << ", ffn " << spec.n_ff << ", heads " << spec.n_head << "/"
+              << spec.n_head_kv << ", vocab " << spec.n_vocab << ", " << ggml_type_name(static_cast<uint32_t>(spec.dtype))
+              << "\n";
+    if (!json_path_.empty()) {
+      nlohmann::json j = {{"path", out_},          {"bytes", bytes},           {"layers", spec.n_layers},
+                          {"hidden", spec.n_embd}, {"ffn", spec.n_ff},         {"heads", spec.n_head},
+                          {"kv_heads", spec.n_head_kv}, {"vocab", spec.n_vocab}, {"ctx", spec.n_ctx},
+                          {"dtype", ggml_type_name(static_cast<uint32_t>(spec.dtype))}, {"seed", spec.seed}};
+      if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string out_, size_, dtype_ = "f16", json_path_;
+  ExampleModelSpec spec_;
+  unsigned threads_ = 0;
+  std::vector<std::string> shape_opts_;
+  CLI::App* sub_ = nullptr;
+};
+
+}  // namespace
+LS_REGISTER_COMMAND(ExampleModelCommand, "example-model",
+                    "Write a Llama-architecture example model (GGUF) of a given size");
+}  // namespace layerstream::cli

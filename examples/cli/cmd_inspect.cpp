@@ -1,0 +1,122 @@
+// `layerstream inspect FILE`: validates a GGUF model and prints its
+// architecture, hyper-parameters, tensor types, per-layer bytes and tokenizer.
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "examples/cli/cli_common.h"
+#include "layerstream/units.h"
+#include "runtime/model/gguf_file.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/model/tokenizer_gguf.h"
+
+namespace layerstream::cli {
+namespace {
+
+const char* kind_name(LayerKind k) {
+  switch (k) {
+    case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kBlock: return "block";
+    case LayerKind::kHead: return "head";
+  }
+  return "?";
+}
+
+class InspectCommand : public Command {
+ public:
+  void setup(CLI::App& sub) override {
+    sub.add_option("file", path_, "GGUF model file")->required();
+    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    sub.add_flag("--metadata", show_metadata_, "Also list every metadata key");
+  }
+
+  int run() override {
+    auto file = read_gguf_file(path_);
+    if (!file.ok()) return fail(file.status());
+    auto model = load_llama_model(*file);
+    if (!model.ok()) return fail(model.status());
+    std::string tokenizer_kind = "none";
+    uint64_t n_tokens = 0;
+    if (auto vocab = read_tokenizer_vocab(*file); vocab.ok()) {
+      tokenizer_kind = vocab->model;
+      n_tokens = vocab->tokens.size();
+    } else if (!vocab.status().IsNotFound()) {
+      return fail(vocab.status());
+    }
+    const LlamaHparams& h = model->hparams;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> types;  // name -> (count, bytes)
+    for (const auto& t : file->tensors()) {
+      auto& e = types[ggml_type_name(static_cast<uint32_t>(t.type))];
+      e.first++;
+      e.second += t.n_bytes;
+    }
+    std::printf("file:          %s (%s, GGUF v%u, alignment %u)\n", path_.c_str(),
+                format_bytes(file->file_size()).c_str(), file->version(), file->alignment());
+    std::printf("architecture:  %s%s\n", h.arch.c_str(), h.rope_neox ? " (rope neox)" : "");
+    std::printf("layers:        %u   hidden: %u   ffn: %u   heads: %u   kv heads: %u   head dim: %u\n", h.n_layers,
+                h.n_embd, h.n_ff, h.n_head, h.n_head_kv, h.head_dim);
+    std::printf("vocab:         %u   context: %u   rms eps: %g   rope base: %g   rope scaling: %s x%g\n", h.n_vocab,
+                h.n_ctx_train, h.rms_eps, h.rope_freq_base, h.rope_scaling_type.c_str(), h.rope_scaling_factor);
+    std::printf("tokenizer:     %s (%llu tokens)\n", tokenizer_kind.c_str(), static_cast<unsigned long long>(n_tokens));
+    std::printf("output:        %s\n", model->output_tied ? "tied to token_embd" : "separate");
+    std::printf("tensor types: ");
+    for (const auto& [name, e] : types) {
+      std::printf(" %s x%llu (%s)", name.c_str(), static_cast<unsigned long long>(e.first), format_bytes(e.second).c_str());
+    }
+    std::printf("\ntensor bytes:  %s (%llu)\n", format_bytes(model->total_tensor_bytes).c_str(),
+                static_cast<unsigned long long>(model->total_tensor_bytes));
+    std::printf("%-10s %14s %14s %16s %14s\n", "layer", "tensor bytes", "span bytes", "span start", "aligned bytes");
+    for (const auto& l : model->layers) {
+      std::printf("%-10s %14llu %14llu %16llu %14llu\n", l.name.c_str(), static_cast<unsigned long long>(l.tensor_bytes),
+                  static_cast<unsigned long long>(l.span_bytes()), static_cast<unsigned long long>(l.span_begin),
+                  static_cast<unsigned long long>(l.aligned_bytes()));
+    }
+    if (show_metadata_) {
+      for (const auto& kv : file->metadata()) std::printf("  %-48s %s\n", kv.key.c_str(), kv.value.to_string().c_str());
+    }
+    if (!json_path_.empty()) {
+      nlohmann::json j;
+      j["path"] = path_;
+      j["file_bytes"] = file->file_size();
+      j["gguf_version"] = file->version();
+      j["alignment"] = file->alignment();
+      j["architecture"] = h.arch;
+      j["hparams"] = {{"n_layers", h.n_layers},     {"n_embd", h.n_embd},         {"n_ff", h.n_ff},
+                      {"n_head", h.n_head},         {"n_head_kv", h.n_head_kv},   {"head_dim", h.head_dim},
+                      {"n_rot", h.n_rot},           {"n_vocab", h.n_vocab},       {"n_ctx_train", h.n_ctx_train},
+                      {"rms_eps", h.rms_eps},       {"rope_freq_base", h.rope_freq_base},
+                      {"rope_scaling_type", h.rope_scaling_type}, {"rope_scaling_factor", h.rope_scaling_factor},
+                      {"rope_neox", h.rope_neox}};
+      j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
+      j["output_tied"] = model->output_tied;
+      j["tensor_count"] = file->tensors().size();
+      j["total_tensor_bytes"] = model->total_tensor_bytes;
+      nlohmann::json jt = nlohmann::json::object();
+      for (const auto& [name, e] : types) jt[name] = {{"count", e.first}, {"bytes", e.second}};
+      j["tensor_types"] = jt;
+      nlohmann::json layers = nlohmann::json::array();
+      for (const auto& l : model->layers) {
+        layers.push_back({{"name", l.name},
+                          {"kind", kind_name(l.kind)},
+                          {"tensors", l.tensors.size()},
+                          {"tensor_bytes", l.tensor_bytes},
+                          {"span_begin", l.span_begin},
+                          {"span_end", l.span_end},
+                          {"aligned_begin", l.aligned_begin},
+                          {"aligned_end", l.aligned_end}});
+      }
+      j["layers"] = layers;
+      if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string path_, json_path_;
+  bool show_metadata_ = false;
+};
+
+}  // namespace
+LS_REGISTER_COMMAND(InspectCommand, "inspect",
+                    "Validate a GGUF model and show its architecture, tensors and per-layer bytes");
+}  // namespace layerstream::cli

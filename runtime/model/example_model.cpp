@@ -1,0 +1,287 @@
+#include "runtime/model/example_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "kernels/math/convert_row.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/tokenizer/example_vocab.h"
+
+namespace layerstream {
+
+namespace {
+
+constexpr uint32_t kAlign = 4096;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// xoshiro256+ (Blackman & Vigna): fast, good enough for weights.
+class Xoshiro256 {
+ public:
+  explicit Xoshiro256(uint64_t seed) {
+    for (auto& w : s_) w = seed = splitmix64(seed);
+  }
+  uint64_t next() {
+    const uint64_t r = s_[0] + s_[3];
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = (s_[3] << 45) | (s_[3] >> 19);
+    return r;
+  }
+  // Uniform in [-1, 1).
+  float symmetric() { return static_cast<float>(next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+
+ private:
+  uint64_t s_[4];
+};
+
+// How a tensor's values are drawn: uniform in [center - amp, center + amp).
+struct Dist {
+  float center, amp;
+};
+
+// Uniform with standard deviation `std`: amplitude std * sqrt(3).
+Dist with_std(double std) { return {0.0f, static_cast<float>(std * std::sqrt(3.0))}; }
+
+Dist dist_for(const std::string& name, const ExampleModelSpec& s) {
+  const double residual = 1.0 / std::sqrt(2.0 * s.n_layers);  // keeps the residual stream's variance bounded
+  const double e = s.n_embd, ff = s.n_ff;
+  if (name.find("norm") != std::string::npos) return {1.0f, 0.1f};
+  if (name == "token_embd.weight") return with_std(1.0);
+  if (name == "output.weight") return with_std(1.0 / std::sqrt(e));
+  if (name.find("attn_output") != std::string::npos) return with_std(residual / std::sqrt(e));
+  if (name.find("ffn_down") != std::string::npos) return with_std(residual / std::sqrt(ff));
+  return with_std(1.0 / std::sqrt(e));  // attn_q/k/v, ffn_gate/up
+}
+
+uint32_t head_dim(const ExampleModelSpec& s) { return s.n_head ? s.n_embd / s.n_head : 0; }
+
+struct TensorDecl {
+  std::string name;
+  std::vector<uint64_t> dims;
+  GgmlType type;
+};
+
+std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
+  const uint64_t e = s.n_embd, kv = uint64_t{s.n_head_kv} * head_dim(s);
+  std::vector<TensorDecl> out;
+  out.push_back({"token_embd.weight", {e, s.n_vocab}, s.dtype});
+  for (uint32_t i = 0; i < s.n_layers; ++i) {
+    auto n = [i](const char* p) { return fmt::format("blk.{}.{}", i, p); };
+    out.push_back({n("attn_norm.weight"), {e}, GgmlType::F32});
+    out.push_back({n("attn_q.weight"), {e, e}, s.dtype});
+    out.push_back({n("attn_k.weight"), {e, kv}, s.dtype});
+    out.push_back({n("attn_v.weight"), {e, kv}, s.dtype});
+    out.push_back({n("attn_output.weight"), {e, e}, s.dtype});
+    out.push_back({n("ffn_norm.weight"), {e}, GgmlType::F32});
+    out.push_back({n("ffn_gate.weight"), {e, s.n_ff}, s.dtype});
+    out.push_back({n("ffn_up.weight"), {e, s.n_ff}, s.dtype});
+    out.push_back({n("ffn_down.weight"), {s.n_ff, e}, s.dtype});
+  }
+  out.push_back({"output_norm.weight", {e}, GgmlType::F32});
+  out.push_back({"output.weight", {e, s.n_vocab}, s.dtype});
+  return out;
+}
+
+uint64_t padded_bytes(const TensorDecl& t) {
+  const GgmlTypeTraits tr = ggml_type_traits(t.type);
+  uint64_t n = 1;
+  for (uint64_t d : t.dims) n *= d;
+  const uint64_t b = n / tr.block_elems * tr.block_bytes;
+  return (b + kAlign - 1) / kAlign * kAlign;
+}
+
+// Approximate file size (exact tensor bytes, estimated header).
+uint64_t estimate_bytes(const ExampleModelSpec& s) {
+  uint64_t total = 0;
+  for (const auto& t : tensor_decls(s)) total += padded_bytes(t);
+  return total + uint64_t{s.n_vocab} * 24 + 8192;
+}
+
+ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, uint64_t seed) {
+  ExampleModelSpec s;
+  s.dtype = dtype;
+  s.seed = seed;
+  s.n_embd = h;
+  const uint32_t hd = h >= 2048 ? 128 : (h >= 128 ? 64 : 32);
+  s.n_head = h / hd;
+  s.n_head_kv = (s.n_head % 4 == 0) ? s.n_head / 4 : s.n_head;
+  const uint32_t ff_round = h >= 1024 ? 256 : 32;
+  s.n_ff = (h * 8 / 3 + ff_round - 1) / ff_round * ff_round;
+  s.n_ctx = 4096;
+  const GgmlTypeTraits tr = ggml_type_traits(dtype);
+  s.n_vocab = 512;
+  for (uint32_t v : {32000u, 16384u, 8192u, 4096u, 2048u, 1024u, 512u}) {
+    const double embed = 2.0 * v * h * tr.block_bytes / tr.block_elems;
+    if (embed <= 0.25 * static_cast<double>(target)) {
+      s.n_vocab = v;
+      break;
+    }
+  }
+  s.n_layers = 1;
+  const uint64_t fixed = estimate_bytes(s);
+  ExampleModelSpec two = s;
+  two.n_layers = 2;
+  const uint64_t per_layer = estimate_bytes(two) - fixed;
+  if (target > fixed) {
+    s.n_layers = static_cast<uint32_t>(std::clamp<uint64_t>((target - fixed + per_layer / 2) / per_layer + 1, 1, 65536));
+  }
+  return s;
+}
+
+}  // namespace
+
+uint32_t llama_file_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 0;
+    case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
+    case GgmlType::Q4_1: return 3;
+    case GgmlType::Q8_0: return 7;
+    case GgmlType::BF16: return 32;
+    default: return 1024;  // LLAMA_FTYPE_GUESSED
+  }
+}
+
+Status validate_example_spec(const ExampleModelSpec& s) {
+  const GgmlTypeTraits tr = ggml_type_traits(s.dtype);
+  if (!tr.supported) {
+    return Status::Unsupported(fmt::format("unsupported tensor type {} (id {})", tr.name, static_cast<uint32_t>(s.dtype)));
+  }
+  auto bad = [](const char* what, uint64_t v, const std::string& rule) {
+    return Status::InvalidArgument(fmt::format("example model: {} = {} {}", what, v, rule));
+  };
+  if (s.n_layers == 0 || s.n_layers > 65536) return bad("layers", s.n_layers, "must be in 1..65536");
+  if (s.n_embd == 0 || s.n_embd > 65536) return bad("hidden", s.n_embd, "must be in 1..65536");
+  if (s.n_ff == 0 || s.n_ff > 262144) return bad("ffn", s.n_ff, "must be in 1..262144");
+  if (s.n_head == 0 || s.n_embd % s.n_head) return bad("heads", s.n_head, fmt::format("must divide hidden {}", s.n_embd));
+  if (s.n_head_kv == 0 || s.n_head % s.n_head_kv) {
+    return bad("kv-heads", s.n_head_kv, fmt::format("must divide heads {}", s.n_head));
+  }
+  if (head_dim(s) % 2) return bad("head dim (hidden/heads)", head_dim(s), "must be even");
+  if (s.n_embd % tr.block_elems) return bad("hidden", s.n_embd, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
+  if (s.n_ff % tr.block_elems) return bad("ffn", s.n_ff, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
+  if (s.n_vocab < kMinExampleVocabSize || s.n_vocab > (1u << 24)) {
+    return bad("vocab", s.n_vocab, fmt::format("must be in {}..{}", kMinExampleVocabSize, 1u << 24));
+  }
+  if (s.n_ctx == 0) return bad("ctx", 0, "must be > 0");
+  return Status::OK();
+}
+
+Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, uint64_t seed) {
+  const GgmlTypeTraits tr = ggml_type_traits(dtype);
+  if (!tr.supported) {
+    return Status::Unsupported(fmt::format("unsupported tensor type {} (id {})", tr.name, static_cast<uint32_t>(dtype)));
+  }
+  // Widest shape that still has enough layers for a whole layer to be a
+  // small fraction of the total (so rounding the layer count stays within 5%).
+  std::optional<ExampleModelSpec> best;
+  for (uint32_t h : {8192u, 6144u, 5120u, 4096u, 3072u, 2048u, 1536u, 1024u, 768u, 512u, 384u, 256u, 128u, 64u}) {
+    ExampleModelSpec s = shape_for_width(h, dtype, target, seed);
+    const double err = std::fabs(static_cast<double>(estimate_bytes(s)) - static_cast<double>(target)) / target;
+    if (err <= 0.04 && s.n_layers >= 8) return s;
+    if (err <= 0.04 && !best) best = s;
+  }
+  if (best) return *best;
+  return Status::InvalidArgument(
+      fmt::format("cannot build an example model within 5% of {} bytes (the smallest is about {} bytes)", target,
+                  estimate_bytes(shape_for_width(64, dtype, 0, seed))));
+}
+
+Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
+  LS_RETURN_IF_ERROR(validate_example_spec(s));
+  GgufWriter w(kAlign);
+  const std::string a = "llama";
+  auto u32 = [&](const std::string& k, uint32_t v) { return w.add(k, GgufValue::u32(v)); };
+  LS_RETURN_IF_ERROR(w.add("general.architecture", GgufValue::string(a)));
+  LS_RETURN_IF_ERROR(w.add("general.name", GgufValue::string("layerstream example model")));
+  LS_RETURN_IF_ERROR(u32("general.file_type", llama_file_type(s.dtype)));
+  if (ggml_type_traits(s.dtype).block_elems > 1) LS_RETURN_IF_ERROR(u32("general.quantization_version", 2));
+  LS_RETURN_IF_ERROR(w.add("layerstream.example.seed", GgufValue::u64(s.seed)));
+  LS_RETURN_IF_ERROR(u32(a + ".context_length", s.n_ctx));
+  LS_RETURN_IF_ERROR(u32(a + ".embedding_length", s.n_embd));
+  LS_RETURN_IF_ERROR(u32(a + ".block_count", s.n_layers));
+  LS_RETURN_IF_ERROR(u32(a + ".feed_forward_length", s.n_ff));
+  LS_RETURN_IF_ERROR(u32(a + ".rope.dimension_count", head_dim(s)));
+  LS_RETURN_IF_ERROR(u32(a + ".attention.head_count", s.n_head));
+  LS_RETURN_IF_ERROR(u32(a + ".attention.head_count_kv", s.n_head_kv));
+  LS_RETURN_IF_ERROR(w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f)));
+  LS_RETURN_IF_ERROR(w.add(a + ".rope.freq_base", GgufValue::f32(10000.0f)));
+  LS_RETURN_IF_ERROR(u32(a + ".vocab_size", s.n_vocab));
+  LS_ASSIGN_OR_RETURN(TokenizerVocab vocab, try_make_example_vocab(s.n_vocab));
+  LS_RETURN_IF_ERROR(add_tokenizer_metadata(w, vocab));
+  for (auto& t : tensor_decls(s)) LS_RETURN_IF_ERROR(w.add_tensor(t.name, t.dims, t.type));
+  return w;
+}
+
+Status write_example_model(const std::string& path, const ExampleModelSpec& spec, const ExampleWriteOptions& opt) {
+  LS_ASSIGN_OR_RETURN(GgufWriter w, example_model_layout(spec));
+  unsigned threads = opt.threads ? opt.threads : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  // Each chunk is a whole number of rows, ~1M elements, seeded by (seed,
+  // tensor, chunk) so the bytes do not depend on the thread count.
+  constexpr uint64_t kChunkElems = uint64_t{1} << 20;
+  struct Scratch {
+    std::vector<float> f;
+    std::vector<uint8_t> out;
+    Status status;
+  };
+  std::vector<Scratch> scratch(threads);
+
+  auto fill = [&](size_t ti, const GgufTensorInfo& t, TensorSink& sink) -> Status {
+    const GgmlTypeTraits tr = ggml_type_traits(t.type);
+    const uint64_t row = t.dims[0];
+    const uint64_t rows = t.n_elements() / row;
+    const uint64_t rows_per_chunk = std::max<uint64_t>(1, kChunkElems / row);
+    const uint64_t n_chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+    const uint64_t row_bytes = ggml_row_bytes(tr, row);
+    const Dist dist = dist_for(t.name, spec);
+    const uint64_t tensor_seed = splitmix64(spec.seed ^ splitmix64(ti + 1));
+    auto make_chunk = [&](uint64_t c, Scratch& sc) {
+      const uint64_t r0 = c * rows_per_chunk, r1 = std::min(rows, r0 + rows_per_chunk);
+      sc.f.resize(row);
+      sc.out.resize((r1 - r0) * row_bytes);
+      Xoshiro256 rng(tensor_seed ^ splitmix64(c));
+      for (uint64_t r = r0; r < r1; ++r) {
+        for (uint64_t j = 0; j < row; ++j) sc.f[j] = dist.center + dist.amp * rng.symmetric();
+        sc.status = math::encode_row(t.type, sc.f.data(), row, sc.out.data() + (r - r0) * row_bytes);
+        if (!sc.status.ok()) return;
+      }
+    };
+    for (uint64_t c0 = 0; c0 < n_chunks; c0 += threads) {
+      if (opt.cancel && opt.cancel->load()) return Status::Cancelled("writing " + path + " was interrupted");
+      const uint64_t batch = std::min<uint64_t>(threads, n_chunks - c0);
+      if (batch == 1) {
+        make_chunk(c0, scratch[0]);
+      } else {
+        std::vector<std::thread> pool;
+        for (uint64_t k = 0; k < batch; ++k) pool.emplace_back([&, k] { make_chunk(c0 + k, scratch[k]); });
+        for (auto& th : pool) th.join();
+      }
+      for (uint64_t k = 0; k < batch; ++k) {
+        LS_RETURN_IF_ERROR(scratch[k].status);
+        LS_RETURN_IF_ERROR(sink.write(scratch[k].out.data(), scratch[k].out.size()));
+      }
+    }
+    return Status::OK();
+  };
+  GgufWriter::WriteOptions wo;
+  wo.cancel = opt.cancel;
+  wo.progress = opt.progress;
+  wo.fsync = opt.fsync;
+  return w.write(path, fill, wo);
+}
+
+}  // namespace layerstream
