@@ -3,4 +3,33 @@ layerstream_add_area(NAME ls_kernels
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/convert_row.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/kernels.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/sampling.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/cpu_kernels.cpp
+  CUDA_SOURCES
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_kernels.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/attention.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/sampling.cu
   DEPS ls_core)
+# The hot CPU loops are compiled -O3 whatever the build type (vectorisation).
+set_source_files_properties(
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
+  TARGET_DIRECTORY ls_kernels
+  PROPERTIES COMPILE_OPTIONS "-O3")
+# CMake 3.25 knows no C++20 flag for nvcc 13 ("requires the language dialect
+# CUDA20"), so the .cu files build as C++17 (they use nothing newer).
+if(LAYERSTREAM_HAVE_CUDA)
+  set_target_properties(ls_kernels PROPERTIES CUDA_STANDARD 17)
+endif()

@@ -1,0 +1,68 @@
+#include "kernels/cpu/cpu_kernels.h"
+
+#include "kernels/cpu/ops.h"
+
+namespace layerstream::kernels {
+
+Status CpuKernels::embedding(const EmbeddingParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] { return cpu::embedding(p, pool); });
+}
+
+Status CpuKernels::rmsnorm(const RmsNormParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::rmsnorm(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::rope(const RopeParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::rope(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::matmul(const MatmulParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::matmul(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::attention(const AttentionParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::attention(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::silu_mul(const SiluMulParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::silu_mul(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::add(const AddParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::add(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::sample(const SampleParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p] {
+    *p.out_token = cpu::sample(p.logits, p.n_vocab, p.temperature, p.top_k, p.top_p, p.seed);
+    return Status::OK();
+  });
+}
+
+}  // namespace layerstream::kernels

@@ -1,0 +1,33 @@
+// CpuKernels: the host backend's Kernels. Each op validates its params and
+// enqueues the matching kernels/cpu/ops.h function through stream.host_func;
+// the function runs on the stream's host thread and spreads rows over this
+// object's thread pool. The object must outlive the work it enqueued.
+#pragma once
+
+#include <memory>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace layerstream::kernels {
+
+class CpuKernels final : public Kernels {
+ public:
+  explicit CpuKernels(int n_threads) : pool_(std::make_unique<ThreadPool>(n_threads)) {}
+  BackendKind backend() const override { return BackendKind::kHost; }
+  ThreadPool* pool() { return pool_.get(); }
+
+  Status embedding(const EmbeddingParams& p, Stream& stream) override;
+  Status rmsnorm(const RmsNormParams& p, Stream& stream) override;
+  Status rope(const RopeParams& p, Stream& stream) override;
+  Status matmul(const MatmulParams& p, Stream& stream) override;
+  Status attention(const AttentionParams& p, Stream& stream) override;
+  Status silu_mul(const SiluMulParams& p, Stream& stream) override;
+  Status add(const AddParams& p, Stream& stream) override;
+  Status sample(const SampleParams& p, Stream& stream) override;
+
+ private:
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace layerstream::kernels

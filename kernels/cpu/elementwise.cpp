@@ -1,0 +1,80 @@
+// Row-parallel CPU kernels: embedding, RMSNorm, RoPE, SiLU-mul, add.
+#include <string>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/math/activation.h"
+#include "kernels/math/convert_row.h"
+#include "kernels/math/rmsnorm.h"
+#include "kernels/math/rope.h"
+
+namespace layerstream::kernels::cpu {
+
+Status embedding(const EmbeddingParams& p, ThreadPool* pool) {
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    if (p.tokens[t] < 0 || p.tokens[t] >= p.n_vocab) {
+      return Status::InvalidArgument("embedding: token " + std::to_string(t) + " has id " +
+                                     std::to_string(p.tokens[t]) + ", outside the vocabulary [0, " +
+                                     std::to_string(p.n_vocab) + ")");
+    }
+  }
+  const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(p.type), p.n_embd);
+  parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto* row = static_cast<const uint8_t*>(p.table) + static_cast<uint64_t>(p.tokens[t]) * row_bytes;
+      // Cannot fail: type and n_embd were validated.
+      (void)math::decode_row(p.type, row, p.n_embd, p.out + t * p.n_embd);
+    }
+  });
+  return Status::OK();
+}
+
+void rmsnorm(const RmsNormParams& p, ThreadPool* pool) {
+  parallel_rows(pool, p.n_rows, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* x = p.x + r * p.n_cols;
+      float* out = p.out + r * p.n_cols;
+      // Sum of squares in 8 lanes (vectorisable), then the shared per-row scale.
+      float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t i = 0;
+      for (; i + 8 <= p.n_cols; i += 8) {
+        for (int l = 0; l < 8; ++l) lanes[l] += x[i + l] * x[i + l];
+      }
+      float sum_sq = 0;
+      for (float l : lanes) sum_sq += l;
+      for (; i < p.n_cols; ++i) sum_sq += x[i] * x[i];
+      const float s = math::rms_inv_scale(sum_sq, p.n_cols, p.eps);
+      for (int64_t j = 0; j < p.n_cols; ++j) out[j] = x[j] * s * p.weight[j];
+    }
+  });
+}
+
+void rope(const RopeParams& p, ThreadPool* pool) {
+  const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
+  parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (int64_t i = 0; i < n_rot / 2; ++i) {
+        const float theta = math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale);
+        int64_t i0, i1;
+        math::rope_pair_index(i, n_rot, p.neox, i0, i1);
+        for (int64_t h = 0; h < p.n_heads; ++h) {
+          float* head = p.x + (t * p.n_heads + h) * p.head_dim;
+          math::rope_rotate(head[i0], head[i1], theta);
+        }
+      }
+    }
+  });
+}
+
+void silu_mul(const SiluMulParams& p, ThreadPool* pool) {
+  parallel_rows(pool, p.n, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p.out[i] = math::silu_mul(p.gate[i], p.up[i]);
+  });
+}
+
+void add(const AddParams& p, ThreadPool* pool) {
+  parallel_rows(pool, p.n, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p.out[i] = p.a[i] + p.b[i];
+  });
+}
+
+}  // namespace layerstream::kernels::cpu

@@ -1,0 +1,27 @@
+// The CPU kernels as plain functions: they run on the calling thread and
+// spread rows over `pool` (null: single-threaded). Params are those of
+// kernels/kernels.h and must already pass validate(); pointers are host
+// memory. CpuKernels enqueues these on a Stream; tests call them directly.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/kernels.h"
+
+namespace layerstream::kernels::cpu {
+
+// InvalidArgument when a token id is outside [0, n_vocab) (names the index and id).
+Status embedding(const EmbeddingParams& p, ThreadPool* pool);
+void rmsnorm(const RmsNormParams& p, ThreadPool* pool);
+void rope(const RopeParams& p, ThreadPool* pool);
+void matmul(const MatmulParams& p, ThreadPool* pool);
+void attention(const AttentionParams& p, ThreadPool* pool);
+void silu_mul(const SiluMulParams& p, ThreadPool* pool);
+void add(const AddParams& p, ThreadPool* pool);
+
+// The sampler of SampleParams (temperature / top_k / top_p / seed), on a
+// host copy of the logits. Returns the token id.
+int32_t sample(const float* logits, int64_t n_vocab, float temperature, int32_t top_k, float top_p, uint64_t seed);
+
+}  // namespace layerstream::kernels::cpu

@@ -1,0 +1,70 @@
+// CPU sampler: greedy / temperature + top-k + top-p, deterministic given the seed.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace layerstream::kernels::cpu {
+namespace {
+
+// splitmix64: the seed -> a uniform double in [0, 1).
+double uniform_from_seed(uint64_t seed) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+int32_t sample(const float* logits, int64_t n_vocab, float temperature, int32_t top_k, float top_p, uint64_t seed) {
+  if (temperature <= 0 || top_k == 1) return argmax(logits, n_vocab);
+  const int64_t k = top_k <= 0 ? n_vocab : std::min<int64_t>(top_k, n_vocab);
+  std::vector<int32_t> idx(n_vocab);
+  std::iota(idx.begin(), idx.end(), 0);
+  // Descending logit, ties by lower id, so the order is fully determined.
+  auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  idx.resize(k);
+
+  std::vector<double> prob(k);
+  const double max_logit = logits[idx[0]];
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    prob[i] = std::exp((static_cast<double>(logits[idx[i]]) - max_logit) / temperature);
+    total += prob[i];
+  }
+  int64_t keep = k;
+  if (top_p < 1.0f) {
+    double mass = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      mass += prob[i] / total;
+      if (mass >= top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double kept = 0;
+  for (int64_t i = 0; i < keep; ++i) kept += prob[i];
+  const double u = uniform_from_seed(seed) * kept;
+  double c = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    c += prob[i];
+    if (u < c) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+}  // namespace layerstream::kernels::cpu

@@ -1,0 +1,59 @@
+// A small persistent thread pool for the CPU kernels: parallel_for splits a
+// range of rows into chunks run by the workers and the calling thread.
+//
+// Thread safety: parallel_for may be called from any thread; concurrent calls
+// are serialised (one job at a time). fn must not call parallel_for on the
+// same pool. Destroying the pool joins its workers; no job may be running.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace layerstream::kernels {
+
+class ThreadPool {
+ public:
+  // n_threads in total, counting the caller (0 = hardware concurrency).
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), each at least
+  // `grain` long (except the last). Returns when all chunks are done.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop();
+  void run_chunks();
+
+  std::vector<std::thread> workers_;
+  std::mutex job_mu_;  // serialises parallel_for callers
+  std::mutex mu_;
+  std::condition_variable start_cv_, done_cv_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  // Current job (guarded by mu_ for publication; chunk claims under mu_ too).
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 0, next_ = 0;
+  int active_ = 0;  // workers still inside the current job
+};
+
+// Runs fn over [0, n) on pool, or inline when pool is null.
+inline void parallel_rows(ThreadPool* pool, int64_t n, int64_t grain,
+                          const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (!pool || pool->size() == 1 || n <= grain) {
+    fn(0, n);
+  } else {
+    pool->parallel_for(n, grain, fn);
+  }
+}
+
+}  // namespace layerstream::kernels

@@ -1,0 +1,165 @@
+// CudaKernels: the cuda backend's Kernels. Ops validate, then launch on the
+// stream's cudaStream_t (Stream::native_handle()). Owns a cuBLAS handle, a
+// small device scratch for argmax results and pinned host scratch for
+// sampling; sampling ops on one object must be enqueued on one stream.
+#include <cstring>
+#include <mutex>
+#include <new>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launchers.h"
+
+namespace layerstream::kernels {
+namespace {
+
+using namespace cuda;  // NOLINT: .cu file, kernels' own namespace
+
+// Host-function payload: samples from the pinned copy of the logits (or
+// takes the argmax result) and writes the caller's out_token.
+struct SampleJob {
+  SampleParams p;
+  const float* host_logits = nullptr;  // null for greedy
+  const int32_t* host_argmax = nullptr;
+};
+
+void CUDART_CB run_sample_job(void* data) {
+  auto* job = static_cast<SampleJob*>(data);
+  if (job->host_logits) {
+    *job->p.out_token = cpu::sample(job->host_logits, job->p.n_vocab, job->p.temperature, job->p.top_k,
+                                    job->p.top_p, job->p.seed);
+  } else {
+    *job->p.out_token = *job->host_argmax;
+  }
+  delete job;
+}
+
+class CudaKernels final : public Kernels {
+ public:
+  CudaKernels(cublasHandle_t cublas, int32_t* argmax_device, int32_t* argmax_host)
+      : cublas_(cublas), argmax_device_(argmax_device), argmax_host_(argmax_host) {}
+  ~CudaKernels() override {
+    cublasDestroy(cublas_);
+    cudaFree(argmax_device_);
+    cudaFreeHost(argmax_host_);
+    if (logits_host_) cudaFreeHost(logits_host_);
+  }
+
+  BackendKind backend() const override { return BackendKind::kCuda; }
+
+  Status embedding(const EmbeddingParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_embedding(p, handle(stream));
+  }
+  Status rmsnorm(const RmsNormParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_rmsnorm(p, handle(stream));
+  }
+  Status rope(const RopeParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_rope(p, handle(stream));
+  }
+  Status matmul(const MatmulParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_matmul(p, cublas_, handle(stream));
+  }
+  Status attention(const AttentionParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_attention(p, handle(stream));
+  }
+  Status silu_mul(const SiluMulParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_silu_mul(p, handle(stream));
+  }
+  Status add(const AddParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_add(p, handle(stream));
+  }
+  uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens) const override {
+    return cuda::matmul_scratch_bytes(w_type, n_out, n_in, n_tokens);
+  }
+
+  Status sample(const SampleParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    cudaStream_t s = handle(stream);
+    auto* job = new (std::nothrow) SampleJob{p};
+    if (!job) return Status::OutOfBudget("cuda sample: cannot allocate the host job");
+    const Status st = enqueue_sample_input(p, s, *job);
+    if (!st.ok()) {
+      delete job;
+      return st;
+    }
+    const cudaError_t err = cudaLaunchHostFunc(s, run_sample_job, job);
+    if (err != cudaSuccess) {
+      delete job;
+      return cuda_error(err, "cudaLaunchHostFunc(sample)", __FILE__, __LINE__);
+    }
+    return Status::OK();
+  }
+
+ private:
+  // Greedy: argmax on the device, result copied to pinned memory. Otherwise
+  // the logits are copied to pinned memory for the CPU sampler.
+  Status enqueue_sample_input(const SampleParams& p, cudaStream_t s, SampleJob& job) {
+    if (p.temperature <= 0 || p.top_k == 1) {
+      LS_RETURN_IF_ERROR(launch_argmax(p.logits, p.n_vocab, argmax_device_, s));
+      job.host_argmax = argmax_host_;
+      return copy(argmax_host_, argmax_device_, sizeof(int32_t), s);
+    }
+    LS_RETURN_IF_ERROR(ensure_logits_capacity(p.n_vocab, s));
+    job.host_logits = logits_host_;
+    return copy(logits_host_, p.logits, p.n_vocab * sizeof(float), s);
+  }
+
+  static cudaStream_t handle(Stream& stream) { return static_cast<cudaStream_t>(stream.native_handle()); }
+
+  static Status copy(void* dst, const void* src, size_t bytes, cudaStream_t s) {
+    LS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+    return Status::OK();
+  }
+
+  // Grows the pinned logits buffer; the old one is freed only after the
+  // stream drained (work already enqueued may still read it).
+  Status ensure_logits_capacity(int64_t n, cudaStream_t s) {
+    if (n <= logits_capacity_) return Status::OK();
+    if (logits_host_) {
+      LS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      LS_CUDA_RETURN_IF_ERROR(cudaFreeHost(logits_host_));
+      logits_host_ = nullptr;
+      logits_capacity_ = 0;
+    }
+    void* p = nullptr;
+    LS_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, n * sizeof(float), cudaHostAllocDefault));
+    logits_host_ = static_cast<float*>(p);
+    logits_capacity_ = n;
+    return Status::OK();
+  }
+
+  cublasHandle_t cublas_;
+  int32_t* argmax_device_;
+  int32_t* argmax_host_;
+  float* logits_host_ = nullptr;
+  int64_t logits_capacity_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernels>> make_cuda_kernels() {
+  LS_RETURN_IF_ERROR(cuda_device_available());
+  cublasHandle_t cublas = nullptr;
+  LS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas));
+  void* dev = nullptr;
+  void* host = nullptr;
+  cudaError_t err = cudaMalloc(&dev, 256);
+  if (err == cudaSuccess) err = cudaHostAlloc(&host, 256, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cublasDestroy(cublas);
+    if (dev) cudaFree(dev);
+    return cuda_error(err, "cuda kernels scratch allocation", __FILE__, __LINE__);
+  }
+  return std::unique_ptr<Kernels>(
+      std::make_unique<CudaKernels>(cublas, static_cast<int32_t*>(dev), static_cast<int32_t*>(host)));
+}
+
+}  // namespace layerstream::kernels

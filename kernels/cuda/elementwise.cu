@@ -1,0 +1,140 @@
+// CUDA embedding, RMSNorm, RoPE, SiLU-mul and add, on the shared math.
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launchers.h"
+#include "kernels/math/activation.h"
+#include "kernels/math/rmsnorm.h"
+#include "kernels/math/rope.h"
+
+namespace layerstream::kernels::cuda {
+namespace {
+
+// One block per token; threads stride over the row. Bad ids give a NaN row.
+template <int T>
+__global__ void embedding_dense_kernel(const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
+                                       float* out, int64_t row_bytes) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = tokens[t];
+  float* o = out + t * n_embd;
+  const bool ok = id >= 0 && id < n_vocab;
+  const void* row = static_cast<const uint8_t*>(table) + (ok ? id : 0) * row_bytes;
+  for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) o[i] = ok ? load_elem<T>(row, i) : NAN;
+}
+
+template <typename Block>
+__global__ void embedding_block_kernel(const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
+                                       float* out, int64_t row_bytes) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = tokens[t];
+  float* o = out + t * n_embd;
+  const bool ok = id >= 0 && id < n_vocab;
+  const void* row = static_cast<const uint8_t*>(table) + (ok ? id : 0) * row_bytes;
+  for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) {
+    o[i] = ok ? block_elem<Block>(row, i / math::kQK, static_cast<int>(i % math::kQK)) : NAN;
+  }
+}
+
+// One block (256 threads) per row.
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* out, int64_t n, float eps) {
+  const float* xr = x + blockIdx.x * n;
+  float* orow = out + blockIdx.x * n;
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+  __shared__ float partial[32];
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.0f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const float scale = math::rms_inv_scale(partial[0], n, eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = xr[i] * scale * w[i];
+}
+
+// One thread per (token, head, pair).
+__global__ void rope_kernel(RopeParams p, int64_t n_rot) {
+  const int64_t pairs = n_rot / 2;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= p.n_tokens * p.n_heads * pairs) return;
+  const int64_t i = idx % pairs;
+  const int64_t th = idx / pairs;  // token * n_heads + head
+  const int64_t t = th / p.n_heads;
+  int64_t i0, i1;
+  math::rope_pair_index(i, n_rot, p.neox, i0, i1);
+  float* head = p.x + th * p.head_dim;
+  math::rope_rotate(head[i0], head[i1], math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale));
+}
+
+__global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = math::silu_mul(g[i], u[i]);
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
+}  // namespace
+
+Status launch_embedding(const EmbeddingParams& p, cudaStream_t s) {
+  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.type), p.n_embd));
+  const unsigned grid = static_cast<unsigned>(p.n_tokens);
+  switch (p.type) {
+    case GgmlType::F32:
+      embedding_dense_kernel<0><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
+      break;
+    case GgmlType::F16:
+      embedding_dense_kernel<1><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
+      break;
+    case GgmlType::BF16:
+      embedding_dense_kernel<30><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
+      break;
+    case GgmlType::Q8_0:
+      embedding_block_kernel<math::BlockQ8_0><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
+      break;
+    case GgmlType::Q4_0:
+      embedding_block_kernel<math::BlockQ4_0><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
+      break;
+    case GgmlType::Q4_1:
+      embedding_block_kernel<math::BlockQ4_1><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
+      break;
+    default: return Status::Unsupported("cuda embedding: unsupported table type");
+  }
+  LS_CUDA_CHECK_LAUNCH("embedding");
+  return Status::OK();
+}
+
+Status launch_rmsnorm(const RmsNormParams& p, cudaStream_t s) {
+  rmsnorm_kernel<<<static_cast<unsigned>(p.n_rows), 256, 0, s>>>(p.x, p.weight, p.out, p.n_cols, p.eps);
+  LS_CUDA_CHECK_LAUNCH("rmsnorm");
+  return Status::OK();
+}
+
+Status launch_rope(const RopeParams& p, cudaStream_t s) {
+  const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
+  const int64_t n = p.n_tokens * p.n_heads * (n_rot / 2);
+  if (n == 0) return Status::OK();
+  rope_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n_rot);
+  LS_CUDA_CHECK_LAUNCH("rope");
+  return Status::OK();
+}
+
+Status launch_silu_mul(const SiluMulParams& p, cudaStream_t s) {
+  silu_mul_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.gate, p.up, p.out, p.n);
+  LS_CUDA_CHECK_LAUNCH("silu_mul");
+  return Status::OK();
+}
+
+Status launch_add(const AddParams& p, cudaStream_t s) {
+  add_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.a, p.b, p.out, p.n);
+  LS_CUDA_CHECK_LAUNCH("add");
+  return Status::OK();
+}
+
+}  // namespace layerstream::kernels::cuda

@@ -1,0 +1,29 @@
+// Launchers of the CUDA kernels: raw pointers from the params structs, a
+// stream, a Status. Each launch is followed by LS_CUDA_CHECK_LAUNCH.
+// Params must already pass validate() (kernels/kernels.h).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/kernels.h"
+
+namespace layerstream::kernels::cuda {
+
+// Batches up to this many tokens use the own matmul kernel; larger ones cuBLAS.
+constexpr int64_t kMatvecMaxTokens = 8;
+
+Status launch_embedding(const EmbeddingParams& p, cudaStream_t s);
+Status launch_rmsnorm(const RmsNormParams& p, cudaStream_t s);
+Status launch_rope(const RopeParams& p, cudaStream_t s);
+Status launch_silu_mul(const SiluMulParams& p, cudaStream_t s);
+Status launch_add(const AddParams& p, cudaStream_t s);
+Status launch_attention(const AttentionParams& p, cudaStream_t s);
+// cuBLAS when n_tokens > kMatvecMaxTokens (and, for non-F32 weights, enough
+// scratch); the own dequantise-in-registers kernel otherwise.
+uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens);
+Status launch_matmul(const MatmulParams& p, cublasHandle_t cublas, cudaStream_t s);
+// Greedy: index of the largest logit (lowest on ties) into *out_device.
+Status launch_argmax(const float* logits, int64_t n, int32_t* out_device, cudaStream_t s);
+
+}  // namespace layerstream::kernels::cuda

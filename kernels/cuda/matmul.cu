@@ -1,0 +1,180 @@
+// CUDA matmul y[t][o] = w[o] . x[t] (shapes in kernels/kernels.h).
+//  - n_tokens <= kMatvecMaxTokens, any weight type: matvec_kernel, one warp
+//    per output row, weights decoded in registers with the shared math, each
+//    weight element read once for all tokens of the batch.
+//  - larger batches: cuBLAS GemmEx. F32 weights: 32F x 32F (no TF32).
+//    F16/BF16 weights: x converted to the weight's type in scratch.
+//    Quantised weights: dequantised to F16 in scratch, x to F16.
+//    Without enough scratch the matvec kernel serves (correct, slower).
+// Accuracy: the matvec kernel and the F32 GEMM accumulate in f32 on exactly
+// decoded weights; the converted paths add the rounding of x (and of the
+// dequantised weight) to 16 bits.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launchers.h"
+
+namespace layerstream::kernels::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxTok = static_cast<int>(kMatvecMaxTokens);
+
+__device__ __forceinline__ void finish(float (&acc)[kMaxTok], int n_tok, float* y, int64_t n_out, int64_t o) {
+#pragma unroll
+  for (int t = 0; t < kMaxTok; ++t) {
+    if (t < n_tok) {
+      const float v = warp_sum(acc[t]);
+      if ((threadIdx.x & 31) == 0) y[t * n_out + o] = v;
+    }
+  }
+}
+
+template <int T>
+__global__ void matvec_dense_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, const float* x,
+                                    int n_tok, float* y) {
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (o >= n_out) return;
+  const void* row = static_cast<const uint8_t*>(w) + o * row_bytes;
+  float acc[kMaxTok] = {};
+  for (int64_t i = threadIdx.x & 31; i < n_in; i += 32) {
+    const float wv = load_elem<T>(row, i);
+#pragma unroll
+    for (int t = 0; t < kMaxTok; ++t) {
+      if (t < n_tok) acc[t] += wv * x[t * n_in + i];
+    }
+  }
+  finish(acc, n_tok, y, n_out, o);
+}
+
+template <typename Block>
+__global__ void matvec_block_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, const float* x,
+                                    int n_tok, float* y) {
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (o >= n_out) return;
+  const Block* row = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + o * row_bytes);
+  float acc[kMaxTok] = {};
+  for (int64_t b = threadIdx.x & 31; b < n_in / math::kQK; b += 32) {
+    float dec[math::kQK];
+    math::dequantize_block(row[b], dec);
+#pragma unroll
+    for (int t = 0; t < kMaxTok; ++t) {
+      if (t < n_tok) {
+        const float* xt = x + t * n_in + b * math::kQK;
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < math::kQK; ++j) s += dec[j] * xt[j];
+        acc[t] += s;
+      }
+    }
+  }
+  finish(acc, n_tok, y, n_out, o);
+}
+
+// Weight element (o, i) -> f16 bits, for the cuBLAS path.
+template <typename Block>
+__global__ void dequant_f16_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, uint16_t* out) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n_out * n_in) return;
+  const int64_t o = idx / n_in, i = idx % n_in;
+  const void* row = static_cast<const uint8_t*>(w) + o * row_bytes;
+  out[idx] = math::f32_to_f16(block_elem<Block>(row, i / math::kQK, static_cast<int>(i % math::kQK)));
+}
+
+__global__ void convert_x_kernel(const float* x, int64_t n, bool bf16, uint16_t* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = bf16 ? math::f32_to_bf16(x[i]) : math::f32_to_f16(x[i]);
+}
+
+Status launch_matvec(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s) {
+  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in));
+  const float* x = p.x + first_token * p.n_in;
+  float* y = p.y + first_token * p.n_out;
+  const unsigned grid = grid_for(p.n_out, kWarpsPerBlock);
+  const int threads = 32 * kWarpsPerBlock;
+  switch (p.w_type) {
+    case GgmlType::F32: matvec_dense_kernel<0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y); break;
+    case GgmlType::F16: matvec_dense_kernel<1><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y); break;
+    case GgmlType::BF16: matvec_dense_kernel<30><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y); break;
+    case GgmlType::Q8_0:
+      matvec_block_kernel<math::BlockQ8_0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
+      break;
+    case GgmlType::Q4_0:
+      matvec_block_kernel<math::BlockQ4_0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
+      break;
+    case GgmlType::Q4_1:
+      matvec_block_kernel<math::BlockQ4_1><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
+      break;
+    default: return Status::Unsupported("cuda matmul: unsupported weight type");
+  }
+  LS_CUDA_CHECK_LAUNCH("matvec");
+  return Status::OK();
+}
+
+bool is_quantised(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1; }
+
+uint64_t align256(uint64_t b) { return (b + 255) & ~uint64_t{255}; }
+
+// y^T (n_out x n_tok, column-major) = W^T^T x: W is column-major n_in x n_out.
+Status gemm(cublasHandle_t h, cudaStream_t s, const void* w, cudaDataType wt, const void* x, cudaDataType xt,
+            float* y, int64_t n_out, int64_t n_in, int64_t n_tok) {
+  const float alpha = 1.0f, beta = 0.0f;
+  LS_CUBLAS_RETURN_IF_ERROR(cublasSetStream(h, s));
+  LS_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_out),
+                                         static_cast<int>(n_tok), static_cast<int>(n_in), &alpha, w, wt,
+                                         static_cast<int>(n_in), x, xt, static_cast<int>(n_in), &beta, y, CUDA_R_32F,
+                                         static_cast<int>(n_out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return Status::OK();
+}
+
+}  // namespace
+
+uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens) {
+  if (n_tokens <= kMatvecMaxTokens || w_type == GgmlType::F32) return 0;
+  const uint64_t x16 = align256(static_cast<uint64_t>(n_tokens) * n_in * 2);
+  if (!is_quantised(w_type)) return x16;
+  return x16 + align256(static_cast<uint64_t>(n_out) * n_in * 2);
+}
+
+Status launch_matmul(const MatmulParams& p, cublasHandle_t cublas, cudaStream_t s) {
+  const uint64_t need = matmul_scratch_bytes(p.w_type, p.n_out, p.n_in, p.n_tokens);
+  const bool big = p.n_tokens > kMatvecMaxTokens && p.n_out <= INT32_MAX && p.n_in <= INT32_MAX &&
+                   p.n_tokens <= INT32_MAX;
+  if (big && p.w_type == GgmlType::F32) {
+    return gemm(cublas, s, p.w, CUDA_R_32F, p.x, CUDA_R_32F, p.y, p.n_out, p.n_in, p.n_tokens);
+  }
+  if (big && p.scratch && p.scratch_bytes >= need) {
+    auto* x16 = static_cast<uint16_t*>(p.scratch);
+    const bool bf16 = p.w_type == GgmlType::BF16;
+    const int64_t nx = p.n_tokens * p.n_in;
+    convert_x_kernel<<<grid_for(nx, 256), 256, 0, s>>>(p.x, nx, bf16, x16);
+    LS_CUDA_CHECK_LAUNCH("convert_x");
+    const void* w = p.w;
+    if (is_quantised(p.w_type)) {
+      auto* w16 = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + align256(nx * 2));
+      const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in));
+      const int64_t nw = p.n_out * p.n_in;
+      switch (p.w_type) {
+        case GgmlType::Q8_0:
+          dequant_f16_kernel<math::BlockQ8_0><<<grid_for(nw, 256), 256, 0, s>>>(p.w, p.n_out, p.n_in, rb, w16);
+          break;
+        case GgmlType::Q4_0:
+          dequant_f16_kernel<math::BlockQ4_0><<<grid_for(nw, 256), 256, 0, s>>>(p.w, p.n_out, p.n_in, rb, w16);
+          break;
+        default:
+          dequant_f16_kernel<math::BlockQ4_1><<<grid_for(nw, 256), 256, 0, s>>>(p.w, p.n_out, p.n_in, rb, w16);
+          break;
+      }
+      LS_CUDA_CHECK_LAUNCH("dequant_f16");
+      w = w16;
+    }
+    const cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    return gemm(cublas, s, w, t, x16, t, p.y, p.n_out, p.n_in, p.n_tokens);
+  }
+  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kMatvecMaxTokens) {
+    const int n = static_cast<int>(std::min<int64_t>(kMatvecMaxTokens, p.n_tokens - t0));
+    LS_RETURN_IF_ERROR(launch_matvec(p, t0, n, s));
+  }
+  return Status::OK();
+}
+
+}  // namespace layerstream::kernels::cuda

@@ -1,0 +1,157 @@
+#include "kernels/kernels.h"
+
+#include <string>
+
+#include "kernels/cpu/cpu_kernels.h"
+#if defined(LAYERSTREAM_HAVE_CUDA_BACKEND)
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace layerstream::kernels {
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+Status bad(const char* op, const std::string& what) { return Status::InvalidArgument(std::string(op) + ": " + what); }
+
+Status need(const char* op, const char* field, const void* ptr) {
+  return ptr ? Status::OK() : bad(op, std::string(field) + " is null");
+}
+
+Status positive(const char* op, const char* field, int64_t v) {
+  return v > 0 ? Status::OK() : bad(op, std::string(field) + " = " + num(v) + ", must be > 0");
+}
+
+// A supported type whose block divides n.
+Status row_type(const char* op, const char* field, GgmlType type, int64_t n, const char* n_name) {
+  const GgmlTypeTraits t = ggml_type_traits(type);
+  if (!t.supported) return Status::Unsupported(std::string(op) + ": " + field + " type " + t.name + " is not supported");
+  if (n % t.block_elems != 0) {
+    return bad(op, std::string(n_name) + " = " + num(n) + " is not a multiple of the " + t.name + " block size " +
+                       num(t.block_elems));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status validate(const EmbeddingParams& p) {
+  const char* op = "embedding";
+  LS_RETURN_IF_ERROR(need(op, "table", p.table));
+  LS_RETURN_IF_ERROR(need(op, "tokens", p.tokens));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  LS_RETURN_IF_ERROR(positive(op, "n_vocab", p.n_vocab));
+  LS_RETURN_IF_ERROR(positive(op, "n_embd", p.n_embd));
+  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
+  return row_type(op, "table", p.type, p.n_embd, "n_embd");
+}
+
+Status validate(const RmsNormParams& p) {
+  const char* op = "rmsnorm";
+  LS_RETURN_IF_ERROR(need(op, "x", p.x));
+  LS_RETURN_IF_ERROR(need(op, "weight", p.weight));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  LS_RETURN_IF_ERROR(positive(op, "n_rows", p.n_rows));
+  LS_RETURN_IF_ERROR(positive(op, "n_cols", p.n_cols));
+  if (!(p.eps >= 0)) return bad(op, "eps = " + std::to_string(p.eps) + ", must be >= 0");
+  return Status::OK();
+}
+
+Status validate(const RopeParams& p) {
+  const char* op = "rope";
+  LS_RETURN_IF_ERROR(need(op, "x", p.x));
+  LS_RETURN_IF_ERROR(need(op, "positions", p.positions));
+  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
+  LS_RETURN_IF_ERROR(positive(op, "n_heads", p.n_heads));
+  LS_RETURN_IF_ERROR(positive(op, "head_dim", p.head_dim));
+  const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
+  if (n_rot < 0 || n_rot > p.head_dim || n_rot % 2 != 0) {
+    return bad(op, "n_rot = " + num(p.n_rot) + ", must be even and in [0, head_dim = " + num(p.head_dim) + "]");
+  }
+  if (!(p.freq_base > 0)) return bad(op, "freq_base = " + std::to_string(p.freq_base) + ", must be > 0");
+  if (!(p.freq_scale > 0)) return bad(op, "freq_scale = " + std::to_string(p.freq_scale) + ", must be > 0");
+  return Status::OK();
+}
+
+Status validate(const MatmulParams& p) {
+  const char* op = "matmul";
+  LS_RETURN_IF_ERROR(need(op, "w", p.w));
+  LS_RETURN_IF_ERROR(need(op, "x", p.x));
+  LS_RETURN_IF_ERROR(need(op, "y", p.y));
+  LS_RETURN_IF_ERROR(positive(op, "n_out", p.n_out));
+  LS_RETURN_IF_ERROR(positive(op, "n_in", p.n_in));
+  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
+  if (static_cast<const void*>(p.x) == static_cast<const void*>(p.y)) return bad(op, "y aliases x");
+  return row_type(op, "w", p.w_type, p.n_in, "n_in");
+}
+
+Status validate(const AttentionParams& p) {
+  const char* op = "attention";
+  LS_RETURN_IF_ERROR(need(op, "q", p.q));
+  LS_RETURN_IF_ERROR(need(op, "k_cache", p.k_cache));
+  LS_RETURN_IF_ERROR(need(op, "v_cache", p.v_cache));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
+  LS_RETURN_IF_ERROR(positive(op, "n_head", p.n_head));
+  LS_RETURN_IF_ERROR(positive(op, "n_kv_head", p.n_kv_head));
+  LS_RETURN_IF_ERROR(positive(op, "head_dim", p.head_dim));
+  LS_RETURN_IF_ERROR(positive(op, "n_ctx", p.n_ctx));
+  if (p.kv_type != GgmlType::F32 && p.kv_type != GgmlType::F16) {
+    return Status::Unsupported(std::string(op) + ": KV cache type " + ggml_type_traits(p.kv_type).name +
+                               " is not supported (F32 or F16)");
+  }
+  if (p.head_dim > kMaxHeadDim) return bad(op, "head_dim = " + num(p.head_dim) + " exceeds " + num(kMaxHeadDim));
+  if (p.n_head % p.n_kv_head != 0) {
+    return bad(op, "n_head = " + num(p.n_head) + " is not a multiple of n_kv_head = " + num(p.n_kv_head));
+  }
+  if (p.start_pos < 0 || p.start_pos + p.n_tokens > p.n_ctx) {
+    return bad(op, "positions [" + num(p.start_pos) + ", " + num(p.start_pos + p.n_tokens) +
+                       ") do not fit the cache of n_ctx = " + num(p.n_ctx));
+  }
+  if (static_cast<const void*>(p.q) == static_cast<const void*>(p.out)) return bad(op, "out aliases q");
+  return Status::OK();
+}
+
+Status validate(const SiluMulParams& p) {
+  const char* op = "silu_mul";
+  LS_RETURN_IF_ERROR(need(op, "gate", p.gate));
+  LS_RETURN_IF_ERROR(need(op, "up", p.up));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  return positive(op, "n", p.n);
+}
+
+Status validate(const AddParams& p) {
+  const char* op = "add";
+  LS_RETURN_IF_ERROR(need(op, "a", p.a));
+  LS_RETURN_IF_ERROR(need(op, "b", p.b));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  return positive(op, "n", p.n);
+}
+
+Status validate(const SampleParams& p) {
+  const char* op = "sample";
+  LS_RETURN_IF_ERROR(need(op, "logits", p.logits));
+  LS_RETURN_IF_ERROR(need(op, "out_token", p.out_token));
+  LS_RETURN_IF_ERROR(positive(op, "n_vocab", p.n_vocab));
+  if (p.n_vocab > INT32_MAX) return bad(op, "n_vocab = " + num(p.n_vocab) + " exceeds int32");
+  if (!(p.top_p > 0)) return bad(op, "top_p = " + std::to_string(p.top_p) + ", must be > 0");
+  if (std::isnan(p.temperature)) return bad(op, "temperature is NaN");
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Kernels>> make_kernels(BackendKind backend, const KernelsOptions& options) {
+  switch (backend) {
+    case BackendKind::kHost:
+      return std::unique_ptr<Kernels>(std::make_unique<CpuKernels>(options.host_threads));
+    case BackendKind::kCuda:
+#if defined(LAYERSTREAM_HAVE_CUDA_BACKEND)
+      return make_cuda_kernels();
+#else
+      return Status::Unsupported("cuda kernels: layerstream was built without CUDA (LAYERSTREAM_CUDA=OFF)");
+#endif
+    case BackendKind::kAuto: break;
+  }
+  return Status::InvalidArgument("make_kernels: backend 'auto' must be resolved to host or cuda first");
+}
+
+}  // namespace layerstream::kernels

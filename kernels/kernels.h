@@ -1,0 +1,192 @@
+// The kernel interface the executor calls: one Llama block's operations,
+// implemented for the host backend (CpuKernels, kernels/cpu/) and the cuda
+// backend (CudaKernels, kernels/cuda/).
+//
+// Every op validates its params, enqueues the work on `stream` and returns;
+// errors found while the work runs surface at the stream's next synchronize().
+// Pointers are device memory of the backend the Kernels object was made for
+// (host backend: ordinary host memory; cuda: device memory) unless a field
+// says "host". They must stay valid until the work completes. The caller owns
+// all buffers; a Kernels object owns only its own small scratch.
+//
+// Shapes are row-major, outermost first. Activations are float32.
+//
+// KV cache layout (one per sequence): [layer][pos][n_kv_head][head_dim] of
+// kv_type (F32 or F16), positions 0..n_ctx-1. An AttentionParams carries the
+// base of one layer's K and V planes: element (pos, kvh, d) sits at
+// k_cache + (pos * n_kv_head + kvh) * head_dim + d.
+//
+// Thread safety: a Kernels object is used by one host thread at a time (the
+// scheduler's compute thread). CpuKernels runs the work on the stream's host
+// thread and its own thread pool.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/math/ggml_type.h"
+#include "layerstream/status.h"
+#include "runtime/device/device.h"
+
+namespace layerstream::kernels {
+
+// out[t][:] = decoded row tokens[t] of `table` ([n_vocab][n_embd] of `type`).
+// Token ids outside [0, n_vocab) are an error (host) / a NaN row (cuda).
+struct EmbeddingParams {
+  const void* table = nullptr;
+  GgmlType type = GgmlType::F32;
+  int64_t n_vocab = 0, n_embd = 0;
+  const int32_t* tokens = nullptr;  // [n_tokens]
+  int64_t n_tokens = 0;
+  float* out = nullptr;  // [n_tokens][n_embd]
+};
+
+// out[r][i] = x[r][i] / sqrt(mean_i(x[r]^2) + eps) * weight[i]. out may equal x.
+struct RmsNormParams {
+  const float* x = nullptr;       // [n_rows][n_cols]
+  const float* weight = nullptr;  // [n_cols]
+  float* out = nullptr;           // [n_rows][n_cols]
+  int64_t n_rows = 0, n_cols = 0;
+  float eps = 1e-5f;
+};
+
+// Rotary position embedding in place on x [n_tokens][n_heads][head_dim].
+// The first n_rot dims of each head rotate (n_rot even, <= head_dim; 0 means
+// head_dim). Pair i (0 <= i < n_rot/2) rotates by
+//   theta = positions[t] * freq_scale * freq_base^(-2i/n_rot)
+// Llama layout (neox = false): pairs (2i, 2i+1). Neox layout: (i, i + n_rot/2).
+// freq_scale is GGUF linear scaling: 1 / rope.scaling.factor.
+struct RopeParams {
+  float* x = nullptr;
+  int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_rot = 0;
+  const int32_t* positions = nullptr;  // [n_tokens]
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  bool neox = false;
+};
+
+// y[t][o] = sum_i w[o][i] * x[t][i]. w is a GGUF weight [ne0 = n_in, ne1 =
+// n_out], i.e. row-major n_out x n_in of w_type (F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1; quantised types need n_in % 32 == 0). n_tokens == 1 is the
+// matrix-vector product. `scratch` (optional, scratch_bytes long) lets the
+// cuda backend dequantise/convert for cuBLAS at large n_tokens; ask
+// Kernels::matmul_scratch_bytes for the size. y must not alias x.
+struct MatmulParams {
+  const void* w = nullptr;
+  GgmlType w_type = GgmlType::F32;
+  int64_t n_out = 0, n_in = 0;
+  const float* x = nullptr;  // [n_tokens][n_in]
+  int64_t n_tokens = 0;
+  float* y = nullptr;  // [n_tokens][n_out]
+  void* scratch = nullptr;
+  uint64_t scratch_bytes = 0;
+};
+
+// Grouped-query causal attention for one sequence. The n_tokens new tokens
+// sit at positions start_pos .. start_pos + n_tokens - 1. First k_new/v_new
+// (when non-null) are stored into the cache at those positions (converted to
+// kv_type); then token t attends to cache positions 0 .. start_pos + t.
+// Query head h uses KV head h / (n_head / n_kv_head).
+//   out[t][h][:] = sum_p softmax_p(scale * q[t][h] . k[p][kvh]) * v[p][kvh]
+// Decode is n_tokens == 1; prefill is n_tokens > 1 (causal within the batch).
+// Largest head_dim attention supports (registers per lane on cuda).
+constexpr int64_t kMaxHeadDim = 256;
+
+struct AttentionParams {
+  const float* q = nullptr;      // [n_tokens][n_head][head_dim]
+  const float* k_new = nullptr;  // [n_tokens][n_kv_head][head_dim] or null
+  const float* v_new = nullptr;  // [n_tokens][n_kv_head][head_dim] or null
+  void* k_cache = nullptr;       // this layer's K plane: [n_ctx][n_kv_head][head_dim]
+  void* v_cache = nullptr;       // this layer's V plane: same shape
+  GgmlType kv_type = GgmlType::F32;  // F32 or F16
+  int64_t n_ctx = 0;             // cache capacity in positions
+  int64_t start_pos = 0;
+  int64_t n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+  float scale = 0;  // 0 means 1/sqrt(head_dim)
+  float* out = nullptr;  // [n_tokens][n_head][head_dim]; must not alias q
+};
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias either.
+struct SiluMulParams {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  float* out = nullptr;
+  int64_t n = 0;
+};
+
+// out[i] = a[i] + b[i] (the residual add). out may alias a or b.
+struct AddParams {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* out = nullptr;
+  int64_t n = 0;
+};
+
+// Picks one token from logits [n_vocab]. Deterministic given `seed`.
+//   temperature <= 0 or top_k == 1: greedy (argmax, lowest index on ties).
+//   otherwise: softmax(logits / temperature), keep the top_k most likely
+//   (top_k <= 0: all), then the smallest prefix (by probability, descending)
+//   whose mass reaches top_p (top_p >= 1: all), renormalise, draw with a
+//   uniform number derived from `seed`.
+// out_token is HOST memory, written when the stream reaches this op.
+// cuda: greedy runs an argmax kernel; top-k/top-p copy the logits to pinned
+// host memory and run the CPU sampler in a host function (stream order).
+struct SampleParams {
+  const float* logits = nullptr;
+  int64_t n_vocab = 0;
+  float temperature = 0;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  int32_t* out_token = nullptr;  // host
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual BackendKind backend() const = 0;
+
+  virtual Status embedding(const EmbeddingParams& p, Stream& stream) = 0;
+  virtual Status rmsnorm(const RmsNormParams& p, Stream& stream) = 0;
+  virtual Status rope(const RopeParams& p, Stream& stream) = 0;
+  virtual Status matmul(const MatmulParams& p, Stream& stream) = 0;
+  virtual Status attention(const AttentionParams& p, Stream& stream) = 0;
+  virtual Status silu_mul(const SiluMulParams& p, Stream& stream) = 0;
+  virtual Status add(const AddParams& p, Stream& stream) = 0;
+  virtual Status sample(const SampleParams& p, Stream& stream) = 0;
+
+  // Scratch bytes matmul would use for these shapes to take its fastest path
+  // (0 when none is needed). Less scratch is never an error, only slower.
+  virtual uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens) const {
+    return 0;
+  }
+
+  // Final norm + LM head: rmsnorm(x) into `normed`, then logits = W_out . normed.
+  Status final_norm_lm_head(const RmsNormParams& norm, const MatmulParams& head, Stream& stream) {
+    LS_RETURN_IF_ERROR(rmsnorm(norm, stream));
+    return matmul(head, stream);
+  }
+};
+
+struct KernelsOptions {
+  int host_threads = 0;  // CPU kernels' thread pool size (0 = hardware concurrency)
+};
+
+// Kernels for a resolved backend (kHost or kCuda). kCuda in a build without
+// CUDA, or without a usable device, is an error saying why; kAuto is
+// InvalidArgument (resolve it with open_device first).
+Result<std::unique_ptr<Kernels>> make_kernels(BackendKind backend, const KernelsOptions& options = {});
+
+// Argument checks shared by both backends: InvalidArgument naming the op,
+// the field, its value and the limit.
+Status validate(const EmbeddingParams& p);
+Status validate(const RmsNormParams& p);
+Status validate(const RopeParams& p);
+Status validate(const MatmulParams& p);
+Status validate(const AttentionParams& p);
+Status validate(const SiluMulParams& p);
+Status validate(const AddParams& p);
+Status validate(const SampleParams& p);
+
+}  // namespace layerstream::kernels

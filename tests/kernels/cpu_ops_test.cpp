@@ -1,0 +1,327 @@
+// Each CPU kernel against a float64 reference on fresh random inputs.
+// Tolerances (|got - ref| <= bound):
+//   matmul, every weight type: 1e-5 * sum_i |w_i x_i| against the exactly
+//     decoded weights (f32 accumulation rounding only); Q4_1: 4e-5 * that
+//     sum, since the kernel forms d*sum(q x) + m*sum(x) whose terms can cancel.
+//   rmsnorm, silu_mul: 1e-5 relative per element; add: 1e-6 relative.
+//   rope: |pair| * (1e-6 + 4e-7 * pos * freq_scale): the angle is formed in f32.
+//   attention: 1e-5 * max|v| (output is a convex combination of v rows).
+//   embedding: exact.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace layerstream::kernels {
+namespace {
+
+using namespace testing;  // NOLINT: test file
+
+struct MatmulShape {
+  int64_t n_out, n_in, n_tok;
+};
+
+class CpuKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const uint64_t seed = layerstream::testing::fresh_seed();
+    rng_.seed(seed);
+  }
+  std::mt19937_64 rng_;
+  ThreadPool pool3_{3};
+};
+
+double matmul_tol(GgmlType t) { return t == GgmlType::Q4_1 ? 4e-5 : 1e-5; }
+
+TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
+  for (GgmlType type : all_weight_types()) {
+    for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 96, 257, 544, 1056}) {
+      if (n % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, 1, n, rng_);
+      const std::vector<float> x = random_floats(n, rng_);
+      double ref = 0, abs_sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        ref += w.exact[i] * x[i];
+        abs_sum += std::fabs(w.exact[i] * x[i]);
+      }
+      std::vector<cpu::RowKernels> impls = {cpu::generic::row_kernels(type)};
+      if (cpu::avx2::supported()) impls.push_back(cpu::avx2::row_kernels(type));
+      for (const cpu::RowKernels& k : impls) {
+        EXPECT_LE(std::fabs(k.dot(w.bytes.data(), x.data(), n) - ref), matmul_tol(type) * abs_sum)
+            << ggml_type_traits(type).name << " n=" << n;
+        std::vector<float> dec = poisoned(n);
+        k.decode(w.bytes.data(), 0, n, dec.data());
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dec[i], w.exact[i]) << ggml_type_traits(type).name << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, MatmulEveryWeightTypeAndShape) {
+  const std::vector<MatmulShape> shapes = {{1, 32, 1},   {7, 64, 1},   {33, 96, 3}, {130, 320, 5},
+                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}};
+  for (GgmlType type : all_weight_types()) {
+    for (const MatmulShape& s : shapes) {
+      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
+      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
+      std::vector<double> ref, abs_sum;
+      ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3_}) {
+        std::vector<float> y = poisoned(s.n_out * s.n_tok);
+        MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, x.data(), s.n_tok, y.data()};
+        LS_ASSERT_OK(validate(p));
+        cpu::matmul(p, pool);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_LE(std::fabs(y[i] - ref[i]), matmul_tol(type) * abs_sum[i])
+              << ggml_type_traits(type).name << " " << s.n_out << "x" << s.n_in << " tokens " << s.n_tok << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, MatmulRejectsBadShapes) {
+  std::vector<uint8_t> w(34 * 4);
+  std::vector<float> x(48), y(4);
+  MatmulParams p{w.data(), GgmlType::Q8_0, 2, 48, x.data(), 1, y.data()};
+  Status s = validate(p);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("48"), std::string::npos) << s.message();
+  p.n_in = 32;
+  p.w_type = GgmlType::Q4_K;
+  EXPECT_TRUE(validate(p).IsUnsupported());
+}
+
+TEST_F(CpuKernelsTest, RmsNorm) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 7}, {4, 64}, {5, 4099}}) {
+    const std::vector<float> x = random_floats(rows * cols, rng_, -3, 3), w = random_floats(cols, rng_, 0.5, 1.5);
+    std::vector<double> ref = to_double(x);
+    ref_rmsnorm(ref, to_double(w), rows, cols, 1e-5);
+    std::vector<float> out = poisoned(rows * cols);
+    cpu::rmsnorm({x.data(), w.data(), out.data(), rows, cols, 1e-5f}, &pool3_);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 1e-5 * std::fabs(ref[i]) + 1e-30);
+    // In place.
+    std::vector<float> inplace = x;
+    cpu::rmsnorm({inplace.data(), w.data(), inplace.data(), rows, cols, 1e-5f}, nullptr);
+    EXPECT_EQ(inplace, out);
+  }
+}
+
+TEST_F(CpuKernelsTest, RopeBothLayouts) {
+  struct Case {
+    int64_t n_tok, n_heads, head_dim, n_rot;
+    float base, scale;
+    bool neox;
+  };
+  for (const Case& c : {Case{1, 1, 2, 0, 10000, 1, false}, Case{3, 4, 16, 0, 10000, 1, false},
+                        Case{5, 3, 64, 32, 500000, 0.25f, false}, Case{4, 2, 16, 0, 10000, 1, true},
+                        Case{2, 5, 128, 96, 1e6f, 0.5f, true}}) {
+    std::vector<int32_t> pos(c.n_tok);
+    for (auto& p : pos) p = static_cast<int32_t>(rng_() % 3000);
+    const std::vector<float> x = random_floats(c.n_tok * c.n_heads * c.head_dim, rng_);
+    std::vector<double> ref = to_double(x);
+    const int64_t n_rot = c.n_rot ? c.n_rot : c.head_dim;
+    ref_rope(ref, c.n_tok, c.n_heads, c.head_dim, n_rot, pos, c.base, c.scale, c.neox);
+    std::vector<float> got = x;
+    RopeParams p{got.data(), c.n_tok, c.n_heads, c.head_dim, c.n_rot, pos.data(), c.base, c.scale, c.neox};
+    LS_ASSERT_OK(validate(p));
+    cpu::rope(p, &pool3_);
+    for (int64_t t = 0; t < c.n_tok; ++t) {
+      const double tol = 1e-6 + 4e-7 * pos[t] * c.scale;
+      for (int64_t i = 0; i < c.n_heads * c.head_dim; ++i) {
+        const size_t k = t * c.n_heads * c.head_dim + i;
+        ASSERT_LE(std::fabs(got[k] - ref[k]), tol * std::sqrt(2.0)) << "token " << t << " elem " << i;
+      }
+    }
+    // Dims past n_rot are untouched.
+    for (int64_t d = n_rot; d < c.head_dim; ++d) EXPECT_EQ(got[d], x[d]);
+  }
+}
+
+TEST_F(CpuKernelsTest, SiluMulAndAdd) {
+  for (int64_t n : {1, 31, 5000, 40000}) {
+    const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
+    std::vector<float> out = poisoned(n);
+    cpu::silu_mul({g.data(), u.data(), out.data(), n}, &pool3_);
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = ref_silu(g[i]) * u[i];
+      ASSERT_LE(std::fabs(out[i] - ref), 1e-5 * std::fabs(ref) + 1e-30) << i;
+    }
+    std::vector<float> sum = poisoned(n);
+    cpu::add({g.data(), u.data(), sum.data(), n}, &pool3_);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_LE(std::fabs(sum[i] - (double(g[i]) + u[i])), 1e-6 * (std::fabs(g[i]) + std::fabs(u[i]))) << i;
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, EmbeddingEveryType) {
+  for (GgmlType type : all_weight_types()) {
+    const int64_t n_vocab = 37, n_embd = is_block_type(type) ? 96 : 45;
+    const Weight table = random_weight(type, n_vocab, n_embd, rng_);
+    std::vector<int32_t> tokens = {0, static_cast<int32_t>(n_vocab - 1), 5, 5, static_cast<int32_t>(rng_() % n_vocab)};
+    std::vector<float> out = poisoned(tokens.size() * n_embd);
+    LS_ASSERT_OK(cpu::embedding({table.bytes.data(), type, n_vocab, n_embd, tokens.data(),
+                                 static_cast<int64_t>(tokens.size()), out.data()},
+                                &pool3_));
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      for (int64_t i = 0; i < n_embd; ++i) {
+        ASSERT_EQ(out[t * n_embd + i], table.exact[tokens[t] * n_embd + i]) << ggml_type_traits(type).name;
+      }
+    }
+    tokens[2] = static_cast<int32_t>(n_vocab);
+    Status s = cpu::embedding({table.bytes.data(), type, n_vocab, n_embd, tokens.data(), 5, out.data()}, nullptr);
+    EXPECT_TRUE(s.IsInvalidArgument());
+    EXPECT_NE(s.message().find(std::to_string(n_vocab)), std::string::npos) << s.message();
+  }
+}
+
+// Attention for prefill (several tokens on an existing prefix) and decode, F32 and F16 caches.
+TEST_F(CpuKernelsTest, AttentionPrefillAndDecode) {
+  struct Case {
+    int64_t start_pos, n_tok, n_head, n_kv, d;
+  };
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (const Case& c : {Case{0, 1, 1, 1, 1}, Case{0, 7, 4, 2, 16}, Case{5, 1, 8, 2, 64}, Case{9, 4, 6, 3, 40},
+                          Case{30, 1, 4, 4, 128}}) {
+      const int64_t n_ctx = c.start_pos + c.n_tok + 3, row = c.n_kv * c.d;
+      const size_t esz = kv_type == GgmlType::F32 ? 4 : 2;
+      // Cache prefix (positions < start_pos) random; new rows given to the kernel.
+      std::vector<float> k_all = random_floats(n_ctx * row, rng_), v_all = random_floats(n_ctx * row, rng_, -2, 2);
+      std::vector<uint8_t> kc(n_ctx * row * esz, 0xFF), vc(n_ctx * row * esz, 0xFF);  // NaN/garbage beyond
+      std::vector<double> k_ref(n_ctx * row), v_ref(n_ctx * row);
+      for (int64_t i = 0; i < n_ctx * row; ++i) {
+        if (kv_type == GgmlType::F16) {
+          const uint16_t kh = math::f32_to_f16(k_all[i]), vh = math::f32_to_f16(v_all[i]);
+          k_ref[i] = math::f16_to_f32(kh);
+          v_ref[i] = math::f16_to_f32(vh);
+          if (i < c.start_pos * row) {
+            std::memcpy(&kc[i * 2], &kh, 2);
+            std::memcpy(&vc[i * 2], &vh, 2);
+          }
+        } else {
+          k_ref[i] = k_all[i];
+          v_ref[i] = v_all[i];
+          if (i < c.start_pos * row) {
+            std::memcpy(&kc[i * 4], &k_all[i], 4);
+            std::memcpy(&vc[i * 4], &v_all[i], 4);
+          }
+        }
+      }
+      const std::vector<float> q = random_floats(c.n_tok * c.n_head * c.d, rng_, -2, 2);
+      std::vector<float> out = poisoned(q.size());
+      AttentionParams p;
+      p.q = q.data();
+      p.k_new = k_all.data() + c.start_pos * row;
+      p.v_new = v_all.data() + c.start_pos * row;
+      p.k_cache = kc.data();
+      p.v_cache = vc.data();
+      p.kv_type = kv_type;
+      p.n_ctx = n_ctx;
+      p.start_pos = c.start_pos;
+      p.n_tokens = c.n_tok;
+      p.n_head = c.n_head;
+      p.n_kv_head = c.n_kv;
+      p.head_dim = c.d;
+      p.out = out.data();
+      LS_ASSERT_OK(validate(p));
+      cpu::attention(p, &pool3_);
+      const std::vector<double> ref =
+          ref_attention(to_double(q), k_ref, v_ref, c.start_pos, c.n_tok, c.n_head, c.n_kv, c.d);
+      double vmax = 0;
+      for (double v : v_ref) vmax = std::max(vmax, std::fabs(v));
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_LE(std::fabs(out[i] - ref[i]), 1e-5 * vmax) << "kv " << ggml_type_traits(kv_type).name << " i=" << i;
+      }
+      // The new rows were stored at their positions.
+      for (int64_t i = c.start_pos * row; i < (c.start_pos + c.n_tok) * row; ++i) {
+        const double kv = kv_type == GgmlType::F16 ? spec_half(&kc[i * 2]) : spec_element(GgmlType::F32, kc.data(), i);
+        ASSERT_EQ(kv, k_ref[i]);
+      }
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, AttentionRejectsOverflowingPositions) {
+  std::vector<float> q(16), out(16), kc(64), vc(64);
+  AttentionParams p;
+  p.q = q.data();
+  p.k_cache = kc.data();
+  p.v_cache = vc.data();
+  p.n_ctx = 4;
+  p.start_pos = 3;
+  p.n_tokens = 2;
+  p.n_head = p.n_kv_head = 1;
+  p.head_dim = 16;
+  p.out = out.data();
+  Status s = validate(p);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("n_ctx = 4"), std::string::npos) << s.message();
+}
+
+TEST_F(CpuKernelsTest, GreedyPicksArgmaxLowestOnTies) {
+  std::vector<float> logits = random_floats(1000, rng_, -5, 5);
+  const int64_t a = rng_() % 500, b = 500 + rng_() % 500;
+  logits[a] = logits[b] = 9.0f;
+  EXPECT_EQ(cpu::sample(logits.data(), 1000, 0.0f, 0, 1.0f, rng_()), a);
+  EXPECT_EQ(cpu::sample(logits.data(), 1000, 0.8f, 1, 1.0f, rng_()), a);
+}
+
+TEST_F(CpuKernelsTest, TopKTopPSampleOnlyAllowedTokensWithTheRightFrequencies) {
+  const int64_t n = 200;
+  std::vector<float> logits = random_floats(n, rng_, -4, 0);
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), rng_);
+  // Three leaders with probabilities ~0.45/0.33/0.22 within the top-3.
+  logits[ids[0]] = 5.0f;
+  logits[ids[1]] = 5.0f - std::log(0.45f / 0.33f);
+  logits[ids[2]] = 5.0f - std::log(0.45f / 0.22f);
+  const uint64_t base = rng_();
+  const int draws = 3000;
+  std::vector<int> count(n, 0);
+  for (int i = 0; i < draws; ++i) {
+    const int32_t t = cpu::sample(logits.data(), n, 1.0f, 3, 1.0f, base + i);
+    ASSERT_EQ(t, cpu::sample(logits.data(), n, 1.0f, 3, 1.0f, base + i)) << "not deterministic";
+    ++count[t];
+  }
+  double z = 0;
+  for (int k = 0; k < 3; ++k) z += std::exp(static_cast<double>(logits[ids[k]]));
+  for (int k = 0; k < 3; ++k) {
+    const double pk = std::exp(static_cast<double>(logits[ids[k]])) / z;
+    EXPECT_NEAR(count[ids[k]], pk * draws, 5 * std::sqrt(draws * pk * (1 - pk)));
+  }
+  EXPECT_EQ(count[ids[0]] + count[ids[1]] + count[ids[2]], draws);
+  // top_p = 0.5 keeps the two leaders: within the top-3 they hold 0.45 < 0.5 <= 0.78.
+  for (int i = 0; i < 500; ++i) {
+    const int32_t t = cpu::sample(logits.data(), n, 1.0f, 3, 0.5f, base + i);
+    EXPECT_TRUE(t == ids[0] || t == ids[1]) << t;
+  }
+}
+
+TEST(ThreadPoolTest, CoversEveryIndexOnceUnderConcurrentCallers) {
+  ThreadPool pool(4);
+  std::vector<std::thread> callers;
+  std::vector<std::vector<int>> hits(3, std::vector<int>(10007, 0));
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&, c] {
+      for (int rep = 0; rep < 5; ++rep) {
+        pool.parallel_for(10007, 7, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits[c][i];
+        });
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  for (const auto& h : hits) {
+    for (int v : h) ASSERT_EQ(v, 5);
+  }
+}
+
+}  // namespace
+}  // namespace layerstream::kernels

@@ -1,0 +1,258 @@
+// The CUDA kernels against the same float64 references as the CPU suite
+// (skipped with the reason when no CUDA device can be used). Tolerances as in
+// cpu_ops_test.cpp, except the cuBLAS paths at n_tokens > 8, which round x
+// (and dequantised weights) to 16 bits: 2e-3 * sum|w x| for F16 and the
+// quantised types, 8e-3 for BF16.
+#include <algorithm>
+#include <cmath>
+
+#include "tests/common/gpu.h"
+#include "tests/kernels/kernel_test_util.h"
+
+#if defined(LAYERSTREAM_HAVE_CUDA_BACKEND)
+#include <cuda_runtime.h>
+
+namespace layerstream::kernels {
+namespace {
+
+using namespace testing;  // NOLINT: test file
+
+// A bare cudaStream_t behind the Stream interface (the suite does not depend
+// on the cuda device backend).
+class TestCudaStream final : public Stream {
+ public:
+  TestCudaStream() { cudaStreamCreate(&s_); }
+  ~TestCudaStream() override { cudaStreamDestroy(s_); }
+  Status copy_h2d(void* d, const void* s, size_t n) override { return check(cudaMemcpyAsync(d, s, n, cudaMemcpyHostToDevice, s_)); }
+  Status copy_d2h(void* d, const void* s, size_t n) override { return check(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, s_)); }
+  Status copy_d2d(void* d, const void* s, size_t n) override { return check(cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToDevice, s_)); }
+  Status record(Event&) override { return Status::Unsupported("test stream"); }
+  Status wait(const Event&) override { return Status::Unsupported("test stream"); }
+  Status host_func(std::function<Status()>) override { return Status::Unsupported("test stream"); }
+  Status synchronize() override { return check(cudaStreamSynchronize(s_)); }
+  void* native_handle() override { return s_; }
+
+ private:
+  static Status check(cudaError_t e) {
+    return e == cudaSuccess ? Status::OK() : Status::DeviceError(cudaGetErrorString(e));
+  }
+  cudaStream_t s_ = nullptr;
+};
+
+// Device copy of a host vector; NaN-poisoned buffers via from(poisoned(n)).
+struct Dev {
+  void* p = nullptr;
+  size_t bytes = 0;
+  template <typename T>
+  static Dev from(const std::vector<T>& v) {
+    Dev d;
+    d.bytes = v.size() * sizeof(T);
+    cudaMalloc(&d.p, std::max<size_t>(d.bytes, 1));
+    cudaMemcpy(d.p, v.data(), d.bytes, cudaMemcpyHostToDevice);
+    return d;
+  }
+  template <typename T>
+  std::vector<T> get() const {
+    std::vector<T> v(bytes / sizeof(T));
+    cudaMemcpy(v.data(), p, bytes, cudaMemcpyDeviceToHost);
+    return v;
+  }
+  float* f() const { return static_cast<float*>(p); }
+  Dev() = default;
+  Dev(Dev&& o) noexcept : p(std::exchange(o.p, nullptr)), bytes(o.bytes) {}
+  ~Dev() { if (p) cudaFree(p); }
+};
+
+class CudaKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LS_REQUIRE_CUDA_DEVICE();
+    rng_.seed(layerstream::testing::fresh_seed());
+    auto k = make_kernels(BackendKind::kCuda);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    k_ = std::move(k).value();
+  }
+  std::mt19937_64 rng_;
+  std::unique_ptr<Kernels> k_;
+  TestCudaStream s_;
+};
+
+double gemm_tol(GgmlType t, int64_t n_tok) {
+  if (n_tok <= 8 || t == GgmlType::F32) return t == GgmlType::Q4_1 ? 4e-5 : 1e-5;
+  return t == GgmlType::BF16 ? 8e-3 : 2e-3;
+}
+
+TEST_F(CudaKernelsTest, MatmulEveryWeightTypeSmallAndLargeBatch) {
+  struct Shape { int64_t n_out, n_in, n_tok; };
+  for (GgmlType type : all_weight_types()) {
+    for (Shape s : {Shape{1, 32, 1}, Shape{7, 64, 3}, Shape{33, 96, 8}, Shape{130, 320, 9}, Shape{65, 1024, 33},
+                    Shape{5, 17, 2}, Shape{9, 33, 12}}) {
+      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
+      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
+      std::vector<double> ref, abs_sum;
+      ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
+      for (bool with_scratch : {false, true}) {
+        Dev dw = Dev::from(w.bytes), dx = Dev::from(x), dy = Dev::from(poisoned(s.n_out * s.n_tok));
+        const uint64_t need = k_->matmul_scratch_bytes(type, s.n_out, s.n_in, s.n_tok);
+        Dev scratch = Dev::from(std::vector<uint8_t>(with_scratch ? need : 0));
+        MatmulParams p{dw.p, type, s.n_out, s.n_in, dx.f(), s.n_tok, dy.f(), scratch.p, with_scratch ? need : 0};
+        LS_ASSERT_OK(k_->matmul(p, s_));
+        LS_ASSERT_OK(s_.synchronize());
+        const std::vector<float> y = dy.get<float>();
+        const double tol = with_scratch ? gemm_tol(type, s.n_tok) : gemm_tol(GgmlType::F32, 1) * (type == GgmlType::Q4_1 ? 4 : 1);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_LE(std::fabs(y[i] - ref[i]), tol * abs_sum[i])
+              << ggml_type_traits(type).name << " " << s.n_out << "x" << s.n_in << " tok " << s.n_tok << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, RmsNormRopeSiluAddEmbedding) {
+  const int64_t rows = 5, cols = 4099;
+  const std::vector<float> x = random_floats(rows * cols, rng_, -3, 3), w = random_floats(cols, rng_, 0.5, 1.5);
+  std::vector<double> ref = to_double(x);
+  ref_rmsnorm(ref, to_double(w), rows, cols, 1e-5);
+  Dev dx = Dev::from(x), dw = Dev::from(w), dout = Dev::from(poisoned(rows * cols));
+  LS_ASSERT_OK(k_->rmsnorm({dx.f(), dw.f(), dout.f(), rows, cols, 1e-5f}, s_));
+  LS_ASSERT_OK(s_.synchronize());
+  std::vector<float> out = dout.get<float>();
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 1e-5 * std::fabs(ref[i]) + 1e-30);
+
+  for (bool neox : {false, true}) {
+    const int64_t n_tok = 3, n_heads = 5, hd = 128, n_rot = 96;
+    std::vector<int32_t> pos(n_tok);
+    for (auto& p : pos) p = static_cast<int32_t>(rng_() % 3000);
+    const std::vector<float> q = random_floats(n_tok * n_heads * hd, rng_);
+    std::vector<double> rref = to_double(q);
+    ref_rope(rref, n_tok, n_heads, hd, n_rot, pos, 1e6, 0.5, neox);
+    Dev dq = Dev::from(q), dpos = Dev::from(pos);
+    LS_ASSERT_OK(k_->rope({dq.f(), n_tok, n_heads, hd, n_rot, static_cast<int32_t*>(dpos.p), 1e6f, 0.5f, neox}, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    const std::vector<float> got = dq.get<float>();
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int64_t i = 0; i < n_heads * hd; ++i) {
+        const size_t k = t * n_heads * hd + i;
+        ASSERT_LE(std::fabs(got[k] - rref[k]), (1e-6 + 4e-7 * pos[t] * 0.5) * std::sqrt(2.0));
+      }
+    }
+  }
+
+  const int64_t n = 40001;
+  const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
+  Dev dg = Dev::from(g), du = Dev::from(u), dso = Dev::from(poisoned(n)), dsum = Dev::from(poisoned(n));
+  LS_ASSERT_OK(k_->silu_mul({dg.f(), du.f(), dso.f(), n}, s_));
+  LS_ASSERT_OK(k_->add({dg.f(), du.f(), dsum.f(), n}, s_));
+  LS_ASSERT_OK(s_.synchronize());
+  const std::vector<float> so = dso.get<float>(), sum = dsum.get<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = ref_silu(g[i]) * u[i];
+    ASSERT_LE(std::fabs(so[i] - r), 1e-5 * std::fabs(r) + 1e-30);
+    ASSERT_LE(std::fabs(sum[i] - (double(g[i]) + u[i])), 1e-6 * (std::fabs(g[i]) + std::fabs(u[i])));
+  }
+
+  for (GgmlType type : all_weight_types()) {
+    const int64_t n_vocab = 37, n_embd = is_block_type(type) ? 96 : 45;
+    const Weight table = random_weight(type, n_vocab, n_embd, rng_);
+    const std::vector<int32_t> tokens = {0, 36, 5, 5, static_cast<int32_t>(rng_() % n_vocab)};
+    Dev dt = Dev::from(table.bytes), dtok = Dev::from(tokens), de = Dev::from(poisoned(tokens.size() * n_embd));
+    LS_ASSERT_OK(k_->embedding({dt.p, type, n_vocab, n_embd, static_cast<int32_t*>(dtok.p), 5, de.f()}, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    const std::vector<float> e = de.get<float>();
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      for (int64_t i = 0; i < n_embd; ++i) ASSERT_EQ(e[t * n_embd + i], table.exact[tokens[t] * n_embd + i]);
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, AttentionPrefillAndDecode) {
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (auto [start, n_tok, n_head, n_kv, d] : std::vector<std::array<int64_t, 5>>{
+             {0, 7, 4, 2, 16}, {5, 1, 8, 2, 64}, {9, 4, 6, 3, 40}, {30, 1, 4, 4, 128}, {3, 2, 2, 1, 256}}) {
+      const int64_t n_ctx = start + n_tok + 3, row = n_kv * d;
+      std::vector<float> k_all = random_floats(n_ctx * row, rng_), v_all = random_floats(n_ctx * row, rng_, -2, 2);
+      std::vector<double> k_ref(k_all.begin(), k_all.end()), v_ref(v_all.begin(), v_all.end());
+      std::vector<uint8_t> kc, vc;
+      for (int64_t i = 0; i < n_ctx * row; ++i) {
+        if (kv_type == GgmlType::F16) {
+          const uint16_t kh = math::f32_to_f16(k_all[i]), vh = math::f32_to_f16(v_all[i]);
+          k_ref[i] = math::f16_to_f32(kh);
+          v_ref[i] = math::f16_to_f32(vh);
+          kc.insert(kc.end(), {uint8_t(kh), uint8_t(kh >> 8)});
+          vc.insert(vc.end(), {uint8_t(vh), uint8_t(vh >> 8)});
+        } else {
+          kc.resize(kc.size() + 4);
+          vc.resize(vc.size() + 4);
+          std::memcpy(&kc[kc.size() - 4], &k_all[i], 4);
+          std::memcpy(&vc[vc.size() - 4], &v_all[i], 4);
+        }
+      }
+      // Poison the new positions in the cache; the kernel must store them.
+      const size_t esz = kv_type == GgmlType::F32 ? 4 : 2;
+      std::fill(kc.begin() + start * row * esz, kc.end(), 0xFF);
+      std::fill(vc.begin() + start * row * esz, vc.end(), 0xFF);
+      const std::vector<float> q = random_floats(n_tok * n_head * d, rng_, -2, 2);
+      const std::vector<float> k_new(k_all.begin() + start * row, k_all.begin() + (start + n_tok) * row);
+      const std::vector<float> v_new(v_all.begin() + start * row, v_all.begin() + (start + n_tok) * row);
+      Dev dq = Dev::from(q), dkn = Dev::from(k_new), dvn = Dev::from(v_new), dkc = Dev::from(kc), dvc = Dev::from(vc),
+          dout = Dev::from(poisoned(q.size()));
+      AttentionParams p;
+      p.q = dq.f();
+      p.k_new = dkn.f();
+      p.v_new = dvn.f();
+      p.k_cache = dkc.p;
+      p.v_cache = dvc.p;
+      p.kv_type = kv_type;
+      p.n_ctx = n_ctx;
+      p.start_pos = start;
+      p.n_tokens = n_tok;
+      p.n_head = n_head;
+      p.n_kv_head = n_kv;
+      p.head_dim = d;
+      p.out = dout.f();
+      LS_ASSERT_OK(k_->attention(p, s_));
+      LS_ASSERT_OK(s_.synchronize());
+      const std::vector<float> out = dout.get<float>();
+      const std::vector<double> ref = ref_attention(to_double(q), k_ref, v_ref, start, n_tok, n_head, n_kv, d);
+      double vmax = 0;
+      for (double v : v_ref) vmax = std::max(vmax, std::fabs(v));
+      for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 1e-5 * vmax) << i;
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, SamplingMatchesTheCpuSampler) {
+  const int64_t n = 50000;
+  std::vector<float> logits = random_floats(n, rng_, -5, 5);
+  const int64_t a = rng_() % (n / 2), b = n / 2 + rng_() % (n / 2);
+  logits[a] = logits[b] = 9.0f;
+  Dev dl = Dev::from(logits);
+  int32_t tok = -1;
+  LS_ASSERT_OK(k_->sample({dl.f(), n, 0.0f, 0, 1.0f, 1, &tok}, s_));
+  LS_ASSERT_OK(s_.synchronize());
+  EXPECT_EQ(tok, a);
+  for (uint64_t seed = rng_(), i = 0; i < 20; ++i) {
+    LS_ASSERT_OK(k_->sample({dl.f(), n, 0.9f, 40, 0.9f, seed + i, &tok}, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    auto cpu = make_kernels(BackendKind::kHost);
+    ASSERT_TRUE(cpu.ok());
+    InlineStream hs;
+    int32_t want = -2;
+    LS_ASSERT_OK((*cpu)->sample({logits.data(), n, 0.9f, 40, 0.9f, seed + i, &want}, hs));
+    EXPECT_EQ(tok, want);
+  }
+}
+
+}  // namespace
+}  // namespace layerstream::kernels
+
+#else  // built without CUDA: one test that reports the skip and why.
+
+TEST(CudaKernelsTest, SkippedWithoutCuda) {
+  LS_REQUIRE_CUDA_DEVICE();
+  FAIL() << "cuda_device_available() is OK in a build without the CUDA backend";
+}
+
+#endif
