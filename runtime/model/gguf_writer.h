@@ -42,6 +42,7 @@ class GgufWriter {
   // type's block size; Unsupported for a type layerstream does not handle.
   Status add_tensor(std::string name, std::vector<uint64_t> dims, GgmlType type);
 
+  const std::vector<GgufKeyValue>& metadata() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   // Layout of the file that write() will produce.
   uint64_t data_offset() const;
