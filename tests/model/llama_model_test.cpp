@@ -1,0 +1,159 @@
+// The Llama view: hyper-parameters, tensor sets, layer spans, architectures,
+// tied output, and the tokenizer glue.
+#include <gtest/gtest.h>
+
+#include "runtime/model/gguf_file.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "tests/common/testing.h"
+#include "tests/model/gguf_builder.h"
+
+namespace layerstream {
+namespace {
+
+Result<GgufFile> parse(const std::vector<uint8_t>& bytes) {
+  MemoryByteSource src(bytes, "model.gguf");
+  return read_gguf(src);
+}
+
+TEST(LlamaModel, HyperParametersAndLayersFromTheFile) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  const uint32_t n_layers = 1 + rng() % 5, heads = 4, kv = (rng() & 1) ? 2 : 4, e = 64 * (1 + rng() % 3);
+  testing::GgufBuilder b = testing::llama_builder(n_layers, e, 96, heads, kv, 600);
+  b.alignment = 64;
+  b.add_u32("general.alignment", 64);
+  testing::Layout layout;
+  auto bytes = b.build(rng, &layout);
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(bytes));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  const LlamaHparams& h = m.hparams;
+  EXPECT_EQ(h.arch, "llama");
+  EXPECT_EQ(h.n_layers, n_layers);
+  EXPECT_EQ(h.n_embd, e);
+  EXPECT_EQ(h.n_ff, 96u);
+  EXPECT_EQ(h.n_head, heads);
+  EXPECT_EQ(h.n_head_kv, kv);
+  EXPECT_EQ(h.head_dim, e / heads);
+  EXPECT_EQ(h.n_rot, e / heads);
+  EXPECT_EQ(h.n_vocab, 600u);
+  EXPECT_EQ(h.n_ctx_train, 256u);
+  EXPECT_FLOAT_EQ(h.rms_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(h.rope_freq_base, 10000.0f);
+  EXPECT_FALSE(h.rope_neox);
+  EXPECT_FALSE(m.output_tied);
+
+  ASSERT_EQ(m.layers.size(), n_layers + 2u);
+  EXPECT_EQ(m.layers.front().kind, LayerKind::kEmbedding);
+  EXPECT_EQ(m.layers.back().kind, LayerKind::kHead);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const ModelLayer& l = m.layers[i];
+    uint64_t lo = UINT64_MAX, hi = 0, bytes_sum = 0;
+    for (const auto& t : l.tensors) {
+      lo = std::min(lo, t.offset);
+      hi = std::max(hi, t.end());
+      bytes_sum += t.n_bytes;
+      EXPECT_EQ(f.find_tensor(t.name)->offset, t.offset);
+    }
+    EXPECT_EQ(l.span_begin, lo) << l.name;
+    EXPECT_EQ(l.span_end, hi) << l.name;
+    EXPECT_EQ(l.tensor_bytes, bytes_sum);
+    EXPECT_EQ(l.aligned_begin % kDirectIoAlignment, 0u);
+    EXPECT_EQ(l.aligned_end % kDirectIoAlignment, 0u);
+    EXPECT_LE(l.aligned_begin, l.span_begin);
+    EXPECT_GE(l.aligned_end, l.span_end);
+    EXPECT_LT(l.span_begin - l.aligned_begin, kDirectIoAlignment);
+    EXPECT_LT(l.aligned_end - l.span_end, kDirectIoAlignment);
+    sum += l.tensor_bytes;
+    if (l.kind == LayerKind::kBlock) {
+      EXPECT_EQ(l.name, "blk." + std::to_string(l.block));
+      EXPECT_EQ(l.tensors.size(), 9u);
+      // Consecutive layers' spans do not overlap (the builder writes them in order).
+      EXPECT_GE(l.span_begin, m.layers[i - 1].span_end);
+    }
+  }
+  EXPECT_EQ(sum, m.total_tensor_bytes);
+  EXPECT_EQ(m.blocks.at(0).attn_k.dims, (std::vector<uint64_t>{e, uint64_t{kv} * (e / heads)}));
+}
+
+TEST(LlamaModel, TiedOutputUsesTheEmbedding) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::llama_builder();
+  b.erase_tensor("output.weight");
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  EXPECT_TRUE(m.output_tied);
+  EXPECT_EQ(m.output, m.token_embd);
+  const ModelLayer& head = m.layers.back();
+  ASSERT_EQ(head.tensors.size(), 2u);
+  EXPECT_EQ(head.tensors[1].name, "token_embd.weight");
+  // The embedding is counted once.
+  uint64_t sum = 0;
+  for (const auto& t : f.tensors()) sum += t.n_bytes;
+  EXPECT_EQ(m.total_tensor_bytes, sum);
+}
+
+TEST(LlamaModel, Qwen2WithBiasesUsesNeoxRope) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::llama_builder(2, 64, 128, 4, 2, 512, "qwen2");
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    b.tensors.push_back({p + "attn_q.bias", {64}, 0});
+    b.tensors.push_back({p + "attn_k.bias", {32}, 0});
+    b.tensors.push_back({p + "attn_v.bias", {32}, 0});
+  }
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  EXPECT_TRUE(m.hparams.rope_neox);
+  ASSERT_TRUE(m.blocks[1].attn_k_bias.has_value());
+  EXPECT_EQ(m.blocks[1].attn_k_bias->name, "blk.1.attn_k.bias");
+  EXPECT_EQ(m.layers[2].tensors.size(), 12u);
+  // A misshapen bias is an error naming it.
+  b.tensor("blk.0.attn_v.bias")->dims = {64};
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile bad, parse(b.build(rng)));
+  Status s = load_llama_model(bad).status();
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_NE(s.message().find("blk.0.attn_v.bias"), std::string::npos) << s.message();
+}
+
+TEST(LlamaModel, MistralAndRopeScalingAreRead) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::llama_builder(1, 64, 128, 4, 4, 512, "mistral");
+  b.add_str("mistral.rope.scaling.type", "linear");
+  b.add_f32("mistral.rope.scaling.factor", 4.0f);
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  EXPECT_EQ(m.hparams.arch, "mistral");
+  EXPECT_FALSE(m.hparams.rope_neox);
+  EXPECT_EQ(m.hparams.rope_scaling_type, "linear");
+  EXPECT_FLOAT_EQ(m.hparams.rope_scaling_factor, 4.0f);
+}
+
+TEST(TokenizerGguf, MissingTokenizerIsNotFound) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::llama_builder();
+  b.erase_kv("tokenizer.ggml.model");
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  Status s = read_tokenizer_vocab(f).status();
+  EXPECT_TRUE(s.IsNotFound());
+  EXPECT_NE(s.message().find("model has no tokenizer (tokenizer.ggml.model missing)"), std::string::npos);
+}
+
+TEST(TokenizerGguf, ReadsTokensAndSpecialIds) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::llama_builder();
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(TokenizerVocab v, read_tokenizer_vocab(f));
+  EXPECT_EQ(v.model, "llama");
+  ASSERT_EQ(v.tokens.size(), 512u);
+  EXPECT_EQ(v.tokens[37], "t37");
+  EXPECT_EQ(v.bos_id, 1);
+  EXPECT_EQ(v.eos_id, 2);
+  EXPECT_FALSE(v.unk_id.has_value());
+  b.set("tokenizer.ggml.model", 8, testing::GgufBuilder::str("bert"));
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile g, parse(b.build(rng)));
+  EXPECT_TRUE(read_tokenizer_vocab(g).status().IsUnsupported());
+}
+
+}  // namespace
+}  // namespace layerstream
