@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -16,6 +17,10 @@
 #include "tests/common/testing.h"
 
 namespace layerstream {
+
+// Names the parameter in test output ("host", not "4-byte object").
+void PrintTo(BackendKind kind, std::ostream* os) { *os << backend_name(kind); }
+
 namespace {
 
 class DeviceInterfaceTest : public ::testing::TestWithParam<BackendKind> {
