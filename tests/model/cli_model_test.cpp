@@ -1,0 +1,116 @@
+// Integration: the `layerstream` CLI writes a small example model, inspects
+// it (JSON checked against the request), and fails cleanly on bad input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/testing.h"
+
+namespace layerstream {
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(LAYERSTREAM_CLI_PATH) + " " + args + " 2>&1";
+  RunResult r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+nlohmann::json load_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+TEST(CliModel, ExampleModelThenInspectJson) {
+  testing::TempDir dir;
+  const uint64_t seed = testing::fresh_seed() % 1000000;
+  const std::string model = dir.file("tiny.gguf");
+  RunResult w = run_cli("example-model " + model +
+                        " --layers 3 --hidden 128 --ffn 352 --heads 4 --kv-heads 2 --vocab 700 --ctx 1024"
+                        " --dtype q8_0 --seed " + std::to_string(seed) + " --json " + dir.file("gen.json"));
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_NE(w.output.find("wrote " + model), std::string::npos) << w.output;
+  EXPECT_FALSE(std::filesystem::exists(model + ".tmp"));
+  const auto gen = load_json(dir.file("gen.json"));
+  EXPECT_EQ(gen["bytes"].get<uint64_t>(), std::filesystem::file_size(model));
+
+  RunResult r = run_cli("inspect " + model + " --json " + dir.file("inspect.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("architecture:  llama"), std::string::npos) << r.output;
+  const auto j = load_json(dir.file("inspect.json"));
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["alignment"], 4096);
+  EXPECT_EQ(j["file_bytes"].get<uint64_t>(), std::filesystem::file_size(model));
+  EXPECT_EQ(j["hparams"]["n_layers"], 3);
+  EXPECT_EQ(j["hparams"]["n_embd"], 128);
+  EXPECT_EQ(j["hparams"]["n_ff"], 352);
+  EXPECT_EQ(j["hparams"]["n_head"], 4);
+  EXPECT_EQ(j["hparams"]["n_head_kv"], 2);
+  EXPECT_EQ(j["hparams"]["n_vocab"], 700);
+  EXPECT_EQ(j["hparams"]["n_ctx_train"], 1024);
+  EXPECT_EQ(j["tokenizer"]["model"], "llama");
+  EXPECT_EQ(j["tokenizer"]["tokens"], 700);
+  EXPECT_EQ(j["tensor_types"]["Q8_0"]["count"], 2 + 3 * 7);
+  EXPECT_EQ(j["tensor_types"]["F32"]["count"], 1 + 3 * 2);
+  ASSERT_EQ(j["layers"].size(), 5u);
+  EXPECT_EQ(j["layers"][0]["name"], "embedding");
+  EXPECT_EQ(j["layers"][4]["name"], "head");
+  uint64_t sum = 0;
+  for (const auto& l : j["layers"]) {
+    sum += l["tensor_bytes"].get<uint64_t>();
+    EXPECT_EQ(l["aligned_begin"].get<uint64_t>() % 4096, 0u);
+    EXPECT_LE(l["span_end"].get<uint64_t>(), j["file_bytes"].get<uint64_t>());
+  }
+  EXPECT_EQ(sum, j["total_tensor_bytes"].get<uint64_t>());
+}
+
+TEST(CliModel, SizeFlagLandsWithinFivePercent) {
+  testing::TempDir dir;
+  const std::string model = dir.file("sized.gguf");
+  RunResult w = run_cli("example-model " + model + " --size 6MiB --dtype q4_0");
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  const double size = static_cast<double>(std::filesystem::file_size(model));
+  EXPECT_NEAR(size, 6.0 * (1 << 20), 0.05 * 6.0 * (1 << 20));
+  EXPECT_EQ(run_cli("inspect " + model).exit_code, 0);
+}
+
+TEST(CliModel, ErrorsExitOneWithAMessage) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(testing::fresh_seed());
+  testing::write_file(dir.file("junk.gguf"), testing::random_bytes(1000, rng));
+  RunResult r = run_cli("inspect " + dir.file("junk.gguf"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("error: "), std::string::npos);
+  EXPECT_NE(r.output.find("bad magic"), std::string::npos) << r.output;
+
+  r = run_cli("inspect " + dir.file("absent.gguf"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("absent.gguf"), std::string::npos) << r.output;
+
+  r = run_cli("example-model " + dir.file("x.gguf") + " --heads 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("heads = 3"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+
+  r = run_cli("example-model " + dir.file("x.gguf") + " --dtype q4_k");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("unsupported tensor type Q4_K (id 12)"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+}
+
+}  // namespace
+}  // namespace layerstream
