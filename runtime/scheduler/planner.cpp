@@ -183,12 +183,12 @@ Result<Plan> make_plan(const PlannerInput& in) {
   // largest span is resident, which single greedy steps cannot see. So the
   // search also starts from "every layer larger than the cap is resident" for
   // the few largest distinct spans.
-  std::vector<uint64_t> caps;
+  std::vector<uint64_t> caps = {std::numeric_limits<uint64_t>::max()};  // no cap
   for (int i = 0; i < n; ++i)
     if (!in.pins[i]) caps.push_back(in.spans[i]);
   std::sort(caps.rbegin(), caps.rend());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
-  if (caps.size() > 5) caps.resize(5);  // caps[0] = no cap
+  if (caps.size() > 5) caps.resize(5);
   for (int slots : slot_choices) for (uint64_t cap : caps) {
     int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
     std::vector<Tier> start = base;

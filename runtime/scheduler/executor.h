@@ -1,0 +1,186 @@
+// Executor: runs passes over a list of layers, streaming the non-resident
+// ones through a window of slots in the device arena while earlier layers
+// compute, following a Plan from the planner.
+//
+// Streams: `compute` runs the layers' work; `copy` fills slots (RAM tier: H2D
+// from the layer's pinned buffer; disk tier: after the disk thread read it);
+// `small copies` is a third stream for latency-critical small transfers
+// (tokens, logits) so they never queue behind bulk layer copies. Bulk copies
+// are issued in chunks of at most `copy_chunk_bytes`, so where both streams
+// share one copy engine (the host backend's sim link, one DMA direction on a
+// GPU) a small copy waits for at most one chunk.
+//
+// Per slot: a "loaded" event (recorded by the copy stream, waited on by the
+// compute stream before the layer) and a "done" event (recorded by compute
+// after the layer, waited on by the copy stream before refilling the slot).
+// Streamed layers are counted globally over passes (g); layer g uses slot
+// g % slots and its copy waits for the compute of g - (prefetch_depth + 1).
+// At the end of a pass the copies of the next pass's first streamed layers
+// are already enqueued, so they load while this pass's last layers compute.
+//
+// Start-up: the arena (the whole VRAM budget, one allocation) is carved into
+// the caller's reserve, resident layers and slots; RAM-tier layers are loaded
+// once into pinned buffers (from disk through io::Reader, with progress
+// logged). Nothing is allocated on the device afterwards; re-plans re-carve
+// the same arena at a pass boundary.
+//
+// Thread safety: one thread calls run_pass() and the other methods.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "io/reader.h"
+#include "io/staging_ring.h"
+#include "runtime/device/device.h"
+#include "runtime/scheduler/cost_model.h"
+#include "runtime/scheduler/layer.h"
+#include "runtime/scheduler/plan.h"
+#include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/trace.h"
+
+namespace layerstream::sched {
+
+struct ExecutorOptions {
+  uint64_t vram_budget = 0;        // device bytes the executor may use (the arena size)
+  uint64_t ram_budget = 0;         // pinned host bytes for RAM-tier layers and staging
+  uint64_t reserved_vram = 0;      // carved first for the caller (KV cache, activations)
+  bool serial = false;             // baseline: one slot, load then compute, no prefetch
+  int slots = 0;                   // > 0: force the slot count
+  int prefetch_depth = -1;         // >= 0: force the prefetch depth
+  int max_slots = 8;
+  std::optional<Plan> plan;        // use these tiers/slots instead of planning (validated)
+  bool auto_replan = true;         // re-plan after warm-up and on drift
+  int warmup_passes = 1;
+  double drift_threshold = 0.2;    // relative change of predicted pass time that triggers a re-plan
+  double link_gbps = 0;            // H2D bandwidth (GB/s); 0 = probe at start-up
+  double disk_gbps = 0;            // disk bandwidth (GB/s); 0 = probe at start-up (when a layer is on disk)
+  uint64_t copy_chunk_bytes = 1 << 20;
+  bool force_staging = false;      // read disk layers through the staging ring even when host-addressable
+  uint64_t staging_buffer_bytes = 1 << 20;
+  unsigned staging_buffers = 4;
+  io::ReaderOptions reader;
+  bool trace = true;
+};
+
+// Measured costs of one finished pass.
+struct PassStats {
+  PassSummary summary;
+  std::vector<double> compute_s;   // per layer
+};
+
+class Executor {
+ public:
+  // Plans (or validates options.plan), carves the arena and loads residents
+  // and RAM-tier layers. Errors: InvalidArgument for bad layers/options,
+  // OutOfBudget (bytes needed and available) when the budgets cannot hold one
+  // window plus the reserve or the pinned placement, IOError from loading.
+  static Result<std::unique_ptr<Executor>> create(Device& device, std::vector<LayerSpec> layers,
+                                                  ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs every layer once, in order, and waits for the compute stream.
+  // `batch_tokens` selects the cost-model class; a class change re-plans.
+  Status run_pass(int batch_tokens = 1);
+
+  // Re-plans now (at this pass boundary) from the current cost model; applies
+  // the new plan when it differs. Returns whether the plan changed.
+  Result<bool> replan();
+
+  const Plan& plan() const { return plan_; }
+  const CostModel& cost_model() const { return cost_; }
+  CostModel& mutable_cost_model() { return cost_; }
+  TraceRecorder& trace() { return trace_; }
+  const PassStats& last_pass() const { return last_; }
+  uint64_t passes_run() const { return pass_; }
+  int replans() const { return replans_; }
+  const std::vector<uint64_t>& layer_bytes() const { return bytes_; }
+  // The caller's reserved region (reserved_vram bytes; ptr null when 0).
+  const ArenaRegion& reserved() const { return reserved_; }
+  Stream& compute_stream() { return *compute_; }
+  // For small latency-critical copies; never behind more than one bulk chunk.
+  Stream& small_copy_stream() { return *small_; }
+  // The planner input the executor uses (for baselines and diagnostics).
+  PlannerInput planner_input(int batch_class) const;
+  // Replaces the plan (validated against the budgets) at this pass boundary.
+  Status apply_plan(Plan plan);
+
+ private:
+  struct DiskJob;
+  Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options);
+  Status init();
+  Status probe();
+  Status load_ram_tier();
+  Status carve_and_load_residents();
+  Status create_events();
+  Status enqueue_copy(uint64_t g);
+  Status collect_pass(uint64_t pass, int cls);
+  Status drain();
+  Result<io::Reader*> reader_for(const std::string& path);
+  Status load_layer_to_host(int layer, void* dst);
+  void disk_thread_main();
+  Status wait_counter(uint64_t& counter, uint64_t at_least);
+  bool drifted(int cls) const;
+
+  Device& dev_;
+  std::vector<LayerSpec> layers_;
+  ExecutorOptions opt_;
+  std::vector<uint64_t> bytes_, spans_;
+  int n_ = 0;
+  bool disk_direct_ = false;
+
+  std::unique_ptr<Arena> arena_;
+  ArenaRegion reserved_;
+  std::vector<ArenaRegion> resident_;   // per layer (ptr null unless resident)
+  std::vector<ArenaRegion> slot_;       // per slot
+  std::vector<HostBuffer> ram_;         // per layer (RAM tier)
+  std::unique_ptr<Stream> compute_, copy_, small_;
+  std::vector<std::unique_ptr<Event>> loaded_, done_;
+  // Timing: [parity][layer] compute start/end; [parity][streamed k] copy start/end.
+  std::vector<std::unique_ptr<Event>> c_start_[2], c_end_[2], k_start_[2], k_end_[2], pass_begin_;
+  std::unique_ptr<Event> ref_;
+  std::chrono::steady_clock::time_point host_ref_;
+
+  CostModel cost_;
+  Plan plan_;
+  std::vector<double> plan_compute_;    // the compute estimates the plan was made with
+  bool plan_measured_ = false;          // plan made from measured (not hinted) costs
+  std::vector<int> streamed_;           // layer indices streamed, in order
+  std::vector<int> stream_index_;       // per layer: k in streamed_, or -1
+  TraceRecorder trace_;
+  PassStats last_;
+
+  uint64_t pass_ = 0;             // passes run
+  uint64_t epoch_pass_ = 0;       // pass at which the current plan started
+  uint64_t g_compute_ = 0;        // next streamed layer to compute (global within the plan epoch)
+  uint64_t g_copy_ = 0;           // next streamed layer to enqueue a load for
+  int replans_ = 0;
+
+  // Disk tier: one thread owns the readers; counters coordinate it with the streams.
+  std::map<std::string, std::unique_ptr<io::Reader>> readers_;
+  std::unique_ptr<io::StagingRing> ring_;
+  std::thread disk_thread_;
+  std::mutex dmu_;
+  std::condition_variable dcv_;
+  std::deque<DiskJob> jobs_;
+  bool stop_ = false;
+  Status disk_error_;
+  uint64_t computed_ = 0;       // streamed layers whose compute finished (+1 past g)
+  uint64_t disk_loaded_ = 0;    // direct: streamed layers read into their slot (+1 past g)
+  uint64_t chunks_read_ = 0;    // staged: chunks read into the ring
+  uint64_t chunks_copied_ = 0;  // staged: chunks copied out of the ring
+  uint64_t chunk_seq_ = 0;      // staged: next chunk number to assign (enqueuer)
+  std::vector<std::pair<uint64_t, double>> disk_samples_;  // (bytes, seconds)
+  std::vector<TraceEvent> disk_trace_;
+};
+
+}  // namespace layerstream::sched

@@ -1,0 +1,303 @@
+// Executor on the host backend: every compute call sees its layer's bytes,
+// under random budgets, slot counts, layer sizes, tiers and injected delays;
+// budget errors come before anything runs; re-planning follows compute times.
+#include "runtime/scheduler/executor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "tests/common/testing.h"
+
+namespace layerstream::sched {
+namespace {
+
+constexpr uint64_t KiB = 1024;
+
+uint64_t fnv(const void* p, size_t n) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+void spin_for(std::chrono::microseconds d) {
+  auto end = std::chrono::steady_clock::now() + d;
+  volatile double x = 1;
+  while (std::chrono::steady_clock::now() < end) x = x * 1.0000001 + 1e-9;
+}
+
+std::unique_ptr<Device> host_device(double gbps) {
+  DeviceOptions o;
+  o.backend = BackendKind::kHost;
+  o.sim_link_gbps = gbps;
+  o.host_threads = 1;
+  auto d = open_device(o);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? std::move(d).value() : nullptr;
+}
+
+// Records what each compute call saw, checked on the compute stream thread.
+struct Checker {
+  std::vector<uint64_t> expect;           // per layer checksum
+  std::atomic<int> bad{0}, calls{0};
+  std::mutex mu;
+  std::vector<int> order;                 // layer order of compute calls
+  std::vector<int> delay_us;              // per layer injected compute delay
+  ComputeFn fn() {
+    return [this](const LayerRun& run, Stream& s) -> Status {
+      int layer = run.layer;
+      const void* data = run.data;
+      uint64_t bytes = run.bytes;
+      return s.host_func([this, layer, data, bytes] {
+        if (delay_us[layer] > 0) spin_for(std::chrono::microseconds(delay_us[layer]));
+        if (fnv(data, bytes) != expect[layer]) bad.fetch_add(1);
+        calls.fetch_add(1);
+        std::lock_guard l(mu);
+        order.push_back(layer);
+        return Status::OK();
+      });
+    };
+  }
+};
+
+TEST(Executor, ComputeSeesTheRightBytesUnderRandomConfigurations) {
+  uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  testing::TempDir dir;
+  for (int trial = 0; trial < 12; ++trial) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << " trial " << trial);
+    const int n = std::uniform_int_distribution<int>(1, 12)(rng);
+    auto dev = host_device(std::uniform_int_distribution<int>(0, 1)(rng) ? 8.0 : 0.0);
+    ASSERT_TRUE(dev);
+    // Half the layers live in a file (at unaligned offsets), half in memory.
+    std::vector<std::vector<uint8_t>> mem(n);
+    std::vector<uint8_t> file_bytes(std::uniform_int_distribution<int>(1, 9000)(rng));
+    for (auto& b : file_bytes) b = static_cast<uint8_t>(rng());
+    std::vector<LayerSpec> layers(n);
+    Checker ck;
+    ck.expect.resize(n);
+    ck.delay_us.resize(n);
+    uint64_t total = 0, max_span = 0;
+    const std::string path = dir.file("layers" + std::to_string(trial) + ".bin");
+    for (int i = 0; i < n; ++i) {
+      uint64_t bytes = std::uniform_int_distribution<uint64_t>(1, 300 * KiB)(rng);
+      LayerSpec& l = layers[i];
+      l.bytes = bytes;
+      l.compute = ck.fn();
+      if (rng() % 2) {
+        l.file = path;
+        l.file_offset = file_bytes.size();
+        std::vector<uint8_t> b = testing::random_bytes(bytes, rng);
+        file_bytes.insert(file_bytes.end(), b.begin(), b.end());
+        file_bytes.resize(file_bytes.size() + rng() % 5000);
+        ck.expect[i] = fnv(b.data(), bytes);
+      } else {
+        mem[i] = testing::random_bytes(bytes, rng);
+        l.host_data = mem[i].data();
+        ck.expect[i] = fnv(mem[i].data(), bytes);
+      }
+      ck.delay_us[i] = rng() % 3 == 0 ? static_cast<int>(rng() % 300) : 0;
+      total += round_up(bytes, kSlotAlignment);
+      max_span = std::max(max_span, slot_span(l));
+    }
+    testing::write_file(path, file_bytes);
+    ExecutorOptions o;
+    o.serial = rng() % 4 == 0;
+    o.slots = o.serial ? 0 : static_cast<int>(rng() % 4);  // 0 = planner's choice
+    if (o.slots == 1) o.slots = 2;
+    int need_slots = o.serial ? 1 : std::max(2, o.slots);
+    o.vram_budget = std::uniform_int_distribution<uint64_t>(need_slots * max_span, need_slots * max_span + total)(rng);
+    o.ram_budget = std::uniform_int_distribution<uint64_t>(0, total + 64 * 4096)(rng) + total / 2;
+    o.reserved_vram = rng() % 2 ? 4096 : 0;
+    o.vram_budget += round_up(o.reserved_vram, 4096);
+    o.staging_buffer_bytes = 16 * KiB;
+    o.staging_buffers = 3;
+    o.force_staging = rng() % 2;
+    o.link_gbps = 8;
+    o.disk_gbps = 4;
+    o.copy_chunk_bytes = 64 * KiB;
+    o.auto_replan = rng() % 2;
+    auto ex = Executor::create(*dev, layers, o);
+    if (!ex.ok()) {
+      // Only a RAM budget too small for the memory-only layers may refuse.
+      ASSERT_TRUE(ex.status().IsOutOfBudget()) << ex.status().ToString();
+      ASSERT_NE(ex.status().message().find("RAM"), std::string::npos) << ex.status().ToString();
+      continue;
+    }
+    const int passes = 4;
+    for (int p = 0; p < passes; ++p) LS_ASSERT_OK((*ex)->run_pass(p == 2 ? 64 : 1));
+    EXPECT_EQ(ck.bad.load(), 0) << describe_plan((*ex)->plan(), (*ex)->layer_bytes());
+    ASSERT_EQ(ck.calls.load(), passes * n);
+    for (size_t c = 0; c < ck.order.size(); ++c) ASSERT_EQ(ck.order[c], static_cast<int>(c % n));
+    EXPECT_LE((*ex)->plan().vram_bytes + round_up(o.reserved_vram, 4096), o.vram_budget);
+  }
+}
+
+TEST(Executor, BudgetTooSmallFailsBeforeAnythingRuns) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto dev = host_device(0);
+  ASSERT_TRUE(dev);
+  std::vector<uint8_t> data = testing::random_bytes(300 * KiB, rng);
+  Checker ck;
+  ck.expect.assign(3, 0);
+  ck.delay_us.assign(3, 0);
+  std::vector<LayerSpec> layers(3);
+  for (auto& l : layers) l.bytes = data.size(), l.host_data = data.data(), l.compute = ck.fn();
+  ExecutorOptions o;
+  o.vram_budget = 512 * KiB;  // two slots need 600 KiB
+  o.ram_budget = 1 << 20;
+  o.reserved_vram = 64 * KiB;
+  auto ex = Executor::create(*dev, layers, o);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_TRUE(ex.status().IsOutOfBudget()) << ex.status().ToString();
+  EXPECT_NE(ex.status().message().find("need"), std::string::npos) << ex.status().ToString();
+  EXPECT_NE(ex.status().message().find("available"), std::string::npos) << ex.status().ToString();
+  EXPECT_EQ(ck.calls.load(), 0);
+  // One slot plus the reserve does not even fit.
+  o.vram_budget = 300 * KiB;
+  ex = Executor::create(*dev, layers, o);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_NE(ex.status().message().find("reserved 65536 B"), std::string::npos) << ex.status().ToString();
+}
+
+TEST(Executor, PinnedPlacementThatCannotBeHonouredIsAnError) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto dev = host_device(0);
+  ASSERT_TRUE(dev);
+  std::vector<uint8_t> data = testing::random_bytes(100 * KiB, rng);
+  Checker ck;
+  std::vector<LayerSpec> layers(4);
+  for (auto& l : layers) l.bytes = data.size(), l.host_data = data.data(), l.compute = ck.fn(), l.pin = Tier::kResident;
+  ExecutorOptions o;
+  o.vram_budget = 350 * KiB;
+  o.ram_budget = 1 << 20;
+  auto ex = Executor::create(*dev, layers, o);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_TRUE(ex.status().IsOutOfBudget()) << ex.status().ToString();
+  layers[0].pin = Tier::kDisk;  // no file
+  ex = Executor::create(*dev, layers, o);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_TRUE(ex.status().IsInvalidArgument()) << ex.status().ToString();
+}
+
+std::vector<LayerSpec> uniform_layers(int n, uint64_t bytes, const std::vector<uint8_t>& data, ComputeFn fn) {
+  std::vector<LayerSpec> layers(n);
+  for (auto& l : layers) l.bytes = bytes, l.host_data = data.data(), l.compute = fn;
+  return layers;
+}
+
+// The re-planning scenario of planner_test (NewComputeTimesChangeThePlan):
+// one heavy layer, room for 2 slots + 1 resident; the resident must follow
+// the heavy layer.
+constexpr int kReplanLayers = 6;
+
+// Cost-model driven: the executor re-plans to a different resident set when
+// the cost model's profile changes.
+TEST(Executor, ReplanFollowsTheCostModel) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto dev = host_device(0.25);
+  ASSERT_TRUE(dev);
+  const int n = kReplanLayers;
+  std::vector<uint8_t> data = testing::random_bytes(256 * KiB, rng);
+  Checker ck;
+  ck.expect.assign(n, fnv(data.data(), data.size()));
+  ck.delay_us.assign(n, 0);
+  ExecutorOptions o;
+  o.vram_budget = 3 * 256 * KiB;
+  o.ram_budget = 16 << 20;
+  o.link_gbps = 0.25;
+  o.auto_replan = false;
+  LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, ck.fn()), o));
+  LS_ASSERT_OK(ex->run_pass());
+  int ha = static_cast<int>(rng() % n), hb = (ha + 1 + static_cast<int>(rng() % (n - 1))) % n;
+  for (int rep = 0; rep < 30; ++rep)
+    for (int i = 0; i < n; ++i) ex->mutable_cost_model().record_compute(i, 0, i == ha ? 3e-3 : 0.1e-3);
+  LS_ASSERT_OK(ex->replan().status());
+  EXPECT_EQ(ex->plan().tiers[ha], Tier::kResident) << describe_plan(ex->plan(), ex->layer_bytes());
+  for (int rep = 0; rep < 30; ++rep)
+    for (int i = 0; i < n; ++i) ex->mutable_cost_model().record_compute(i, 0, i == hb ? 3e-3 : 0.1e-3);
+  LS_ASSERT_OK_AND_ASSIGN(bool changed, ex->replan());
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(ex->plan().tiers[hb], Tier::kResident) << describe_plan(ex->plan(), ex->layer_bytes());
+  LS_ASSERT_OK(ex->run_pass());
+  EXPECT_EQ(ck.bad.load(), 0);
+}
+
+// Measured: which layer is heavy depends on the batch size; auto re-planning
+// (after warm-up, at a pass boundary) moves the resident to it.
+TEST(Executor, BatchSwitchReplansFromMeasuredTimes) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto dev = host_device(0.25);
+  ASSERT_TRUE(dev);
+  const int n = kReplanLayers;
+  const int ha = static_cast<int>(rng() % n), hb = (ha + 1 + static_cast<int>(rng() % (n - 1))) % n;
+  std::vector<uint8_t> data = testing::random_bytes(256 * KiB, rng);
+  std::atomic<int> bad{0};
+  uint64_t sum = fnv(data.data(), data.size());
+  ComputeFn fn = [&](const LayerRun& run, Stream& s) {
+    bool heavy = run.layer == (run.batch_tokens == 1 ? ha : hb);
+    const void* d = run.data;
+    return s.host_func([&, heavy, d] {
+      spin_for(std::chrono::microseconds(heavy ? 3000 : 100));
+      if (fnv(d, 256 * KiB) != sum) bad++;
+      return Status::OK();
+    });
+  };
+  ExecutorOptions o;
+  o.vram_budget = 3 * 256 * KiB;
+  o.ram_budget = 16 << 20;
+  o.link_gbps = 0.25;
+  LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, fn), o));
+  for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass(1));
+  EXPECT_EQ(ex->plan().tiers[ha], Tier::kResident) << describe_plan(ex->plan(), ex->layer_bytes());
+  for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass(256));
+  EXPECT_EQ(ex->plan().tiers[hb], Tier::kResident) << describe_plan(ex->plan(), ex->layer_bytes());
+  EXPECT_GE(ex->replans(), 2);
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Executor, TraceCoversEveryComputeAndCopy) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto dev = host_device(4.0);
+  ASSERT_TRUE(dev);
+  const int n = 6;
+  std::vector<uint8_t> data = testing::random_bytes(128 * KiB, rng);
+  Checker ck;
+  ck.expect.assign(n, fnv(data.data(), data.size()));
+  ck.delay_us.assign(n, 100);
+  ExecutorOptions o;
+  o.vram_budget = 3 * 128 * KiB;
+  o.ram_budget = 4 << 20;
+  o.link_gbps = 4;
+  o.auto_replan = false;
+  LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, ck.fn()), o));
+  for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass());
+  const int streamed = ex->plan().count(Tier::kRam);
+  ASSERT_GT(streamed, 0);
+  int compute = 0, copies = 0;
+  for (const TraceEvent& e : ex->trace().events()) {
+    EXPECT_LE(e.start_us, e.end_us);
+    compute += e.kind == TraceKind::kCompute;
+    copies += e.kind == TraceKind::kCopy;
+    if (e.kind == TraceKind::kCopy) EXPECT_EQ(e.bytes, data.size());
+  }
+  EXPECT_EQ(compute, 3 * n);
+  EXPECT_EQ(copies, 3 * streamed);
+  auto doc = nlohmann::json::parse(ex->trace().chrome_json());
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X") ASSERT_TRUE(e.contains("dur") && e.contains("ts") && e.contains("tid"));
+  const PassSummary& s = ex->last_pass().summary;
+  EXPECT_GT(s.measured_s, 0);
+  EXPECT_GT(s.lower_bound_s, 0);
+  EXPECT_EQ(s.stall_s.size(), static_cast<size_t>(n));
+  EXPECT_EQ(s.streamed_bytes, streamed * data.size());
+  EXPECT_NE(&ex->small_copy_stream(), &ex->compute_stream());
+}
+
+}  // namespace
+}  // namespace layerstream::sched
