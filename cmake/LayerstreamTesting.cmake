@@ -19,6 +19,13 @@ function(layerstream_add_test)
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
                SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  # gtest_discover_tests flattens PROPERTIES, so of several labels only the
+  # first would stick ("LABELS unit tsan" sets a property named "tsan"); set
+  # the whole list on the discovered tests once they are known.
+  set(_labels_file ${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake)
+  file(WRITE ${_labels_file}
+    "if(${T_NAME}_TESTS)\n  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_labels_file})
 endfunction()
 
 # layerstream_add_bench(NAME <name> SOURCES <files...> [LIBS <targets...>] [SMOKE_ARGS <args...>])
