@@ -96,6 +96,8 @@ class InspectCommand : public Command {
       j["tensor_types"] = jt;
       nlohmann::json layers = nlohmann::json::array();
       for (const auto& l : model->layers) {
+        nlohmann::json ranges = nlohmann::json::array();
+        for (const auto& r : l.ranges) ranges.push_back({r.begin, r.end});
         layers.push_back({{"name", l.name},
                           {"kind", kind_name(l.kind)},
                           {"tensors", l.tensors.size()},
@@ -103,7 +105,8 @@ class InspectCommand : public Command {
                           {"span_begin", l.span_begin},
                           {"span_end", l.span_end},
                           {"aligned_begin", l.aligned_begin},
-                          {"aligned_end", l.aligned_end}});
+                          {"aligned_end", l.aligned_end},
+                          {"ranges", ranges}});
       }
       j["layers"] = layers;
       if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);

@@ -190,6 +190,21 @@ class LlamaLoader {
     }
     l.aligned_begin = l.span_begin / kDirectIoAlignment * kDirectIoAlignment;
     l.aligned_end = (l.span_end + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+    std::vector<std::pair<uint64_t, uint64_t>> parts;
+    for (const auto& t : tensors) parts.emplace_back(t.offset, t.end());
+    std::sort(parts.begin(), parts.end());
+    for (const auto& [b, e] : parts) {
+      // Tensors closer than one direct-I/O block (alignment padding) share a range.
+      if (!l.ranges.empty() && b <= l.ranges.back().end + kDirectIoAlignment) {
+        l.ranges.back().end = std::max(l.ranges.back().end, e);
+      } else {
+        l.ranges.push_back({b, e, 0, 0});
+      }
+    }
+    for (auto& r : l.ranges) {
+      r.aligned_begin = r.begin / kDirectIoAlignment * kDirectIoAlignment;
+      r.aligned_end = (r.end + kDirectIoAlignment - 1) / kDirectIoAlignment * kDirectIoAlignment;
+    }
     l.tensors = std::move(tensors);
     return l;
   }

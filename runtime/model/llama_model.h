@@ -54,10 +54,22 @@ struct LlamaBlock {
 
 enum class LayerKind { kEmbedding, kBlock, kHead };
 
+// A byte range of the file, and the same range widened to kDirectIoAlignment.
+struct ByteRange {
+  uint64_t begin = 0, end = 0;
+  uint64_t aligned_begin = 0, aligned_end = 0;
+  bool operator==(const ByteRange&) const = default;
+};
+
 // One unit of placement and streaming. The tensors lie in [span_begin,
 // span_end); [aligned_begin, aligned_end) is that span widened to
 // kDirectIoAlignment for O_DIRECT reads (aligned_end may pass the end of the
 // file by less than 4096 bytes: such a read returns short).
+// `ranges` are the tensors' bytes coalesced into disjoint, sorted ranges
+// (gaps of alignment padding are absorbed): one range for every layer of a
+// well-ordered file; two for a head whose output is tied to token_embd
+// (output_norm at the end of the file, token_embd at the start), where
+// reading `ranges` avoids reading the whole file that the span covers.
 struct ModelLayer {
   LayerKind kind = LayerKind::kBlock;
   std::string name;        // "embedding", "blk.3", "head"
@@ -66,6 +78,7 @@ struct ModelLayer {
   uint64_t tensor_bytes = 0;  // sum of the tensors' sizes
   uint64_t span_begin = 0, span_end = 0;
   uint64_t aligned_begin = 0, aligned_end = 0;
+  std::vector<ByteRange> ranges;
   uint64_t span_bytes() const { return span_end - span_begin; }
   uint64_t aligned_bytes() const { return aligned_end - aligned_begin; }
 };

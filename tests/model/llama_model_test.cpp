@@ -65,6 +65,10 @@ TEST(LlamaModel, HyperParametersAndLayersFromTheFile) {
     EXPECT_LT(l.span_begin - l.aligned_begin, kDirectIoAlignment);
     EXPECT_LT(l.aligned_end - l.span_end, kDirectIoAlignment);
     sum += l.tensor_bytes;
+    ASSERT_EQ(l.ranges.size(), 1u) << l.name;
+    EXPECT_EQ(l.ranges[0].begin, l.span_begin);
+    EXPECT_EQ(l.ranges[0].end, l.span_end);
+    EXPECT_EQ(l.ranges[0].aligned_begin, l.aligned_begin);
     if (l.kind == LayerKind::kBlock) {
       EXPECT_EQ(l.name, "blk." + std::to_string(l.block));
       EXPECT_EQ(l.tensors.size(), 9u);
@@ -87,6 +91,12 @@ TEST(LlamaModel, TiedOutputUsesTheEmbedding) {
   const ModelLayer& head = m.layers.back();
   ASSERT_EQ(head.tensors.size(), 2u);
   EXPECT_EQ(head.tensors[1].name, "token_embd.weight");
+  // Two ranges: token_embd at the start of the data, output_norm at the end.
+  ASSERT_EQ(head.ranges.size(), 2u);
+  EXPECT_EQ(head.ranges[0].begin, m.token_embd.offset);
+  EXPECT_EQ(head.ranges[0].end, m.token_embd.end());
+  EXPECT_EQ(head.ranges[1].begin, m.output_norm.offset);
+  EXPECT_EQ(head.ranges[1].end, m.output_norm.end());
   // The embedding is counted once.
   uint64_t sum = 0;
   for (const auto& t : f.tensors()) sum += t.n_bytes;
