@@ -1,0 +1,143 @@
+// LlamaRunner: a Llama-family model (llama_model.h) run on the streaming
+// scheduler. Layers: embedding, block 0..n-1, head (output_norm + output;
+// with a tied output the head streams token_embd's span and output_norm is
+// kept in the reserved region). Each is one scheduler layer over its file
+// span; the compute callback finds each tensor at run.data + (tensor offset -
+// span start).
+//
+// Reserved region (carved first in the arena): per sequence a KV cache
+// [layer][pos][n_kv_head][head_dim] of kv_type for K and V, positions
+// 0..n_ctx-1; activations for max_pass_tokens() tokens; logits for
+// n_seq rows; tokens/positions; matmul scratch.
+//
+// A pass runs a list of segments, one per sequence: (seq, n tokens) appended
+// at that sequence's current position. Prefill is one segment (chunked into
+// passes of at most prefill_chunk tokens); decode is one token for each of
+// the sequences, all in one pass. Logits are produced for the last token of
+// each segment and copied to host memory (logits(seq)).
+//
+// Thread safety: one thread uses a runner. The Device must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/math/ggml_type.h"
+#include "layerstream/status.h"
+#include "runtime/device/device.h"
+#include "runtime/model/llama_model.h"
+#include "runtime/scheduler/executor.h"
+
+namespace layerstream::llama {
+
+// How layers are placed.
+//   kResident: every layer pinned resident (OutOfBudget when it does not fit).
+//   kSerial:   the scheduler's serial baseline: one slot, load then compute.
+//   kOverlap:  fixed window (overlap_slots slots, depth slots-1), first layers
+//              resident while they fit next to the window (plan_first_fit),
+//              no planner and no re-planning.
+//   kPlanned:  the planner (measured costs, re-plans after warm-up and on drift).
+enum class Strategy { kResident, kSerial, kOverlap, kPlanned };
+
+std::string_view strategy_name(Strategy s);               // "resident", "serial", "overlap", "planned"
+Result<Strategy> parse_strategy(std::string_view name);   // InvalidArgument on junk
+
+struct RunnerOptions {
+  uint64_t vram_budget = 0;    // arena bytes (KV + activations + layers); 0 = device free memory
+  uint64_t ram_budget = 0;     // pinned RAM for RAM-tier layers and staging
+  Strategy strategy = Strategy::kPlanned;
+  int overlap_slots = 2;       // kOverlap window slots
+  int n_ctx = 0;               // positions per sequence; 0 = min(model context, 2048)
+  int n_seq = 1;               // independent sequences (KV caches), decoded together
+  int prefill_chunk = 256;     // max tokens of one prefill pass
+  GgmlType kv_type = GgmlType::F32;  // F32 or F16
+  double link_gbps = 0;        // 0 = probe (see ExecutorOptions)
+  double disk_gbps = 0;
+  io::ReaderOptions reader;
+  bool trace = true;
+  std::vector<std::optional<sched::Tier>> pins;  // per layer (empty = none), overrides the strategy
+  std::optional<sched::Plan> plan;               // explicit plan (kPlanned only)
+};
+
+// The one place where a strategy becomes executor options. `reserved_bytes`
+// is the runner's reserve (KV + activations).
+sched::ExecutorOptions executor_options_for(const RunnerOptions& options, uint64_t reserved_bytes);
+
+// Bytes the reserved region needs for these options (KV + activations).
+struct ReserveSize {
+  uint64_t kv_bytes = 0;
+  uint64_t activation_bytes = 0;
+  uint64_t total() const { return kv_bytes + activation_bytes; }
+};
+
+struct SampleOptions {
+  float temperature = 0;  // <= 0: greedy
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+};
+
+class LlamaRunner {
+ public:
+  // Opens `path`, validates the Llama view, sizes the reserve and creates the
+  // executor. Errors: the model layer's (with the path), InvalidArgument for
+  // options, OutOfBudget "budget ... cannot hold one window (X) plus KV cache
+  // and activations (Y)" naming bytes, from the executor otherwise.
+  static Result<std::unique_ptr<LlamaRunner>> create(Device& device, const std::string& path,
+                                                     RunnerOptions options);
+  ~LlamaRunner();
+  LlamaRunner(const LlamaRunner&) = delete;
+  LlamaRunner& operator=(const LlamaRunner&) = delete;
+
+  // Appends `tokens` to sequence `seq` (in passes of at most prefill_chunk
+  // tokens) and leaves the logits of the last token in logits(seq).
+  // InvalidArgument when the sequence would pass n_ctx or a token is outside
+  // the vocabulary.
+  Status prefill(int seq, std::span<const int32_t> tokens);
+  // Prefills several sequences' prompts in shared passes (all of seqs[i]'s
+  // tokens are prompts[i]); one pass when they fit prefill_chunk in total.
+  Status prefill_many(std::span<const int> seqs, std::span<const std::vector<int32_t>> prompts);
+  // One pass: tokens[i] appended to sequence seqs[i] (distinct seqs).
+  Status decode(std::span<const int> seqs, std::span<const int32_t> tokens);
+
+  // Host copy of the last logits computed for `seq` [n_vocab].
+  std::span<const float> logits(int seq) const;
+  // Samples from logits(seq) with Kernels::sample (deterministic in seed).
+  Result<int32_t> sample(int seq, const SampleOptions& options, uint64_t seed);
+
+  // Sequence position (tokens in its KV cache); reset forgets the tokens.
+  int position(int seq) const;
+  void reset(int seq);
+  void reset_all();
+
+  // Benchmark helpers: one prefill pass of n_tokens (synthetic ids) on
+  // sequence 0 from position 0; one decode pass over sequences 0..batch-1
+  // (each at its current position, reset when full).
+  Status bench_prefill(int n_tokens);
+  Status bench_decode(int batch);
+
+  const LlamaModel& model() const;
+  const RunnerOptions& options() const;
+  int n_ctx() const;
+  int n_seq() const;
+  int max_pass_tokens() const;
+  ReserveSize reserve() const;
+  sched::Executor& executor();
+  const sched::Plan& plan() const;
+  const sched::PassSummary& last_summary() const;
+  sched::TraceRecorder& trace();
+  // Model file bytes that one pass reads/copies (sum of streamed layers' bytes).
+  uint64_t streamed_bytes_per_pass() const;
+
+  struct Impl;
+
+ private:
+  explicit LlamaRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace layerstream::llama
