@@ -63,7 +63,7 @@ TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
 
 TEST_F(CpuKernelsTest, MatmulEveryWeightTypeAndShape) {
   const std::vector<MatmulShape> shapes = {{1, 32, 1},   {7, 64, 1},   {33, 96, 3}, {130, 320, 5},
-                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}};
+                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}, {3, 8256, 1}, {2, 12320, 1}};
   for (GgmlType type : all_weight_types()) {
     for (const MatmulShape& s : shapes) {
       if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
