@@ -65,8 +65,12 @@ struct RunnerOptions {
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`
-// is the runner's reserve (KV + activations).
-sched::ExecutorOptions executor_options_for(const RunnerOptions& options, uint64_t reserved_bytes);
+// is the runner's reserve (KV + activations); `layers` the executor's layers
+// (kOverlap computes its fixed first-fit plan from them); `device_info`
+// decides whether disk reads go straight into slots.
+Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& options,
+                                                    const std::vector<sched::LayerSpec>& layers,
+                                                    const DeviceInfo& device_info, uint64_t reserved_bytes);
 
 // Bytes the reserved region needs for these options (KV + activations).
 struct ReserveSize {
