@@ -28,8 +28,3 @@ set_source_files_properties(
     ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
   TARGET_DIRECTORY ls_kernels
   PROPERTIES COMPILE_OPTIONS "-O3")
-# CMake 3.25 knows no C++20 flag for nvcc 13 ("requires the language dialect
-# CUDA20"), so the .cu files build as C++17 (they use nothing newer).
-if(LAYERSTREAM_HAVE_CUDA)
-  set_target_properties(ls_kernels PROPERTIES CUDA_STANDARD 17)
-endif()
