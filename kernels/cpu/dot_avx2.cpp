@@ -7,6 +7,7 @@
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define LS_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -165,7 +166,11 @@ LS_AVX2 void decode_blocks(const void* row, int64_t first, int64_t n, float* out
 
 bool supported() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // F16C through cpuid (leaf 1, ECX bit 29): clang before 16 rejects
+  // __builtin_cpu_supports("f16c").
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 }
 
 LS_AVX2 float dot_f32(const float* a, const float* b, int64_t n) {
