@@ -10,3 +10,13 @@ if(LAYERSTREAM_SANITIZE)
   add_link_options(-fsanitize=${LAYERSTREAM_SANITIZE})
   message(STATUS "layerstream: sanitizers ${LAYERSTREAM_SANITIZE}")
 endif()
+
+# LAYERSTREAM_BUILD_FUZZERS: libFuzzer targets (tests/fuzz/) need clang. The
+# whole build gets coverage instrumentation (fuzzer-no-link) so the fuzzers
+# see inside the library; only the fuzz executables link libFuzzer itself.
+if(LAYERSTREAM_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "LAYERSTREAM_BUILD_FUZZERS needs clang (configure with CC=clang CXX=clang++)")
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=fuzzer-no-link>")
+endif()
