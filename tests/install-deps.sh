@@ -2,7 +2,7 @@
 # Installs the Debian packages layerstream builds and tests with, when missing.
 # Used by tests/run.sh and examples/demo.sh. Needs root (or sudo) to install.
 set -euo pipefail
-PACKAGES=(cmake ninja-build g++ pkg-config ccache liburing-dev libspdlog-dev libfmt-dev
+PACKAGES=(cmake ninja-build g++ clang libclang-rt-dev pkg-config ccache liburing-dev libspdlog-dev libfmt-dev
           libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev fio)
 missing=()
 for p in "${PACKAGES[@]}"; do

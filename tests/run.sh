@@ -3,11 +3,14 @@
 #   1. installs missing build dependencies (Debian packages; needs root),
 #   2. builds with the CUDA backend when nvcc exists (so CUDA code always
 #      compiles and links) and runs every test through ctest,
-#   3. rebuilds the host side with address+undefined sanitizers and runs the
-#      unit and integration tests,
-#   4. rebuilds with thread sanitizer and runs the concurrent suites
-#      (backends, I/O, scheduler).
+#   3. rebuilds the host side with clang, address+undefined sanitizers and the
+#      libFuzzer targets, and runs the unit and integration tests plus a short
+#      run of each fuzz target on its seed corpus (label fuzz-smoke,
+#      LAYERSTREAM_FUZZ_SECONDS each, default 20),
+#   4. rebuilds the suites labelled tsan (backends, I/O, scheduler) with
+#      thread sanitizer and runs them.
 # Exits non-zero on any failure. Set LAYERSTREAM_QUICK=1 to skip steps 3-4.
+# Budget: the whole script stays under ~30 minutes on 2 cores with ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -26,19 +29,28 @@ cmake --build build/ci -j "$JOBS"
 step "tests (all labels)"
 ctest --test-dir build/ci -j "$JOBS" --output-on-failure --timeout 900
 
-if [ "${LAYERSTREAM_QUICK:-0}" != 1 ]; then
-  step "build with address,undefined sanitizers (host only)"
-  cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLAYERSTREAM_CUDA=OFF \
-    -DLAYERSTREAM_SANITIZE=address,undefined -DLAYERSTREAM_BUILD_BENCH=OFF
-  cmake --build build/asan -j "$JOBS"
-  step "tests under address,undefined (unit, integration)"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build/asan -j "$JOBS" --output-on-failure -L 'unit|integration' --timeout 900
+# The test executables whose layerstream_add_test() call carries label $1.
+targets_labelled() {
+  cat tests/*/CMakeLists.txt | tr '\n' ' ' | grep -o 'layerstream_add_test([^)]*)' |
+    grep -E "LABELS[^)]*[[:space:]]$1([[:space:])]|$)" | sed -E 's/.*NAME[[:space:]]+([A-Za-z0-9_]+).*/\1/'
+}
 
-  step "build with thread sanitizer (host only)"
+if [ "${LAYERSTREAM_QUICK:-0}" != 1 ]; then
+  step "build with clang, address,undefined sanitizers and fuzzers (host only)"
+  CC=clang CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLAYERSTREAM_CUDA=OFF \
+    -DLAYERSTREAM_SANITIZE=address,undefined -DLAYERSTREAM_BUILD_FUZZERS=ON -DLAYERSTREAM_BUILD_BENCH=OFF \
+    -DLAYERSTREAM_FUZZ_SECONDS="${LAYERSTREAM_FUZZ_SECONDS:-20}"
+  cmake --build build/asan -j "$JOBS"
+  step "tests under address,undefined (unit, integration, fuzz-smoke)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan -j "$JOBS" --output-on-failure -L 'unit|integration|fuzz-smoke' --timeout 900
+
+  step "build with thread sanitizer (host only, the tsan suites)"
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=OFF \
     -DLAYERSTREAM_SANITIZE=thread -DLAYERSTREAM_BUILD_BENCH=OFF -DLAYERSTREAM_BUILD_EXAMPLES=OFF
-  cmake --build build/tsan -j "$JOBS"
+  mapfile -t tsan_targets < <(targets_labelled tsan)
+  echo "tsan suites: ${tsan_targets[*]}"
+  cmake --build build/tsan -j "$JOBS" --target "${tsan_targets[@]}"
   step "tests under thread sanitizer (label tsan)"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build/tsan -j "$JOBS" --output-on-failure -L tsan --timeout 900 --no-tests=ignore
