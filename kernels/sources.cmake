@@ -7,6 +7,7 @@ layerstream_add_area(NAME ls_kernels
     ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
@@ -23,6 +24,7 @@ layerstream_add_area(NAME ls_kernels
 set_source_files_properties(
     ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp

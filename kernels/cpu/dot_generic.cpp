@@ -84,6 +84,7 @@ namespace layerstream::kernels::cpu {
 namespace {
 struct Dispatch {
   bool use_avx2 = avx2::supported();
+  bool use_avx512 = use_avx2 && avx512::supported();
 };
 const Dispatch& dispatch() {
   static const Dispatch d;
@@ -92,11 +93,15 @@ const Dispatch& dispatch() {
 }  // namespace
 
 RowKernels row_kernels(GgmlType type) {
+  if (dispatch().use_avx512) return avx512::row_kernels(type);
   return dispatch().use_avx2 ? avx2::row_kernels(type) : generic::row_kernels(type);
 }
 float dot_f32(const float* a, const float* b, int64_t n) {
   return dispatch().use_avx2 ? avx2::dot_f32(a, b, n) : generic::dot_f32(a, b, n);
 }
-const char* row_kernels_isa() { return dispatch().use_avx2 ? "avx2" : "generic"; }
+const char* row_kernels_isa() {
+  if (dispatch().use_avx512) return "avx512";
+  return dispatch().use_avx2 ? "avx2" : "generic";
+}
 
 }  // namespace layerstream::kernels::cpu

@@ -1,5 +1,6 @@
 // CPU matmul y[t][o] = w[o] . x[t], parallel over output rows.
-// One token: the fused per-type dot (decodes blocks in registers).
+// One token: the fused per-type dot (decodes blocks in registers), several
+// rows per pass over x where the ISA has a multi-row kernel.
 // Several tokens: each span of a weight row is decoded once into a stack
 // buffer and reused for every token, so the weight is read once per call.
 #include <algorithm>
@@ -17,7 +18,11 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
 
   if (p.n_tokens == 1) {
     parallel_rows(pool, p.n_out, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) p.y[o] = k.dot(w + o * row_bytes, p.x, p.n_in);
+      if (k.dot_rows) {
+        k.dot_rows(w + begin * row_bytes, row_bytes, end - begin, p.x, p.n_in, p.y + begin);
+      } else {
+        for (int64_t o = begin; o < end; ++o) p.y[o] = k.dot(w + o * row_bytes, p.x, p.n_in);
+      }
     });
     return;
   }

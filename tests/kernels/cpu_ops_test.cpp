@@ -50,6 +50,7 @@ TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
       }
       std::vector<cpu::RowKernels> impls = {cpu::generic::row_kernels(type)};
       if (cpu::avx2::supported()) impls.push_back(cpu::avx2::row_kernels(type));
+      if (cpu::avx512::supported()) impls.push_back(cpu::avx512::row_kernels(type));
       for (const cpu::RowKernels& k : impls) {
         EXPECT_LE(std::fabs(k.dot(w.bytes.data(), x.data(), n) - ref), matmul_tol(type) * abs_sum)
             << ggml_type_traits(type).name << " n=" << n;
@@ -59,6 +60,40 @@ TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
       }
     }
   }
+}
+
+// The multi-row kernels (dot_rows) of every ISA that has them: row counts
+// around the group size, widths with and without a partial vector.
+TEST_F(CpuKernelsTest, DotRowsMatchExactDecodingOnEveryIsa) {
+  int checked = 0;
+  for (GgmlType type : all_weight_types()) {
+    std::vector<cpu::RowKernels> impls = {cpu::row_kernels(type)};
+    if (cpu::avx512::supported()) impls.push_back(cpu::avx512::row_kernels(type));
+    for (int64_t n : {7, 32, 33, 96, 544, 1056, 4128}) {
+      if (n % ggml_type_traits(type).block_elems != 0) continue;
+      for (int64_t rows : {1, 3, 4, 5, 8, 9}) {
+        const Weight w = random_weight(type, rows, n, rng_);
+        const std::vector<float> x = random_floats(n, rng_);
+        const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(type), n);
+        for (const cpu::RowKernels& k : impls) {
+          if (!k.dot_rows) continue;
+          std::vector<float> y = poisoned(rows);
+          k.dot_rows(w.bytes.data(), row_bytes, rows, x.data(), n, y.data());
+          ++checked;
+          for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0, abs_sum = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              ref += w.exact[r * n + i] * x[i];
+              abs_sum += std::fabs(w.exact[r * n + i] * x[i]);
+            }
+            ASSERT_LE(std::fabs(y[r] - ref), matmul_tol(type) * abs_sum)
+                << ggml_type_traits(type).name << " n=" << n << " rows=" << rows << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no ISA with multi-row kernels on this CPU";
 }
 
 TEST_F(CpuKernelsTest, MatmulEveryWeightTypeAndShape) {
