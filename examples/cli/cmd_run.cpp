@@ -1,0 +1,178 @@
+// `layerstream run MODEL`: generates text from a Llama-family GGUF model on
+// memory budgets that may be smaller than the model, streaming layers from
+// pinned RAM and disk. Text goes to stdout as it is produced, then a summary.
+// Default --vram: cuda 90% of free device memory; host what the whole model
+// needs (capped at 90% of free RAM), logged on stderr.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "examples/cli/cli_common.h"
+#include "layerstream/layerstream.h"
+#include "layerstream/units.h"
+
+namespace layerstream::cli {
+namespace {
+
+Result<std::vector<int32_t>> parse_tokens(const std::string& text) {
+  std::vector<int32_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      out.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      return Status::InvalidArgument("--tokens: '" + item + "' is not a token id (want e.g. 1,2,3)");
+    }
+  }
+  if (out.empty()) return Status::InvalidArgument("--tokens: no token ids given");
+  return out;
+}
+
+// A float32 .npy (format 1.0) of shape (rows, cols).
+Status write_npy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return Status::IOError("cannot open " + path + " for writing");
+  const uint16_t hlen = static_cast<uint16_t>(header.size());
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.put(static_cast<char>(hlen & 0xff));
+  f.put(static_cast<char>(hlen >> 8));
+  f.write(header.data(), header.size());
+  f.write(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  if (!f) return Status::IOError("short write to " + path);
+  return Status::OK();
+}
+
+class RunCommand : public Command {
+ public:
+  void setup(CLI::App& sub) override {
+    sub.add_option("model", model_, "GGUF model file")->required();
+    sub.add_option("-p,--prompt", prompt_, "Prompt text");
+    sub.add_option("--tokens", tokens_, "Prompt as token ids: 1,2,3");
+    sub.add_option("-n,--n-predict", gen_.max_tokens, "Tokens to generate per sequence")->capture_default_str();
+    sub.add_option("--vram", vram_, "Device memory budget (e.g. 2GiB)");
+    sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
+    sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
+    sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
+    sub.add_option("--io", mo_.io, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+    sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
+    sub.add_option("--batch", mo_.batch, "Sequences decoded together (copies of the prompt, seeds seed+i)")
+        ->capture_default_str();
+    sub.add_option("--kv-type", mo_.kv_type, "KV cache type: f32 or f16")->capture_default_str();
+    sub.add_option("--strategy", mo_.strategy, "resident, serial, overlap or planned")->capture_default_str();
+    sub.add_option("--temp", gen_.temperature, "Temperature (0: greedy)")->capture_default_str();
+    sub.add_option("--top-k", gen_.top_k, "Top-k (0: all)")->capture_default_str();
+    sub.add_option("--top-p", gen_.top_p, "Top-p (1: all)")->capture_default_str();
+    sub.add_option("--seed", gen_.seed, "Sampling seed")->capture_default_str();
+    sub.add_option("--trace", trace_, "Write a Chrome trace (chrome://tracing, Perfetto) to FILE");
+    sub.add_option("--json", json_, "Write the result as JSON to FILE");
+    sub.add_option("--logits", logits_, "Write the logits of every generated position (sequence 0) as float32 .npy");
+  }
+
+  int run() override {
+    if (prompt_.empty() == tokens_.empty()) return usage_error("give exactly one of -p TEXT or --tokens 1,2,3");
+    if (!vram_.empty()) {
+      auto v = parse_size_flag("--vram", vram_);
+      if (!v.ok()) return usage_error(v.status().message());
+      mo_.vram_budget = *v;
+    }
+    if (!ram_.empty()) {
+      auto v = parse_size_flag("--ram", ram_);
+      if (!v.ok()) return usage_error(v.status().message());
+      mo_.ram_budget = *v;
+    }
+    if (backend_ == "auto") mo_.backend = Backend::kAuto;
+    else if (backend_ == "host") mo_.backend = Backend::kHost;
+    else if (backend_ == "cuda") mo_.backend = Backend::kCuda;
+    else return usage_error("--backend: '" + backend_ + "' is not auto, host or cuda");
+    if (mo_.batch < 1) return usage_error("--batch must be >= 1");
+    mo_.trace = !trace_.empty();
+    gen_.keep_logits = !logits_.empty();
+
+    auto model = Model::open(model_, mo_);
+    if (!model.ok()) return fail(model.status());
+    auto session = (*model)->create_session();
+    if (!session.ok()) return fail(session.status());
+    std::vector<int32_t> prompt;
+    if (!tokens_.empty()) {
+      auto t = parse_tokens(tokens_);
+      if (!t.ok()) return fail(t.status());
+      prompt = *t;
+    } else {
+      prompt = (*model)->tokenize(prompt_, true);
+      if (mo_.batch == 1) std::cout << prompt_ << std::flush;
+    }
+    const int batch = mo_.batch;
+    auto res = (*session)->generate(prompt, gen_, [batch](const TokenEvent& e) {
+      if (batch == 1) std::cout << e.piece << std::flush;
+      return true;
+    });
+    if (!res.ok()) return fail(res.status());
+    if (batch == 1) {
+      std::cout << "\n";
+    } else {
+      for (int i = 0; i < batch; ++i) std::cout << "[" << i << "] " << prompt_ << res->text[i] << "\n";
+    }
+    std::cout << "\n" << format_stats(res->stats);
+
+    if (!trace_.empty()) {
+      if (Status s = (*session)->write_trace(trace_); !s.ok()) return fail(s);
+    }
+    if (!logits_.empty()) {
+      const size_t rows = res->vocab ? res->logits.size() / res->vocab : 0;
+      if (Status s = write_npy(logits_, res->logits, rows, res->vocab); !s.ok()) return fail(s);
+    }
+    if (!json_.empty()) {
+      const Stats& s = res->stats;
+      nlohmann::json j = {
+          {"model", model_},
+          {"prompt_tokens", res->prompt_tokens},
+          {"generated_tokens", res->generated.size() == 1 ? nlohmann::json(res->generated[0])
+                                                          : nlohmann::json(res->generated)},
+          {"text", res->text},
+          {"batch", s.batch},
+          {"backend", s.backend},
+          {"device", s.device},
+          {"prefill_s", s.prefill_s},
+          {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+          {"decode_s", s.decode_s},
+          {"decode_tokens_per_s", s.decode_tokens_per_s},
+          {"mean_decode_pass_ms", s.mean_decode_pass_ms},
+          {"mean_predicted_pass_ms", s.mean_predicted_pass_ms},
+          {"mean_lower_bound_ms", s.mean_lower_bound_ms},
+          {"overlap_efficiency", s.overlap_efficiency},
+          {"bytes_streamed_per_token", s.bytes_streamed_per_token},
+          {"bytes_streamed_per_pass", s.bytes_streamed_per_pass},
+          {"layers", {{"resident", s.layers_resident}, {"ram", s.layers_ram}, {"disk", s.layers_disk}}},
+          {"plan", s.plan},
+          {"model_bytes", s.model_bytes},
+          {"vram_budget", s.vram_budget},
+          {"ram_budget", s.ram_budget},
+          {"kv_bytes", s.kv_bytes},
+          {"replans", s.replans},
+      };
+      if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string model_, prompt_, tokens_, vram_, ram_, backend_ = "auto", trace_, json_, logits_;
+  ModelOptions mo_;
+  GenerateOptions gen_;
+};
+
+}  // namespace
+
+LS_REGISTER_COMMAND(RunCommand, "run", "Generate text from a GGUF model on a memory budget");
+
+}  // namespace layerstream::cli
