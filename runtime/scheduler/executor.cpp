@@ -644,7 +644,7 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
     LS_ASSIGN_OR_RETURN(double b, us(*c_end_[par][i]));
     double c = std::max(0.0, b - a) * 1e-6;
     st.compute_s[i] = c;
-    cost_.record_compute(i, cls, c);
+    if (pass > 0) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
     st.summary.sum_compute_s += c;
     double stall = std::max(0.0, a - prev_end);
     st.summary.stall_s[i] = stall * 1e-6;
@@ -658,7 +658,7 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
       st.summary.streamed_bytes += bytes_[i];
       if (plan_.tiers[i] == Tier::kRam) {
         ram_bytes += bytes_[i];
-        cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
+        if (pass > 0) cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
         trace_.add({TraceKind::kCopy, i, slot, pass, ka, kb, bytes_[i]});
       } else if (!disk_direct_) {
         trace_.add({TraceKind::kCopy, i, slot, pass, ka, kb, bytes_[i]});
