@@ -130,9 +130,9 @@ void BM_Uniform(benchmark::State& st) {
   }
 }
 // Args: compute as % of transfer time, run serial side by side.
-BENCHMARK(BM_Uniform)->Name("BM_Balanced")->Args({100, 1})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK(BM_Uniform)->Name("BM_TransferBound")->Args({40, 0})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK(BM_Uniform)->Name("BM_ComputeBound")->Args({200, 0})->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_Uniform)->Name("BM_Balanced")->Args({100, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Uniform)->Name("BM_TransferBound")->Args({40, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Uniform)->Name("BM_ComputeBound")->Args({200, 0})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // (3) Non-uniform layers with room for some residency: the planner's plan vs
 // "keep the first layers that fit" vs LRU, all measured side by side with the
@@ -183,7 +183,7 @@ void BM_Planner(benchmark::State& st) {
   st.counters["residents"] = planned->plan().count(sc::Tier::kResident);
   st.counters["slots"] = planned->plan().slots;
 }
-BENCHMARK(BM_Planner)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_Planner)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
