@@ -122,7 +122,6 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt, con
     return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) +
                                    " tokens is longer than the context (" + std::to_string(r.n_ctx()) +
                                    " tokens; raise --ctx)");
-  LS_RETURN_IF_ERROR(tok.check_ids(prompt));
   if (o.max_tokens < 0) return Status::InvalidArgument("max_tokens must be >= 0");
   r.reset_all();
 

@@ -1,0 +1,115 @@
+// `layerstream run` end to end: example-model tiny -> run --tokens -n 5
+// --temp 0 --json --logits; and bad input exits non-zero with "error:".
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "tests/common/testing.h"
+
+namespace layerstream {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+RunResult run_cli(const TempDir& dir, const std::string& args) {
+  const std::string err_path = dir.file("stderr.txt");
+  const std::string cmd = std::string(LAYERSTREAM_CLI_PATH) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(f), {});
+  return r;
+}
+
+TEST(CliRun, TokensJsonLogits) {
+  TempDir dir;
+  const std::string model = dir.file("tiny.gguf");
+  const uint64_t seed = testing::fresh_seed() % 1000000;
+  RunResult mk = run_cli(dir, "example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
+                                  "--dtype f16 --seed " + std::to_string(seed));
+  ASSERT_EQ(mk.code, 0) << mk.out << mk.err;
+  const std::string json = dir.file("r.json"), npy = dir.file("l.npy");
+  RunResult r = run_cli(dir, "run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --vram 512KiB "
+                                 "--ctx 64 --json " + json + " --logits " + npy);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("overlap efficiency"));
+  EXPECT_THAT(r.out, HasSubstr("disk"));
+
+  std::ifstream jf(json);
+  const nlohmann::json j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j["prompt_tokens"], nlohmann::json({1, 17, 42, 99}));
+  ASSERT_EQ(j["generated_tokens"].size(), 5u);
+  for (const auto& t : j["generated_tokens"]) EXPECT_TRUE(t.get<int>() >= 0 && t.get<int>() < 512);
+  EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["layers"]["disk"].get<int>() + j["layers"]["ram"].get<int>(), 0);
+
+  const std::vector<uint8_t> b = testing::read_file(npy);
+  ASSERT_GT(b.size(), 10u);
+  ASSERT_EQ(0, std::memcmp(b.data(), "\x93NUMPY\x01\x00", 8));
+  const size_t hlen = b[8] | (b[9] << 8);
+  const std::string header(b.begin() + 10, b.begin() + 10 + hlen);
+  EXPECT_THAT(header, HasSubstr("'descr': '<f4'"));
+  EXPECT_THAT(header, HasSubstr("'shape': (5, 512)"));
+  EXPECT_EQ((10 + hlen) % 64, 0u);
+  ASSERT_EQ(b.size(), 10 + hlen + 5 * 512 * sizeof(float));
+  // Greedy: each generated token is the argmax of its row.
+  const float* logits = reinterpret_cast<const float*>(b.data() + 10 + hlen);
+  for (int row = 0; row < 5; ++row) {
+    const float* l = logits + row * 512;
+    int arg = 0;
+    for (int i = 1; i < 512; ++i)
+      if (l[i] > l[arg]) arg = i;
+    EXPECT_EQ(arg, j["generated_tokens"][row].get<int>()) << "row " << row;
+    EXPECT_TRUE(std::isfinite(l[0]));
+  }
+  // Deterministic: a second run (everything resident) gives the same tokens.
+  const std::string json2 = dir.file("r2.json");
+  RunResult r2 = run_cli(dir, "run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
+                                  "--strategy resident --json " + json2);
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  std::ifstream jf2(json2);
+  EXPECT_EQ(nlohmann::json::parse(jf2)["generated_tokens"], j["generated_tokens"]);
+}
+
+TEST(CliRun, BadInputExitsWithError) {
+  TempDir dir;
+  const std::string model = dir.file("tiny.gguf");
+  RunResult mk = run_cli(dir, "example-model " + model + " --layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2");
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  struct Case {
+    std::string args, words;
+  };
+  const std::vector<Case> cases = {
+      {"run " + model + " --tokens 1,2,3,4,5,6,7,8,9 --ctx 8 --backend host", "longer than the context"},
+      {"run " + model + " --tokens 1,2 --vram 64KiB --backend host", "cannot hold one window"},
+      {"run " + dir.file("missing.gguf") + " --tokens 1,2", "missing.gguf"},
+      {"run " + model + " --tokens 1,x", "not a token id"},
+      {"run " + model + " --tokens 1,100000 --backend host", "outside the vocabulary"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = run_cli(dir, c.args);
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_THAT(r.err, HasSubstr("error:")) << c.args;
+    EXPECT_THAT(r.err, HasSubstr(c.words)) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace layerstream
