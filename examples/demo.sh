@@ -3,13 +3,13 @@
 # and run it on a memory budget smaller than the model, streaming layers
 # from disk and pinned RAM. Prints generated text and a summary.
 #
-#   examples/demo.sh                 # 1 GiB model, 384 MiB "VRAM" budget
+#   examples/demo.sh                 # 768 MiB model, 256 MiB "VRAM" budget, 128 MiB pinned RAM
 #   SIZE=4GiB VRAM=1GiB examples/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZE=${SIZE:-1GiB}
-VRAM=${VRAM:-384MiB}
-RAM=${RAM:-256MiB}
+SIZE=${SIZE:-768MiB}
+VRAM=${VRAM:-256MiB}
+RAM=${RAM:-128MiB}
 DTYPE=${DTYPE:-q8_0}
 BUILD=${BUILD:-build/demo}
 MODEL=${MODEL:-$BUILD/example-$SIZE-$DTYPE.gguf}
@@ -27,4 +27,4 @@ fi
 "$BIN" inspect "$MODEL" | head -20
 
 echo "== running it with --vram $VRAM --ram $RAM (the model is $SIZE)"
-"$BIN" run "$MODEL" -p "Once upon a time" -n 24 --vram "$VRAM" --ram "$RAM" --temp 0
+"$BIN" run "$MODEL" -p "Once upon a time" -n 24 --vram "$VRAM" --ram "$RAM" --ctx 256 --temp 0
