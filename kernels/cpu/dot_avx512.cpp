@@ -28,6 +28,11 @@ namespace {
 
 using math::kQK;
 constexpr int kRows = 4;  // rows per pass over x
+// Below this width x (32 KiB) stays in L1 and one row at a time reads the
+// weight as one sequential stream, which the hardware prefetcher follows
+// better than kRows short interleaved streams (measured: n_in = 4096 rows
+// ran ~25% slower from DRAM when interleaved).
+constexpr int64_t kMultiRowMinN = 8192;
 
 LS_AVX512 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -141,7 +146,9 @@ template <RowsFn Group, RowsFn Single>
 void dot_rows(const void* rows, uint64_t row_bytes, int64_t n_rows, const float* x, int64_t n, float* y) {
   const auto* base = static_cast<const uint8_t*>(rows);
   int64_t r = 0;
-  for (; r + kRows <= n_rows; r += kRows) Group(base + r * row_bytes, row_bytes, x, n, y + r);
+  if (n > kMultiRowMinN) {
+    for (; r + kRows <= n_rows; r += kRows) Group(base + r * row_bytes, row_bytes, x, n, y + r);
+  }
   for (; r < n_rows; ++r) Single(base + r * row_bytes, row_bytes, x, n, y + r);
 }
 

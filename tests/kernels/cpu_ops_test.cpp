@@ -63,13 +63,14 @@ TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
 }
 
 // The multi-row kernels (dot_rows) of every ISA that has them: row counts
-// around the group size, widths with and without a partial vector.
+// around the group size, widths with and without a partial vector, below and
+// above the width where the AVX-512 kernels switch to several rows per pass.
 TEST_F(CpuKernelsTest, DotRowsMatchExactDecodingOnEveryIsa) {
   int checked = 0;
   for (GgmlType type : all_weight_types()) {
     std::vector<cpu::RowKernels> impls = {cpu::row_kernels(type)};
     if (cpu::avx512::supported()) impls.push_back(cpu::avx512::row_kernels(type));
-    for (int64_t n : {7, 32, 33, 96, 544, 1056, 4128}) {
+    for (int64_t n : {7, 32, 33, 96, 544, 1056, 4128, 8224, 12327}) {
       if (n % ggml_type_traits(type).block_elems != 0) continue;
       for (int64_t rows : {1, 3, 4, 5, 8, 9}) {
         const Weight w = random_weight(type, rows, n, rng_);
