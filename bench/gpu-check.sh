@@ -33,14 +33,19 @@ done
 
 if "$BIN" --help 2>/dev/null | grep -q bench; then
   echo "== probe + overlap benchmark on the example model"
+  # Results go into one tarball: $OUT brings back at most 8 files.
+  B=$OUT/../bench-out
+  mkdir -p "$B"
   MODEL=$OUT/../example-4g.gguf
   timeout 120 "$BIN" example-model "$MODEL" --size 4GiB --dtype q8_0 || true
-  timeout 60 "$BIN" probe --backend cuda --disk "$MODEL" --json "$OUT/probe.json" || true
+  timeout 90 "$BIN" probe --backend cuda --disk "$MODEL" --disk-bytes 2GiB --json "$B/probe.json" | tee "$B/probe.txt" || true
+  box=(); [ -s "$B/probe.json" ] && box=(--box "$B/probe.json")
   for mode in decode prefill; do
-    timeout "$(( $(left) > 30 ? $(left) / 2 : 30 ))" "$BIN" bench "$MODEL" --backend cuda --vram 1GiB --ram 2GiB \
-      --mode "$mode" --passes 5 --json "$OUT/bench-$mode.json" --trace "$OUT/trace-$mode.json" \
-      --report "$OUT/report-$mode.html" || true
+    timeout "$(( $(left) > 40 ? $(left) / 2 : 40 ))" "$BIN" bench "$MODEL" --backend cuda --vram 1GiB --ram 2GiB \
+      --mode "$mode" --prompt-len 512 --passes 5 --warmup 2 "${box[@]}" --json "$B/bench-$mode.json" \
+      --trace "$B/trace-$mode.json" --report "$B/report-$mode.html" | tee "$B/bench-$mode.txt" || true
   done
+  tar -czf "$OUT/bench-results.tar.gz" -C "$B" . || true
   rm -f "$MODEL"
 fi
 echo "== done in ${SECONDS}s; results under $OUT"

@@ -1,0 +1,472 @@
+#include "runtime/bench/box_probe.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "kernels/kernels.h"
+#include "kernels/math/convert_row.h"
+#include "layerstream/units.h"
+#include "runtime/core/log.h"
+
+namespace layerstream::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void note(const ProbeOptions& o, const std::string& s) {
+  if (o.progress) o.progress(s);
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuf = std::unique_ptr<uint8_t, AlignedFree>;
+
+Result<AlignedBuf> aligned(size_t bytes) {
+  void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (!p) return Status::OutOfBudget(fmt::format("probe: cannot allocate {} of host memory", format_bytes(bytes)));
+  return AlignedBuf(static_cast<uint8_t*>(p));
+}
+
+// Repeats `batch` (which enqueues work on `stream`) until `seconds` of device
+// time have been measured (at least once); returns (repetitions, seconds).
+Result<std::pair<int, double>> time_on_stream(Device& dev, Stream& stream, double seconds,
+                                              const std::function<Status()>& batch) {
+  LS_ASSIGN_OR_RETURN(auto e0, dev.create_event());
+  LS_ASSIGN_OR_RETURN(auto e1, dev.create_event());
+  int reps = 0;
+  double total = 0;
+  while (reps == 0 || total < seconds) {
+    LS_RETURN_IF_ERROR(stream.record(*e0));
+    LS_RETURN_IF_ERROR(batch());
+    LS_RETURN_IF_ERROR(stream.record(*e1));
+    LS_RETURN_IF_ERROR(e1->synchronize());
+    LS_ASSIGN_OR_RETURN(double ms, e1->elapsed_ms_since(*e0));
+    total += std::max(0.0, ms) * 1e-3;
+    ++reps;
+    if (reps > 100000) break;
+  }
+  return std::pair<int, double>{reps, total};
+}
+
+Status probe_h2d(Device& dev, const ProbeOptions& o, BoxProfile& out) {
+  uint64_t max_chunk = 0;
+  for (uint64_t c : o.chunk_bytes) max_chunk = std::max(max_chunk, c);
+  if (max_chunk == 0) return Status::OK();
+  const uint64_t free_mem = dev.info().free_memory_bytes;
+  if (free_mem > 0 && max_chunk > free_mem / 4) max_chunk = std::max<uint64_t>(4096, free_mem / 4 / 4096 * 4096);
+  LS_ASSIGN_OR_RETURN(auto arena, dev.create_arena(max_chunk));
+  LS_ASSIGN_OR_RETURN(ArenaRegion dst, arena->allocate("probe-h2d", max_chunk, 4096));
+  LS_ASSIGN_OR_RETURN(HostBuffer pinned, dev.alloc_pinned(max_chunk));
+  std::memset(pinned.data(), 0x5a, max_chunk);
+  std::vector<uint8_t> pageable(max_chunk, 0xa5);
+  LS_ASSIGN_OR_RETURN(auto stream, dev.create_stream(StreamRole::kCopy));
+  for (const char* mem : {"pinned", "pageable"}) {
+    const uint8_t* src = std::string_view(mem) == "pinned" ? static_cast<const uint8_t*>(pinned.data()) : pageable.data();
+    for (uint64_t chunk : o.chunk_bytes) {
+      if (chunk == 0 || chunk > max_chunk) continue;
+      // One batch moves at least 16 MiB (or one chunk), so event overhead stays small.
+      const uint64_t per_batch = std::max<uint64_t>(1, (16ull << 20) / chunk);
+      auto r = time_on_stream(dev, *stream, o.seconds_per_point, [&]() -> Status {
+        for (uint64_t k = 0; k < per_batch; ++k) {
+          const uint64_t off = (k * chunk) % (max_chunk - chunk + 1) / 4096 * 4096;
+          LS_RETURN_IF_ERROR(stream->copy_h2d(static_cast<uint8_t*>(dst.ptr) + off, src + off, chunk));
+        }
+        return Status::OK();
+      });
+      LS_RETURN_IF_ERROR(r.status());
+      H2dPoint p;
+      p.memory = mem;
+      p.chunk_bytes = chunk;
+      p.bytes = static_cast<uint64_t>(r->first) * per_batch * chunk;
+      p.seconds = r->second;
+      p.gbps = p.seconds > 0 ? p.bytes / p.seconds / 1e9 : 0;
+      note(o, fmt::format("h2d {} {}: {:.2f} GB/s", mem, format_bytes(chunk), p.gbps));
+      if (p.memory == "pinned") out.link_gbps = std::max(out.link_gbps, p.gbps);
+      else out.pageable_link_gbps = std::max(out.pageable_link_gbps, p.gbps);
+      out.h2d.push_back(p);
+    }
+  }
+  return Status::OK();
+}
+
+// Drops [0, bytes) of the file from the page cache; returns the fraction still cached (mincore), -1 if unknown.
+double drop_and_check_cache(const std::string& path, uint64_t bytes, bool* dropped) {
+  *dropped = false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ::fdatasync(fd);
+  *dropped = ::posix_fadvise(fd, 0, static_cast<off_t>(bytes), POSIX_FADV_DONTNEED) == 0;
+  double frac = -1;
+  if (bytes > 0) {
+    void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+      const long page = ::sysconf(_SC_PAGESIZE);
+      const size_t pages = (bytes + page - 1) / page;
+      std::vector<unsigned char> vec(pages);
+      if (::mincore(m, bytes, vec.data()) == 0) {
+        size_t in = 0;
+        for (unsigned char v : vec) in += v & 1;
+        frac = static_cast<double>(in) / pages;
+      }
+      ::munmap(m, bytes);
+    }
+  }
+  ::close(fd);
+  return frac;
+}
+
+Status write_scratch(const std::string& path, uint64_t bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return Status::FromErrno(fmt::format("probe: create scratch file {}", path), errno);
+  std::vector<uint64_t> block((4 << 20) / 8);
+  std::mt19937_64 rng(0x1234);
+  for (uint64_t done = 0; done < bytes;) {
+    for (auto& v : block) v = rng();
+    const uint64_t n = std::min<uint64_t>(bytes - done, block.size() * 8);
+    f.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(n));
+    if (!f) return Status::FromErrno(fmt::format("probe: write scratch file {} at {}", path, done), errno);
+    done += n;
+  }
+  f.close();
+  if (!f) return Status::IOError(fmt::format("probe: close scratch file {}", path));
+  return Status::OK();
+}
+
+DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPath path, const ProbeOptions& o) {
+  DiskPoint p;
+  p.path = std::string(io::io_path_name(path));
+  io::ReaderOptions ro;
+  ro.path = path;
+  ro.queue_depth = 16;
+  ro.chunk_bytes = 1 << 20;
+  auto rd = io::open_reader(file, ro);
+  if (!rd.ok()) {
+    p.error = rd.status().message();
+    return p;
+  }
+  io::Reader& r = **rd;
+  p.description = r.description();
+  p.direct = r.direct();
+  const uint64_t align = std::max<uint64_t>(4096, r.alignment());
+  const uint64_t region = std::min(file_bytes, o.disk_region_bytes) / align * align;
+  if (region == 0) {
+    p.error = fmt::format("file too small ({} B) to read aligned", file_bytes);
+    return p;
+  }
+  p.cached_before = drop_and_check_cache(file, region, &p.cache_dropped);
+  constexpr uint64_t kReq = 8 << 20;
+  constexpr int kInFlight = 4;
+  auto buf = aligned(kReq * kInFlight);
+  if (!buf.ok()) {
+    p.error = buf.status().message();
+    return p;
+  }
+  uint64_t next = 0;
+  int in_flight = 0;
+  std::vector<io::ReadCompletion> done(kInFlight);
+  std::vector<int> free_slots;
+  for (int i = 0; i < kInFlight; ++i) free_slots.push_back(i);
+  const auto t0 = Clock::now();
+  Status err;
+  while (err.ok()) {
+    while (err.ok() && !free_slots.empty() && next < region && since(t0) < o.disk_seconds_per_path) {
+      const int s = free_slots.back();
+      free_slots.pop_back();
+      io::ReadRequest q;
+      q.offset = next;
+      q.bytes = std::min(kReq, region - next);
+      q.dst = buf->get() + s * kReq;
+      q.tag = static_cast<uint64_t>(s);
+      err = r.submit(q);
+      if (!err.ok()) break;
+      next += q.bytes;
+      ++in_flight;
+    }
+    if (in_flight == 0 || !err.ok()) break;
+    auto n = r.wait(done);
+    if (!n.ok()) {
+      err = n.status();
+      break;
+    }
+    for (size_t i = 0; i < *n; ++i) {
+      --in_flight;
+      free_slots.push_back(static_cast<int>(done[i].tag));
+      if (!done[i].status.ok() && err.ok()) err = done[i].status;
+      p.bytes += done[i].bytes_read;
+    }
+  }
+  p.seconds = since(t0);
+  if (!err.ok()) {
+    r.cancel();
+    p.error = err.message();
+    return p;
+  }
+  p.gbps = p.seconds > 0 ? p.bytes / p.seconds / 1e9 : 0;
+  return p;
+}
+
+Status probe_disk(const ProbeOptions& o, BoxProfile& out) {
+  std::string file = o.disk_file;
+  std::filesystem::path scratch;
+  if (file.empty()) {
+    std::error_code ec;
+    std::filesystem::path dir = o.scratch_dir.empty() ? std::filesystem::temp_directory_path(ec)
+                                                       : std::filesystem::path(o.scratch_dir);
+    if (ec) return Status::IOError(fmt::format("probe: no temp directory: {}", ec.message()));
+    scratch = dir / fmt::format("layerstream-probe-{}.bin", ::getpid());
+    note(o, fmt::format("disk: writing scratch file {} ({})", scratch.string(), format_bytes(o.scratch_bytes)));
+    LS_RETURN_IF_ERROR(write_scratch(scratch.string(), o.scratch_bytes));
+    file = scratch.string();
+    out.disk_scratch = true;
+  }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) {
+    int e = errno;
+    if (!scratch.empty()) std::filesystem::remove(scratch);
+    return Status::FromErrno(fmt::format("probe: --disk {}", file), e);
+  }
+  out.disk_file = file;
+  out.disk_file_bytes = static_cast<uint64_t>(st.st_size);
+  for (io::IoPath path : o.io_paths) {
+    DiskPoint p = probe_disk_path(file, out.disk_file_bytes, path, o);
+    if (p.error.empty())
+      note(o, fmt::format("disk {}: {:.2f} GB/s ({} in {:.2f} s, {:.0f}% cached before)", p.path, p.gbps,
+                          format_bytes(p.bytes), p.seconds, std::max(0.0, p.cached_before) * 100));
+    else
+      note(o, fmt::format("disk {}: not measured: {}", p.path, p.error));
+    out.disk.push_back(std::move(p));
+  }
+  if (!scratch.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(scratch, ec);
+  }
+  double best_direct = 0, best = 0;
+  for (const DiskPoint& p : out.disk) {
+    if (!p.error.empty()) continue;
+    best = std::max(best, p.gbps);
+    if (p.direct) best_direct = std::max(best_direct, p.gbps);
+  }
+  out.disk_gbps = best_direct > 0 ? best_direct : best;
+  return Status::OK();
+}
+
+Status probe_compute(Device& dev, const ProbeOptions& o, BoxProfile& out) {
+  const BackendKind backend = dev.info().backend;
+  kernels::KernelsOptions ko;
+  ko.host_threads = o.device.host_threads;
+  LS_ASSIGN_OR_RETURN(auto k, kernels::make_kernels(backend, ko));
+  const int64_t n_out = o.matmul_n_out, n_in = o.matmul_n_in;
+  if (n_out <= 0 || n_in <= 0 || n_in % 32 != 0)
+    return Status::InvalidArgument(fmt::format("probe: matmul shape {} x {} (n_in must be a positive multiple of 32)",
+                                               n_out, n_in));
+  const int prefill = o.prefill_tokens > 0 ? o.prefill_tokens : (backend == BackendKind::kCuda ? 512 : 32);
+  uint64_t max_w = 0, max_scratch = 0;
+  for (GgmlType t : o.types) {
+    max_w = std::max(max_w, ggml_row_bytes(ggml_type_traits(t), n_in) * n_out);
+    max_scratch = std::max(max_scratch, k->matmul_scratch_bytes(t, n_out, n_in, prefill));
+  }
+  const uint64_t x_bytes = static_cast<uint64_t>(prefill) * n_in * 4, y_bytes = static_cast<uint64_t>(prefill) * n_out * 4;
+  const uint64_t need = max_w + x_bytes + y_bytes + max_scratch + 4 * 4096;
+  LS_ASSIGN_OR_RETURN(auto arena, dev.create_arena(need));
+  LS_ASSIGN_OR_RETURN(ArenaRegion w, arena->allocate("probe-w", max_w, 4096));
+  LS_ASSIGN_OR_RETURN(ArenaRegion x, arena->allocate("probe-x", x_bytes, 4096));
+  LS_ASSIGN_OR_RETURN(ArenaRegion y, arena->allocate("probe-y", y_bytes, 4096));
+  ArenaRegion scratch;
+  if (max_scratch > 0) {
+    LS_ASSIGN_OR_RETURN(scratch, arena->allocate("probe-scratch", max_scratch, 4096));
+  }
+  LS_ASSIGN_OR_RETURN(auto stream, dev.create_stream(StreamRole::kCompute));
+
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> xs(static_cast<size_t>(prefill) * n_in);
+  for (float& v : xs) v = dist(rng);
+  LS_RETURN_IF_ERROR(stream->copy_h2d(x.ptr, xs.data(), x_bytes));
+  std::vector<float> row(n_in);
+  for (GgmlType t : o.types) {
+    const auto traits = ggml_type_traits(t);
+    const uint64_t row_bytes = ggml_row_bytes(traits, n_in);
+    const uint64_t w_bytes = row_bytes * n_out;
+    std::vector<uint8_t> host(w_bytes);
+    for (int64_t r = 0; r < n_out; ++r) {
+      for (float& v : row) v = dist(rng);
+      LS_RETURN_IF_ERROR(math::encode_row(t, row.data(), n_in, host.data() + r * row_bytes));
+    }
+    LS_RETURN_IF_ERROR(stream->copy_h2d(w.ptr, host.data(), w_bytes));
+    LS_RETURN_IF_ERROR(stream->synchronize());
+    for (int tokens : {1, prefill}) {
+      kernels::MatmulParams p;
+      p.w = w.ptr;
+      p.w_type = t;
+      p.n_out = n_out;
+      p.n_in = n_in;
+      p.x = static_cast<const float*>(x.ptr);
+      p.n_tokens = tokens;
+      p.y = static_cast<float*>(y.ptr);
+      p.scratch = scratch.ptr;
+      p.scratch_bytes = scratch.ptr ? max_scratch : 0;
+      LS_RETURN_IF_ERROR(k->matmul(p, *stream));  // warm-up
+      LS_RETURN_IF_ERROR(stream->synchronize());
+      auto r = time_on_stream(dev, *stream, o.seconds_per_point, [&] { return k->matmul(p, *stream); });
+      LS_RETURN_IF_ERROR(r.status());
+      ComputePoint c;
+      c.type = traits.name;
+      c.shape = tokens == 1 ? "decode" : "prefill";
+      c.n_out = n_out;
+      c.n_in = n_in;
+      c.n_tokens = tokens;
+      c.weight_bytes = w_bytes;
+      const double s = r->second / r->first;
+      c.ms = s * 1e3;
+      c.weight_gbps = s > 0 ? w_bytes / s / 1e9 : 0;
+      c.gflops = s > 0 ? 2.0 * n_out * n_in * tokens / s / 1e9 : 0;
+      note(o, fmt::format("matmul {} {} ({} tokens): {:.3f} ms, {:.2f} GB/s, {:.1f} GFLOP/s", c.type, c.shape, tokens,
+                          c.ms, c.weight_gbps, c.gflops));
+      out.compute.push_back(c);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<BoxProfile> probe_box(const ProbeOptions& o) {
+  LS_ASSIGN_OR_RETURN(auto dev, open_device(o.device));
+  const DeviceInfo& info = dev->info();
+  BoxProfile out;
+  out.backend = std::string(backend_name(info.backend));
+  out.device = info.name;
+  out.total_memory_bytes = info.total_memory_bytes;
+  out.free_memory_bytes = info.free_memory_bytes;
+  out.copy_engines = info.copy_engines;
+  out.sim_link_gbps = info.sim_link_gbps;
+  if (o.h2d) LS_RETURN_IF_ERROR(probe_h2d(*dev, o, out));
+  if (o.disk && !o.io_paths.empty()) LS_RETURN_IF_ERROR(probe_disk(o, out));
+  if (o.compute && !o.types.empty()) LS_RETURN_IF_ERROR(probe_compute(*dev, o, out));
+  return out;
+}
+
+nlohmann::json to_json(const BoxProfile& b) {
+  using nlohmann::json;
+  json h2d = json::array();
+  for (const H2dPoint& p : b.h2d)
+    h2d.push_back({{"memory", p.memory}, {"chunk_bytes", p.chunk_bytes}, {"bytes", p.bytes}, {"seconds", p.seconds},
+                   {"gbps", p.gbps}});
+  json disk = json::array();
+  json by_path = json::object();
+  for (const DiskPoint& p : b.disk) {
+    json j = {{"path", p.path}, {"description", p.description}, {"direct", p.direct}, {"bytes", p.bytes},
+              {"seconds", p.seconds}, {"gbps", p.gbps}, {"cache_dropped", p.cache_dropped}};
+    j["cached_before"] = p.cached_before >= 0 ? json(p.cached_before) : json(nullptr);
+    if (!p.error.empty()) j["error"] = p.error;
+    else by_path[p.path] = p.gbps;
+    disk.push_back(std::move(j));
+  }
+  json compute = json::array();
+  for (const ComputePoint& c : b.compute)
+    compute.push_back({{"type", c.type}, {"shape", c.shape}, {"n_out", c.n_out}, {"n_in", c.n_in},
+                       {"n_tokens", c.n_tokens}, {"weight_bytes", c.weight_bytes}, {"ms", c.ms},
+                       {"weight_gbps", c.weight_gbps}, {"gflops", c.gflops}});
+  return {{"probe_version", 1},
+          {"box",
+           {{"backend", b.backend},
+            {"device", b.device},
+            {"total_memory_bytes", b.total_memory_bytes},
+            {"free_memory_bytes", b.free_memory_bytes},
+            {"copy_engines", b.copy_engines},
+            {"sim_link_gbps", b.sim_link_gbps}}},
+          {"link_gbps", b.link_gbps},
+          {"pageable_link_gbps", b.pageable_link_gbps},
+          {"disk_gbps", b.disk_gbps},
+          {"disk_gbps_by_path", by_path},
+          {"h2d", h2d},
+          {"disk", {{"file", b.disk_file}, {"file_bytes", b.disk_file_bytes}, {"scratch", b.disk_scratch},
+                    {"points", disk}}},
+          {"compute", compute}};
+}
+
+std::string format_probe_table(const BoxProfile& b) {
+  std::string o;
+  o += fmt::format("device: {} ({} backend), memory {} total, {} free, {} copy engine(s){}\n", b.device, b.backend,
+                   format_bytes(b.total_memory_bytes), format_bytes(b.free_memory_bytes), b.copy_engines,
+                   b.sim_link_gbps > 0 ? fmt::format(", sim link {:.2f} GB/s", b.sim_link_gbps) : "");
+  if (!b.h2d.empty()) {
+    o += "\nhost -> device    chunk        GB/s\n";
+    for (const H2dPoint& p : b.h2d)
+      o += fmt::format("  {:<12} {:>10} {:>11.2f}\n", p.memory, format_bytes(p.chunk_bytes), p.gbps);
+  }
+  if (!b.disk.empty()) {
+    o += fmt::format("\ndisk: {} ({}{})\n", b.disk_file, format_bytes(b.disk_file_bytes),
+                     b.disk_scratch ? ", scratch file written by the probe" : "");
+    o += "  path       GB/s        read   seconds  cache before  description\n";
+    for (const DiskPoint& p : b.disk) {
+      if (!p.error.empty()) {
+        o += fmt::format("  {:<9} not measured: {}\n", p.path, p.error);
+        continue;
+      }
+      std::string cache = p.cached_before < 0 ? "unknown" : fmt::format("{:.0f}%", p.cached_before * 100);
+      if (p.cache_dropped) cache += " (dropped)";
+      o += fmt::format("  {:<9} {:>6.2f} {:>11} {:>9.2f}  {:<13} {}\n", p.path, p.gbps, format_bytes(p.bytes),
+                       p.seconds, cache, p.description);
+    }
+  }
+  if (!b.compute.empty()) {
+    o += "\nmatmul   shape     tokens   n_out x n_in        ms   weight GB/s   GFLOP/s\n";
+    for (const ComputePoint& c : b.compute)
+      o += fmt::format("  {:<6} {:<8} {:>6}   {:>5} x {:<5} {:>10.3f} {:>13.2f} {:>9.1f}\n", c.type, c.shape,
+                       c.n_tokens, c.n_out, c.n_in, c.ms, c.weight_gbps, c.gflops);
+  }
+  o += fmt::format("\nplanner prior: link {:.2f} GB/s (best pinned H2D), disk {:.2f} GB/s (best O_DIRECT read)\n",
+                   b.link_gbps, b.disk_gbps);
+  return o;
+}
+
+Result<BoxPrior> box_prior_from_json(const nlohmann::json& doc, const std::string& source, io::IoPath io_path) {
+  auto rate = [&](const nlohmann::json& j, const char* key) -> Result<double> {
+    if (!j.is_object() || !j.contains(key)) return Status::Corruption(fmt::format("{}: no \"{}\" field", source, key));
+    const auto& v = j.at(key);
+    if (!v.is_number() || !(v.get<double>() >= 0))
+      return Status::Corruption(fmt::format("{}: \"{}\" is not a non-negative number: {}", source, key, v.dump()));
+    return v.get<double>();
+  };
+  if (!doc.is_object() || !doc.contains("probe_version"))
+    return Status::Corruption(fmt::format("{}: not a `layerstream probe --json` result (no probe_version)", source));
+  BoxPrior p;
+  p.source = source;
+  LS_ASSIGN_OR_RETURN(p.link_gbps, rate(doc, "link_gbps"));
+  LS_ASSIGN_OR_RETURN(p.disk_gbps, rate(doc, "disk_gbps"));
+  if (io_path != io::IoPath::kAuto && doc.contains("disk_gbps_by_path")) {
+    const std::string name(io::io_path_name(io_path));
+    const auto& by = doc.at("disk_gbps_by_path");
+    if (by.is_object() && by.contains(name)) {
+      LS_ASSIGN_OR_RETURN(p.disk_gbps, rate(by, name.c_str()));
+    }
+  }
+  if (p.link_gbps <= 0) return Status::Corruption(fmt::format("{}: link_gbps is 0 (H2D was not measured)", source));
+  return p;
+}
+
+Result<BoxPrior> load_box_prior(const std::string& path, io::IoPath io_path) {
+  std::ifstream f(path);
+  if (!f) return Status::FromErrno(fmt::format("open box file {}", path), errno);
+  nlohmann::json doc = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status::Corruption(fmt::format("box file {}: not valid JSON", path));
+  return box_prior_from_json(doc, "box file " + path, io_path);
+}
+
+}  // namespace layerstream::bench

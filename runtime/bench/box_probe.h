@@ -1,0 +1,121 @@
+// probe: measures the box the way the planner needs it, and reads the result
+// back as the planner's prior.
+//  - H2D bandwidth from pinned and pageable host memory at several chunk
+//    sizes, timed by device events on a copy stream;
+//  - disk read bandwidth of a file through each I/O path (io_uring O_DIRECT,
+//    pread O_DIRECT, buffered), the file's pages dropped from the page cache
+//    first (posix_fadvise DONTNEED) and the cached fraction checked (mincore)
+//    and reported; reads are bounded in bytes and in time;
+//  - matmul rate per weight type, decode-shaped (1 token) and prefill-shaped
+//    (n tokens): GB/s of weights and GFLOP/s, timed by device events;
+//  - device memory.
+// Units: GB/s = 1e9 bytes per second; GFLOP/s = 1e9 flop per second (2 per
+// multiply-add).
+// Thread safety: probe_box() uses its own device; call from one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/reader.h"
+#include "kernels/math/ggml_type.h"
+#include "layerstream/status.h"
+#include "runtime/device/device.h"
+
+namespace layerstream::bench {
+
+struct ProbeOptions {
+  DeviceOptions device;
+  std::vector<uint64_t> chunk_bytes = {64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  double seconds_per_point = 0.25;     // time spent on each bandwidth / rate point (at least one repetition)
+  bool h2d = true;
+  // Disk: `disk_file` when set; otherwise a scratch file of scratch_bytes in
+  // scratch_dir (default: the temp directory), removed afterwards. Empty
+  // io_paths or disk = false: no disk figures.
+  bool disk = true;
+  std::string disk_file;
+  std::string scratch_dir;
+  uint64_t scratch_bytes = 256ull << 20;
+  uint64_t disk_region_bytes = 1ull << 30;  // at most this much of the file is read per path
+  double disk_seconds_per_path = 3.0;       // and for at most about this long
+  std::vector<io::IoPath> io_paths = {io::IoPath::kUring, io::IoPath::kPread, io::IoPath::kBuffered};
+  bool compute = true;
+  std::vector<GgmlType> types = {GgmlType::F32, GgmlType::F16, GgmlType::BF16,
+                                 GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1};
+  int64_t matmul_n_out = 8192;   // weight rows
+  int64_t matmul_n_in = 4096;    // weight columns (multiple of 32)
+  int prefill_tokens = 0;        // 0: 32 on the host backend, 512 on cuda
+  std::function<void(const std::string&)> progress;  // one line per finished measurement
+};
+
+struct H2dPoint {
+  std::string memory;   // "pinned" or "pageable"
+  uint64_t chunk_bytes = 0;
+  uint64_t bytes = 0;   // copied in total
+  double seconds = 0;
+  double gbps = 0;
+};
+
+struct DiskPoint {
+  std::string path;         // "uring", "pread", "buffered"
+  std::string description;  // the reader's description
+  bool direct = false;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  double gbps = 0;
+  double cached_before = -1;  // fraction of the region in the page cache before reading (-1: unknown)
+  bool cache_dropped = false; // posix_fadvise(DONTNEED) succeeded
+  std::string error;          // non-empty: this path could not be measured
+};
+
+struct ComputePoint {
+  std::string type;         // "Q8_0"
+  std::string shape;        // "decode" or "prefill"
+  int64_t n_out = 0, n_in = 0, n_tokens = 0;
+  uint64_t weight_bytes = 0;
+  double ms = 0;            // per matmul
+  double weight_gbps = 0;   // weight bytes / time
+  double gflops = 0;
+};
+
+struct BoxProfile {
+  std::string backend, device;
+  uint64_t total_memory_bytes = 0, free_memory_bytes = 0;
+  int copy_engines = 0;
+  double sim_link_gbps = 0;
+  std::vector<H2dPoint> h2d;
+  double link_gbps = 0;           // best pinned H2D rate
+  double pageable_link_gbps = 0;  // best pageable H2D rate
+  std::string disk_file;
+  uint64_t disk_file_bytes = 0;
+  bool disk_scratch = false;      // the file was a scratch file written by the probe
+  std::vector<DiskPoint> disk;
+  double disk_gbps = 0;           // best O_DIRECT rate (page-cache independent); else best rate
+  std::vector<ComputePoint> compute;
+};
+
+Result<BoxProfile> probe_box(const ProbeOptions& options);
+
+// {"probe_version": 1, "box": {...}, "link_gbps", "pageable_link_gbps",
+//  "disk_gbps", "disk_gbps_by_path": {"uring": x, ...}, "h2d": [...],
+//  "disk": {"file", "file_bytes", "scratch", "points": [...]}, "compute": [...]}
+nlohmann::json to_json(const BoxProfile& profile);
+std::string format_probe_table(const BoxProfile& profile);
+
+// The planner's prior from a probe JSON file: link_gbps, and disk_gbps of
+// `io_path` when the file has it (else the top-level disk_gbps). Errors name
+// the file: NotFound/IOError when unreadable, Corruption when not a probe
+// result or a rate is not a positive number.
+struct BoxPrior {
+  double link_gbps = 0;
+  double disk_gbps = 0;
+  std::string source;  // "box file <path>"
+};
+Result<BoxPrior> load_box_prior(const std::string& path, io::IoPath io_path = io::IoPath::kAuto);
+Result<BoxPrior> box_prior_from_json(const nlohmann::json& doc, const std::string& source,
+                                     io::IoPath io_path = io::IoPath::kAuto);
+
+}  // namespace layerstream::bench

@@ -1,0 +1,32 @@
+#include "runtime/bench/llama_bench.h"
+
+#include <algorithm>
+
+#include "runtime/bench/executor_runner.h"
+
+namespace layerstream::bench {
+
+Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, const std::string& path,
+                                                             llama::RunnerOptions o, const LlamaWorkload& work) {
+  if (work.tokens < 1) return Status::InvalidArgument("bench: tokens per pass must be >= 1");
+  if (work.mode == BenchMode::kDecode) {
+    o.n_seq = std::max(o.n_seq, work.tokens);
+  } else {
+    o.prefill_chunk = std::max(o.prefill_chunk, work.tokens);
+    if (o.n_ctx == 0) o.n_ctx = work.tokens;
+    o.n_ctx = std::max(o.n_ctx, work.tokens);
+  }
+  LS_ASSIGN_OR_RETURN(auto runner, llama::LlamaRunner::create(device, path, o));
+  std::shared_ptr<llama::LlamaRunner> owner(std::move(runner));
+  std::vector<std::string> names;
+  for (const ModelLayer& l : owner->model().layers) names.push_back(l.name);
+  llama::LlamaRunner* r = owner.get();
+  std::function<Status()> step;
+  if (work.mode == BenchMode::kDecode)
+    step = [r, b = work.tokens] { return r->bench_decode(b); };
+  else
+    step = [r, n = work.tokens] { return r->bench_prefill(n); };
+  return std::unique_ptr<BenchRunner>(new ExecutorRunner(owner, r->executor(), std::move(step), std::move(names)));
+}
+
+}  // namespace layerstream::bench

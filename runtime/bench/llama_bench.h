@@ -1,0 +1,28 @@
+// The bench workload on a Llama model: one BenchRunner per strategy over a
+// llama::LlamaRunner. A pass is one prefill of `tokens` synthetic tokens on
+// sequence 0 from position 0 (prefill mode), or one decode step of `batch`
+// sequences (decode mode); either is exactly one executor pass.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "layerstream/status.h"
+#include "runtime/bench/bench_runner.h"
+#include "runtime/llama/llama_runner.h"
+
+namespace layerstream::bench {
+
+enum class BenchMode { kDecode, kPrefill };
+
+struct LlamaWorkload {
+  BenchMode mode = BenchMode::kDecode;
+  int tokens = 1;   // prefill: tokens per pass; decode: batch (sequences per pass)
+};
+
+// Creates the runner (device must outlive it). `options.strategy` selects the
+// strategy; the workload sizes n_seq / prefill_chunk / n_ctx when they are 0.
+Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, const std::string& path,
+                                                             llama::RunnerOptions options, const LlamaWorkload& work);
+
+}  // namespace layerstream::bench

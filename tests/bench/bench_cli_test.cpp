@@ -1,0 +1,229 @@
+// Integration: `layerstream probe` and `layerstream bench` on a tiny example
+// model (host backend): the probe JSON works as `bench --box`; bench --json
+// has every required field with sane values; the trace parses as trace-event
+// JSON; the HTML report is self-contained with a timeline per strategy.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "tests/common/testing.h"
+
+namespace layerstream {
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(LAYERSTREAM_CLI_PATH) + " " + args + " 2>&1";
+  RunResult r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class BenchCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    model_ = dir_->file("tiny.gguf");
+    const uint64_t seed = testing::fresh_seed() % 1000000;
+    RunResult w = run_cli("example-model " + model_ +
+                          " --layers 6 --hidden 256 --ffn 704 --heads 4 --kv-heads 2 --vocab 600 --ctx 256"
+                          " --dtype q8_0 --seed " + std::to_string(seed));
+    ASSERT_EQ(w.exit_code, 0) << w.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static testing::TempDir* dir_;
+  static std::string model_;
+};
+testing::TempDir* BenchCli::dir_ = nullptr;
+std::string BenchCli::model_;
+
+TEST_F(BenchCli, ProbeWritesAPriorThatBenchAccepts) {
+  const std::string probe = dir_->file("probe.json");
+  RunResult p = run_cli("probe --backend host --disk " + model_ +
+                        " --disk-bytes 2MiB --seconds 0.01 --matmul 64x256 --prefill-tokens 4 --types f32,q8_0,q4_0"
+                        " --json " + probe);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("planner prior"), std::string::npos) << p.output;
+  const auto j = nlohmann::json::parse(slurp(probe));
+  EXPECT_EQ(j["box"]["backend"], "host");
+  EXPECT_GT(j["box"]["total_memory_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["link_gbps"].get<double>(), 0);
+  EXPECT_GT(j["pageable_link_gbps"].get<double>(), 0);
+  std::set<std::string> mems;
+  for (const auto& h : j["h2d"]) {
+    mems.insert(h["memory"].get<std::string>());
+    EXPECT_GT(h["gbps"].get<double>(), 0) << h.dump();
+  }
+  EXPECT_EQ(mems, (std::set<std::string>{"pinned", "pageable"}));
+  ASSERT_EQ(j["disk"]["points"].size(), 3u);
+  size_t measured = 0;
+  for (const auto& d : j["disk"]["points"]) {
+    if (d.contains("error")) continue;  // e.g. io_uring refused by this kernel
+    ++measured;
+    EXPECT_GT(d["bytes"].get<uint64_t>(), 0u);
+    EXPECT_LE(d["bytes"].get<uint64_t>(), 2u << 20);
+    EXPECT_GT(d["gbps"].get<double>(), 0);
+  }
+  EXPECT_GE(measured, 1u);
+  EXPECT_GT(j["disk_gbps"].get<double>(), 0);
+  ASSERT_EQ(j["compute"].size(), 6u);  // 3 types x (decode, prefill)
+  for (const auto& c : j["compute"]) {
+    EXPECT_GT(c["gflops"].get<double>(), 0) << c.dump();
+    EXPECT_GT(c["weight_gbps"].get<double>(), 0) << c.dump();
+    EXPECT_EQ(c["n_tokens"].get<int>(), c["shape"] == "decode" ? 1 : 4);
+  }
+
+  // The prior seeds bench's link and disk rates (decode, a budget that holds everything: resident runs).
+  const std::string out = dir_->file("b0.json");
+  RunResult b = run_cli("bench " + model_ + " --backend host --vram 64MiB --passes 2 --warmup 1 --box " + probe +
+                        " --json " + out);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto r = nlohmann::json::parse(slurp(out));
+  EXPECT_DOUBLE_EQ(r["box"]["link_gbps"].get<double>(), j["link_gbps"].get<double>());
+  EXPECT_NE(r["box"]["link_source"].get<std::string>().find(probe), std::string::npos);
+  EXPECT_FALSE(r["strategies"][0]["skipped"].get<bool>()) << r["strategies"][0].dump();  // resident fits 64 MiB
+}
+
+void check_bench_outputs(const std::string& json_path, const std::string& trace_path, const std::string& report_path,
+                         const std::string& mode, int tokens_per_pass) {
+  const auto j = nlohmann::json::parse(slurp(json_path));
+  for (const char* k : {"box", "model", "budget", "strategies", "lower_bound_ms", "predicted_ms", "overlap_efficiency"})
+    ASSERT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"backend", "device", "link_gbps", "disk_gbps"}) EXPECT_TRUE(j["box"].contains(k)) << k;
+  EXPECT_EQ(j["box"]["backend"], "host");
+  EXPECT_GT(j["model"]["bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(j["model"]["layers"].get<int>(), 8);  // embedding + 6 blocks + head
+  EXPECT_EQ(j["workload"]["mode"], mode);
+  EXPECT_EQ(j["workload"]["tokens_per_pass"].get<int>(), tokens_per_pass);
+  ASSERT_EQ(j["strategies"].size(), 4u);
+  EXPECT_EQ(j["strategies"][0]["name"], "resident");
+  EXPECT_TRUE(j["strategies"][0]["skipped"].get<bool>());  // vram is below the model
+  EXPECT_FALSE(j["strategies"][0]["skip_reason"].get<std::string>().empty());
+  double best = 1e300;
+  for (const auto& s : j["strategies"])
+    if (!s["skipped"].get<bool>()) best = std::min(best, s["pass_ms"]["median"].get<double>());
+  for (size_t i = 1; i < 4; ++i) {
+    const auto& s = j["strategies"][i];
+    SCOPED_TRACE(s["name"].get<std::string>());
+    ASSERT_FALSE(s["skipped"].get<bool>());
+    for (const char* k : {"name", "pass_ms", "tokens_per_s", "stall_ms", "streamed_bytes"}) ASSERT_TRUE(s.contains(k)) << k;
+    const double mn = s["pass_ms"]["min"], med = s["pass_ms"]["median"], mx = s["pass_ms"]["max"];
+    EXPECT_GT(mn, 0);
+    EXPECT_LE(mn, med);
+    EXPECT_LE(med, mx);
+    EXPECT_NEAR(s["tokens_per_s"].get<double>(), tokens_per_pass / (med * 1e-3), 1e-6 * s["tokens_per_s"].get<double>());
+    EXPECT_GE(s["stall_ms"].get<double>(), 0);
+    EXPECT_GT(s["streamed_bytes"].get<uint64_t>(), 0u);  // nothing fits resident entirely
+    EXPECT_LE(s["streamed_bytes"].get<uint64_t>(), j["model"]["weight_bytes"].get<uint64_t>());
+    const double eff = s["overlap_efficiency"];
+    EXPECT_GT(eff, 0);
+    EXPECT_LE(eff, 1.05);
+    const double ratio = s["ratio_to_best"];
+    if (med == best) EXPECT_DOUBLE_EQ(ratio, 1.0);
+    else EXPECT_GE(ratio, 1.0);
+    EXPECT_EQ(s["passes"].size(), 3u);
+  }
+  EXPECT_EQ(j["reference"], "planned");
+  EXPECT_GT(j["lower_bound_ms"].get<double>(), 0);
+  EXPECT_GT(j["predicted_ms"].get<double>(), 0);
+  EXPECT_GT(j["overlap_efficiency"].get<double>(), 0);
+  EXPECT_LE(j["overlap_efficiency"].get<double>(), 1.05);
+
+  const auto t = nlohmann::json::parse(slurp(trace_path));
+  ASSERT_TRUE(t["traceEvents"].is_array());
+  std::set<int> pids;
+  size_t complete = 0;
+  for (const auto& e : t["traceEvents"]) {
+    for (const char* k : {"ph", "ts", "pid", "tid", "name"}) ASSERT_TRUE(e.contains(k)) << e.dump();
+    if (e["ph"] == "X") {
+      ASSERT_TRUE(e.contains("dur")) << e.dump();
+      ASSERT_TRUE(e["dur"].is_number());
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      pids.insert(e["pid"].get<int>());
+      ++complete;
+    }
+  }
+  EXPECT_GE(complete, 3u * 3u * 8u);  // 3 strategies x 3 passes x 8 computes, at least
+  EXPECT_EQ(pids.size(), 3u);
+
+  const std::string html = slurp(report_path);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_FALSE(std::regex_search(html, std::regex(R"((src|href)\s*=\s*["']?\s*(https?:)?//)", std::regex::icase)));
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  for (const char* s : {"serial", "overlap", "planned"}) {
+    const std::string tag = std::string("<svg class=\"timeline\" data-strategy=\"") + s + "\"";
+    const size_t at = html.find(tag);
+    ASSERT_NE(at, std::string::npos) << s;
+    const size_t end = html.find("</svg>", at);
+    const std::string svg = html.substr(at, end - at);
+    EXPECT_NE(svg.find("class=\"ev compute\""), std::string::npos) << s;
+    EXPECT_NE(svg.find("<rect class=\"ev disk\""), std::string::npos) << s;  // streamed from the file
+  }
+  EXPECT_NE(html.find("class=\"layer-bars\""), std::string::npos);
+  EXPECT_NE(html.find("skipped"), std::string::npos);  // resident
+}
+
+TEST_F(BenchCli, DecodeWritesJsonTraceAndReport) {
+  // vram: below the model; ram 0: streamed layers come from the file (buffered:
+  // page-cache reads keep the disk term of the bound from dominating a tiny model).
+  const uint64_t bytes = std::filesystem::file_size(model_);
+  const std::string a = dir_->file("d.json"), t = dir_->file("d.trace.json"), h = dir_->file("d.html");
+  RunResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
+                        " --ram 0 --io buffered --ctx 64 --mode decode --batch 2 --passes 3 --warmup 1 --json " + a + " --trace " + t +
+                        " --report " + h);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("planned"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("interleaved"), std::string::npos) << b.output;
+  check_bench_outputs(a, t, h, "decode", 2);
+}
+
+TEST_F(BenchCli, PrefillWritesJsonTraceAndReport) {
+  const uint64_t bytes = std::filesystem::file_size(model_);
+  const std::string a = dir_->file("p.json"), t = dir_->file("p.trace.json"), h = dir_->file("p.html");
+  RunResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
+                        " --ram 0 --io buffered --mode prefill --prompt-len 8 --passes 3 --warmup 1 --blocks --json " + a +
+                        " --trace " + t + " --report " + h);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("blocks"), std::string::npos) << b.output;
+  check_bench_outputs(a, t, h, "prefill", 8);
+}
+
+TEST_F(BenchCli, BadInputFailsCleanly) {
+  RunResult m = run_cli("bench " + dir_->file("missing.gguf") + " --backend host");
+  EXPECT_EQ(m.exit_code, 1) << m.output;
+  EXPECT_NE(m.output.find("missing.gguf"), std::string::npos) << m.output;
+  RunResult mode = run_cli("bench " + model_ + " --backend host --mode sideways");
+  EXPECT_EQ(mode.exit_code, 2) << mode.output;
+  RunResult box = run_cli("bench " + model_ + " --backend host --box " + model_);
+  EXPECT_EQ(box.exit_code, 1) << box.output;
+  EXPECT_NE(box.output.find("box file"), std::string::npos) << box.output;
+  RunResult small = run_cli("bench " + model_ + " --backend host --vram 4KiB --strategies serial");
+  EXPECT_EQ(small.exit_code, 1) << small.output;
+  EXPECT_NE(small.output.find("budget"), std::string::npos) << small.output;
+}
+
+}  // namespace
+}  // namespace layerstream
