@@ -11,6 +11,7 @@
 #include "examples/cli/cli_common.h"
 #include "layerstream/layerstream.h"
 #include "layerstream/units.h"
+#include "runtime/core/cancel.h"
 
 namespace layerstream::cli {
 namespace {
@@ -98,10 +99,16 @@ class RunCommand : public Command {
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
 
+    // SIGINT/SIGTERM stop generation at the next token and exit through the
+    // error path (no --json/--trace/--logits file is written).
+    ScopedInterruptHandler interrupt;
+    const auto interrupted = [] { return fail(Status::Cancelled("run was interrupted")); };
     auto model = Model::open(model_, mo_);
     if (!model.ok()) return fail(model.status());
+    if (cancel_requested()) return interrupted();
     auto session = (*model)->create_session();
     if (!session.ok()) return fail(session.status());
+    if (cancel_requested()) return interrupted();
     std::vector<int32_t> prompt;
     if (!tokens_.empty()) {
       auto t = parse_tokens(tokens_);
@@ -114,8 +121,12 @@ class RunCommand : public Command {
     const int batch = mo_.batch;
     auto res = (*session)->generate(prompt, gen_, [batch](const TokenEvent& e) {
       if (batch == 1) std::cout << e.piece << std::flush;
-      return true;
+      return !cancel_requested();
     });
+    if (cancel_requested()) {
+      if (batch == 1) std::cout << "\n";
+      return interrupted();
+    }
     if (!res.ok()) return fail(res.status());
     if (batch == 1) {
       std::cout << "\n";
