@@ -1,8 +1,9 @@
 // End-to-end faults through the `layerstream` command, run as a subprocess:
 // SIGINT while `example-model` writes (clean exit with a message, non-zero
-// code, no file under the final name and no .tmp left behind) and, once the
-// command exists, while `run` streams. Every wait has a deadline: a hang is
-// a failure (and the child is killed), not a stuck ctest.
+// code, no file under the final name and no .tmp left behind); SIGINT, a
+// truncated model file and a too-small budget while `run` streams layers
+// from disk. Every wait has a deadline: a hang is a failure (and the child
+// is killed), not a stuck ctest.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -157,6 +158,82 @@ TEST(CliFaults, ExampleModelWithoutSignalLeavesOnlyTheFinalFile) {
   ASSERT_TRUE(WIFEXITED(child.raw_status()));
   EXPECT_EQ(WEXITSTATUS(child.raw_status()), 0) << child.err();
   EXPECT_EQ(files_in(work.path()), std::vector<std::string>{"model.gguf"});
+}
+
+// A model whose layers stream from disk on every pass of `run`: 4 blocks of
+// ~1.6 MiB (f16) with a VRAM budget that holds a few of them plus the KV
+// cache, and a context long enough that generation runs for many seconds.
+class RunFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = (work_.path() / "model.gguf").string();
+    Child gen({LAYERSTREAM_CLI_PATH, "--log-level", "warn", "example-model", model_, "--layers", "4", "--hidden",
+               "256", "--ffn", "704", "--heads", "4", "--kv-heads", "2", "--vocab", "512", "--ctx", "4096"},
+              logs_.path());
+    ASSERT_TRUE(gen.wait_for(std::chrono::seconds(120)));
+    ASSERT_EQ(gen.raw_status(), 0) << gen.err();
+  }
+  std::vector<std::string> run_args(const std::string& vram) const {
+    return {LAYERSTREAM_CLI_PATH, "run", model_, "--backend", "host", "--vram", vram, "--ctx", "4096",
+            "--kv-type", "f16", "-n", "4000", "--temp", "0", "-p", "Once upon a time", "--json",
+            (work_.path() / "result.json").string()};
+  }
+  // Waits until the child has printed generated text after the prompt.
+  static bool generating(Child& c) {
+    return eventually([&] { return c.out().size() > 40 || !c.running(); }, std::chrono::seconds(120)) &&
+           c.running();
+  }
+  testing::TempDir work_, logs_;
+  std::string model_;
+};
+
+// SIGINT while `run` generates: exit code 1, "interrupted" on stderr, within
+// seconds, and no --json result written.
+TEST_F(RunFaults, SigintDuringRunExitsCleanly) {
+  Child child(run_args("15MiB"), logs_.path());
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(generating(child)) << "run did not start generating: " << child.err();
+  ASSERT_EQ(::kill(child.pid(), SIGINT), 0);
+  ASSERT_TRUE(child.wait_for(std::chrono::seconds(60))) << "run did not exit after SIGINT";
+  const int st = child.raw_status();
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WEXITSTATUS(st), 1);
+  EXPECT_NE(child.err().find("interrupted"), std::string::npos) << child.err();
+  EXPECT_FALSE(fs::exists(work_.path() / "result.json"));
+}
+
+// The model file truncated while `run` streams it: exit code 1 with an error
+// naming the file, within seconds (no hang, no crash).
+TEST_F(RunFaults, ModelTruncatedDuringRunIsAClearError) {
+  Child child(run_args("15MiB"), logs_.path());
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(generating(child)) << "run did not start generating: " << child.err();
+  const uint64_t size = fs::file_size(model_);
+  fs::resize_file(model_, size / 2);
+  ASSERT_TRUE(child.wait_for(std::chrono::seconds(60))) << "run did not stop after the truncation";
+  const int st = child.raw_status();
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WEXITSTATUS(st), 1) << child.err();
+  const std::string err = child.err();
+  EXPECT_NE(err.find("error:"), std::string::npos) << err;
+  EXPECT_NE(err.find(model_), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(work_.path() / "result.json"));
+}
+
+// A VRAM budget below one window plus the KV cache: exit code 1 with
+// OutOfBudget's bytes needed and available, before any token is generated.
+TEST_F(RunFaults, BudgetBelowThePlanFailsBeforeRunning) {
+  Child child(run_args("1MiB"), logs_.path());
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(child.wait_for(std::chrono::seconds(60)));
+  const int st = child.raw_status();
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 1) << child.err();
+  const std::string err = child.err();
+  EXPECT_NE(err.find("budget"), std::string::npos) << err;
+  EXPECT_NE(err.find("1048576"), std::string::npos) << err;  // the budget, in bytes
+  EXPECT_EQ(child.out().find("Once upon a time"), std::string::npos) << child.out();
+  EXPECT_FALSE(fs::exists(work_.path() / "result.json"));
 }
 
 }  // namespace
