@@ -33,6 +33,10 @@ constexpr int kRows = 4;  // rows per pass over x
 // better than kRows short interleaved streams (measured: n_in = 4096 rows
 // ran ~25% slower from DRAM when interleaved).
 constexpr int64_t kMultiRowMinN = 8192;
+// Bytes ahead of the current block that the multi-row kernels prefetch in
+// each row: kRows interleaved streams defeat the hardware prefetcher
+// (measured at n_in = 14336: Q8_0 8.8 -> 5.5 ms, Q4_0 5.5 -> 4.4 ms).
+constexpr int64_t kPrefetch = 1024;
 
 LS_AVX512 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -50,6 +54,7 @@ LS_AVX512 void rows_f16(const uint8_t* rows, uint64_t row_bytes, const float* x,
   for (; i + 32 <= n; i += 32) {
     const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
     for (int r = 0; r < R; ++r) {
+      if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i) + kPrefetch, _MM_HINT_T0);
       a[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r] + i))), x0, a[r]);
       b[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r] + i + 16))), x1,
                              b[r]);
@@ -78,6 +83,7 @@ LS_AVX512 void rows_q8_0(const uint8_t* rows, uint64_t row_bytes, const float* x
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     for (int r = 0; r < R; ++r) {
       const math::BlockQ8_0& b = blk[r][k];
+      if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(&b) + kPrefetch, _MM_HINT_T0);
       __m512 s = _mm512_mul_ps(i8x16_to_ps(b.qs), x0);
       s = _mm512_fmadd_ps(i8x16_to_ps(b.qs + 16), x1, s);
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.d)), s, acc[r]);
@@ -107,6 +113,7 @@ LS_AVX512 void rows_q4_0(const uint8_t* rows, uint64_t row_bytes, const float* x
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
     for (int r = 0; r < R; ++r) {
       const math::BlockQ4_0& b = blk[r][k];
+      if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(&b) + kPrefetch, _MM_HINT_T0);
       __m512 lo, hi;
       q4_nibbles(b.qs, table, &lo, &hi);
       const __m512 s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
@@ -129,6 +136,7 @@ LS_AVX512 void rows_q4_1(const uint8_t* rows, uint64_t row_bytes, const float* x
     const __m512 xs = _mm512_add_ps(x0, x1);
     for (int r = 0; r < R; ++r) {
       const math::BlockQ4_1& b = blk[r][k];
+      if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(&b) + kPrefetch, _MM_HINT_T0);
       __m512 lo, hi;
       q4_nibbles(b.qs, table, &lo, &hi);
       const __m512 s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
