@@ -4,35 +4,22 @@
 // JSON; the HTML report is self-contained with a timeline per strategy.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
+#include "tests/common/cli.h"
 #include "tests/common/testing.h"
 
 namespace layerstream {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using testing::CliResult;
 
-RunResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(LAYERSTREAM_CLI_PATH) + " " + args + " 2>&1";
-  RunResult r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// stdout and stderr together: the checks below look for messages in either.
+CliResult run_cli(const std::string& args) { return testing::run_cli(args, testing::CliStderr::kMerged); }
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -47,10 +34,10 @@ class BenchCli : public ::testing::Test {
     dir_ = new testing::TempDir();
     model_ = dir_->file("tiny.gguf");
     const uint64_t seed = testing::fresh_seed() % 1000000;
-    RunResult w = run_cli("example-model " + model_ +
+    CliResult w = run_cli("example-model " + model_ +
                           " --layers 6 --hidden 256 --ffn 704 --heads 4 --kv-heads 2 --vocab 600 --ctx 256"
                           " --dtype q8_0 --seed " + std::to_string(seed));
-    ASSERT_EQ(w.exit_code, 0) << w.output;
+    ASSERT_EQ(w.exit_code, 0) << w.out;
   }
   static void TearDownTestSuite() { delete dir_; }
   static testing::TempDir* dir_;
@@ -61,11 +48,11 @@ std::string BenchCli::model_;
 
 TEST_F(BenchCli, ProbeWritesAPriorThatBenchAccepts) {
   const std::string probe = dir_->file("probe.json");
-  RunResult p = run_cli("probe --backend host --disk " + model_ +
+  CliResult p = run_cli("probe --backend host --disk " + model_ +
                         " --disk-bytes 2MiB --seconds 0.01 --matmul 64x256 --prefill-tokens 4 --types f32,q8_0,q4_0"
                         " --json " + probe);
-  ASSERT_EQ(p.exit_code, 0) << p.output;
-  EXPECT_NE(p.output.find("planner prior"), std::string::npos) << p.output;
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  EXPECT_NE(p.out.find("planner prior"), std::string::npos) << p.out;
   const auto j = nlohmann::json::parse(slurp(probe));
   EXPECT_EQ(j["box"]["backend"], "host");
   EXPECT_GT(j["box"]["total_memory_bytes"].get<uint64_t>(), 0u);
@@ -97,9 +84,9 @@ TEST_F(BenchCli, ProbeWritesAPriorThatBenchAccepts) {
 
   // The prior seeds bench's link and disk rates (decode, a budget that holds everything: resident runs).
   const std::string out = dir_->file("b0.json");
-  RunResult b = run_cli("bench " + model_ + " --backend host --vram 64MiB --passes 2 --warmup 1 --box " + probe +
+  CliResult b = run_cli("bench " + model_ + " --backend host --vram 64MiB --passes 2 --warmup 1 --box " + probe +
                         " --json " + out);
-  ASSERT_EQ(b.exit_code, 0) << b.output;
+  ASSERT_EQ(b.exit_code, 0) << b.out;
   const auto r = nlohmann::json::parse(slurp(out));
   EXPECT_DOUBLE_EQ(r["box"]["link_gbps"].get<double>(), j["link_gbps"].get<double>());
   EXPECT_NE(r["box"]["link_source"].get<std::string>().find(probe), std::string::npos);
@@ -191,38 +178,38 @@ TEST_F(BenchCli, DecodeWritesJsonTraceAndReport) {
   // page-cache reads keep the disk term of the bound from dominating a tiny model).
   const uint64_t bytes = std::filesystem::file_size(model_);
   const std::string a = dir_->file("d.json"), t = dir_->file("d.trace.json"), h = dir_->file("d.html");
-  RunResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
+  CliResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
                         " --ram 0 --io buffered --ctx 64 --mode decode --batch 2 --passes 3 --warmup 1 --json " + a + " --trace " + t +
                         " --report " + h);
-  ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_NE(b.output.find("planned"), std::string::npos) << b.output;
-  EXPECT_NE(b.output.find("interleaved"), std::string::npos) << b.output;
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_NE(b.out.find("planned"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("interleaved"), std::string::npos) << b.out;
   check_bench_outputs(a, t, h, "decode", 2);
 }
 
 TEST_F(BenchCli, PrefillWritesJsonTraceAndReport) {
   const uint64_t bytes = std::filesystem::file_size(model_);
   const std::string a = dir_->file("p.json"), t = dir_->file("p.trace.json"), h = dir_->file("p.html");
-  RunResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
+  CliResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
                         " --ram 0 --io buffered --mode prefill --prompt-len 8 --passes 3 --warmup 1 --blocks --json " + a +
                         " --trace " + t + " --report " + h);
-  ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_NE(b.output.find("blocks"), std::string::npos) << b.output;
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_NE(b.out.find("blocks"), std::string::npos) << b.out;
   check_bench_outputs(a, t, h, "prefill", 8);
 }
 
 TEST_F(BenchCli, BadInputFailsCleanly) {
-  RunResult m = run_cli("bench " + dir_->file("missing.gguf") + " --backend host");
-  EXPECT_EQ(m.exit_code, 1) << m.output;
-  EXPECT_NE(m.output.find("missing.gguf"), std::string::npos) << m.output;
-  RunResult mode = run_cli("bench " + model_ + " --backend host --mode sideways");
-  EXPECT_EQ(mode.exit_code, 2) << mode.output;
-  RunResult box = run_cli("bench " + model_ + " --backend host --box " + model_);
-  EXPECT_EQ(box.exit_code, 1) << box.output;
-  EXPECT_NE(box.output.find("box file"), std::string::npos) << box.output;
-  RunResult small = run_cli("bench " + model_ + " --backend host --vram 4KiB --strategies serial");
-  EXPECT_EQ(small.exit_code, 1) << small.output;
-  EXPECT_NE(small.output.find("budget"), std::string::npos) << small.output;
+  CliResult m = run_cli("bench " + dir_->file("missing.gguf") + " --backend host");
+  EXPECT_EQ(m.exit_code, 1) << m.out;
+  EXPECT_NE(m.out.find("missing.gguf"), std::string::npos) << m.out;
+  CliResult mode = run_cli("bench " + model_ + " --backend host --mode sideways");
+  EXPECT_EQ(mode.exit_code, 2) << mode.out;
+  CliResult box = run_cli("bench " + model_ + " --backend host --box " + model_);
+  EXPECT_EQ(box.exit_code, 1) << box.out;
+  EXPECT_NE(box.out.find("box file"), std::string::npos) << box.out;
+  CliResult small = run_cli("bench " + model_ + " --backend host --vram 4KiB --strategies serial");
+  EXPECT_EQ(small.exit_code, 1) << small.out;
+  EXPECT_NE(small.out.find("budget"), std::string::npos) << small.out;
 }
 
 }  // namespace

@@ -3,12 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
+#include "tests/common/cli.h"
 #include "tests/common/testing.h"
 
 namespace layerstream {
@@ -17,38 +16,20 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-RunResult run_cli(const TempDir& dir, const std::string& args) {
-  const std::string err_path = dir.file("stderr.txt");
-  const std::string cmd = std::string(LAYERSTREAM_CLI_PATH) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(f), {});
-  return r;
-}
+using testing::CliResult;
+using testing::run_cli;
 
 TEST(CliRun, TokensJsonLogits) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf");
   const uint64_t seed = testing::fresh_seed() % 1000000;
-  RunResult mk = run_cli(dir, "example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
-                                  "--dtype f16 --seed " + std::to_string(seed));
-  ASSERT_EQ(mk.code, 0) << mk.out << mk.err;
+  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
+                             "--dtype f16 --seed " + std::to_string(seed));
+  ASSERT_EQ(mk.exit_code, 0) << mk.out << mk.err;
   const std::string json = dir.file("r.json"), npy = dir.file("l.npy");
-  RunResult r = run_cli(dir, "run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --vram 512KiB "
-                                 "--ctx 64 --json " + json + " --logits " + npy);
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  CliResult r = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --vram 512KiB "
+                            "--ctx 64 --json " + json + " --logits " + npy);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("overlap efficiency"));
   EXPECT_THAT(r.out, HasSubstr("disk"));
 
@@ -81,9 +62,9 @@ TEST(CliRun, TokensJsonLogits) {
   }
   // Deterministic: a second run (everything resident) gives the same tokens.
   const std::string json2 = dir.file("r2.json");
-  RunResult r2 = run_cli(dir, "run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
-                                  "--strategy resident --json " + json2);
-  ASSERT_EQ(r2.code, 0) << r2.err;
+  CliResult r2 = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
+                             "--strategy resident --json " + json2);
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
   std::ifstream jf2(json2);
   EXPECT_EQ(nlohmann::json::parse(jf2)["generated_tokens"], j["generated_tokens"]);
 }
@@ -91,8 +72,8 @@ TEST(CliRun, TokensJsonLogits) {
 TEST(CliRun, BadInputExitsWithError) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf");
-  RunResult mk = run_cli(dir, "example-model " + model + " --layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2");
-  ASSERT_EQ(mk.code, 0) << mk.err;
+  CliResult mk = run_cli("example-model " + model + " --layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2");
+  ASSERT_EQ(mk.exit_code, 0) << mk.err;
   struct Case {
     std::string args, words;
   };
@@ -104,8 +85,8 @@ TEST(CliRun, BadInputExitsWithError) {
       {"run " + model + " --tokens 1,100000 --backend host", "outside the vocabulary"},
   };
   for (const Case& c : cases) {
-    RunResult r = run_cli(dir, c.args);
-    EXPECT_NE(r.code, 0) << c.args;
+    CliResult r = run_cli(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_THAT(r.err, HasSubstr("error:")) << c.args;
     EXPECT_THAT(r.err, HasSubstr(c.words)) << c.args;
   }

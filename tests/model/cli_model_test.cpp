@@ -2,33 +2,20 @@
 // it (JSON checked against the request), and fails cleanly on bad input.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/cli.h"
 #include "tests/common/testing.h"
 
 namespace layerstream {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using testing::CliResult;
 
-RunResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(LAYERSTREAM_CLI_PATH) + " " + args + " 2>&1";
-  RunResult r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// stdout and stderr together: the checks below look for messages in either.
+CliResult run_cli(const std::string& args) { return testing::run_cli(args, testing::CliStderr::kMerged); }
 
 nlohmann::json load_json(const std::string& path) {
   std::ifstream f(path);
@@ -39,18 +26,18 @@ TEST(CliModel, ExampleModelThenInspectJson) {
   testing::TempDir dir;
   const uint64_t seed = testing::fresh_seed() % 1000000;
   const std::string model = dir.file("tiny.gguf");
-  RunResult w = run_cli("example-model " + model +
+  CliResult w = run_cli("example-model " + model +
                         " --layers 3 --hidden 128 --ffn 352 --heads 4 --kv-heads 2 --vocab 700 --ctx 1024"
                         " --dtype q8_0 --seed " + std::to_string(seed) + " --json " + dir.file("gen.json"));
-  ASSERT_EQ(w.exit_code, 0) << w.output;
-  EXPECT_NE(w.output.find("wrote " + model), std::string::npos) << w.output;
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  EXPECT_NE(w.out.find("wrote " + model), std::string::npos) << w.out;
   EXPECT_FALSE(std::filesystem::exists(model + ".tmp"));
   const auto gen = load_json(dir.file("gen.json"));
   EXPECT_EQ(gen["bytes"].get<uint64_t>(), std::filesystem::file_size(model));
 
-  RunResult r = run_cli("inspect " + model + " --json " + dir.file("inspect.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("architecture:  llama"), std::string::npos) << r.output;
+  CliResult r = run_cli("inspect " + model + " --json " + dir.file("inspect.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("architecture:  llama"), std::string::npos) << r.out;
   const auto j = load_json(dir.file("inspect.json"));
   EXPECT_EQ(j["architecture"], "llama");
   EXPECT_EQ(j["alignment"], 4096);
@@ -81,8 +68,8 @@ TEST(CliModel, ExampleModelThenInspectJson) {
 TEST(CliModel, SizeFlagLandsWithinFivePercent) {
   testing::TempDir dir;
   const std::string model = dir.file("sized.gguf");
-  RunResult w = run_cli("example-model " + model + " --size 6MiB --dtype q4_0");
-  ASSERT_EQ(w.exit_code, 0) << w.output;
+  CliResult w = run_cli("example-model " + model + " --size 6MiB --dtype q4_0");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
   const double size = static_cast<double>(std::filesystem::file_size(model));
   EXPECT_NEAR(size, 6.0 * (1 << 20), 0.05 * 6.0 * (1 << 20));
   EXPECT_EQ(run_cli("inspect " + model).exit_code, 0);
@@ -92,23 +79,23 @@ TEST(CliModel, ErrorsExitOneWithAMessage) {
   testing::TempDir dir;
   std::mt19937_64 rng(testing::fresh_seed());
   testing::write_file(dir.file("junk.gguf"), testing::random_bytes(1000, rng));
-  RunResult r = run_cli("inspect " + dir.file("junk.gguf"));
+  CliResult r = run_cli("inspect " + dir.file("junk.gguf"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("error: "), std::string::npos);
-  EXPECT_NE(r.output.find("bad magic"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("error: "), std::string::npos);
+  EXPECT_NE(r.out.find("bad magic"), std::string::npos) << r.out;
 
   r = run_cli("inspect " + dir.file("absent.gguf"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("absent.gguf"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("absent.gguf"), std::string::npos) << r.out;
 
   r = run_cli("example-model " + dir.file("x.gguf") + " --heads 3");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("heads = 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("heads = 3"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 
   r = run_cli("example-model " + dir.file("x.gguf") + " --dtype q4_k");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("unsupported tensor type Q4_K (id 12)"), std::string::npos) << r.output;
+  EXPECT_NE(r.out.find("unsupported tensor type Q4_K (id 12)"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }
 
