@@ -12,6 +12,7 @@
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_writer.h"
 #include "tests/common/testing.h"
+#include "tests/common/tiny_model.h"
 
 namespace layerstream {
 namespace {
@@ -21,25 +22,7 @@ using llama::RunnerOptions;
 using testing::TempDir;
 using ::testing::HasSubstr;
 
-ExampleModelSpec tiny(uint64_t seed) {
-  ExampleModelSpec s;
-  s.n_layers = 4;
-  s.n_embd = 64;
-  s.n_ff = 128;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_ctx = 128;
-  s.dtype = GgmlType::F32;
-  s.seed = seed;
-  return s;
-}
-
-std::unique_ptr<Device> host() {
-  DeviceOptions o;
-  o.backend = BackendKind::kHost;
-  o.host_threads = 1;
-  return std::move(open_device(o)).value();
-}
+ExampleModelSpec tiny(uint64_t seed) { return testing::tiny_llama_spec(GgmlType::F32, seed, /*n_ctx=*/128); }
 
 // Rewrites the example model's layout, letting `edit` change keys; tensor data random.
 Status write_variant(const std::string& path, uint64_t seed,
@@ -63,7 +46,7 @@ TEST(LlamaErrors, PromptLongerThanContext) {
   TempDir dir;
   const std::string path = dir.file("m.gguf");
   ASSERT_TRUE(write_example_model(path, tiny(testing::fresh_seed())).ok());
-  auto dev = host();
+  auto dev = testing::open_host_device(1);
   RunnerOptions o;
   o.n_ctx = 8;
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
@@ -86,7 +69,7 @@ TEST(LlamaErrors, TokenOutsideVocabulary) {
   TempDir dir;
   const std::string path = dir.file("m.gguf");
   ASSERT_TRUE(write_example_model(path, tiny(testing::fresh_seed())).ok());
-  auto dev = host();
+  auto dev = testing::open_host_device(1);
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, RunnerOptions{}));
   std::vector<int32_t> prompt = {1, 512};
   Status st = r->prefill(0, prompt);
@@ -98,7 +81,7 @@ TEST(LlamaErrors, BudgetCannotHoldWindowPlusKv) {
   TempDir dir;
   const std::string path = dir.file("m.gguf");
   ASSERT_TRUE(write_example_model(path, tiny(testing::fresh_seed())).ok());
-  auto dev = host();
+  auto dev = testing::open_host_device(1);
   RunnerOptions o;
   o.n_ctx = 128;
   o.vram_budget = 256 << 10;
@@ -118,7 +101,7 @@ TEST(LlamaErrors, UnsupportedArchitecture) {
                 (void)w.add(kv.key, GgufValue::string("gpt2"));
                 return false;
               }).ok());
-  auto dev = host();
+  auto dev = testing::open_host_device(1);
   auto r = LlamaRunner::create(*dev, path, RunnerOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsUnsupported()) << r.status().ToString();
@@ -149,7 +132,7 @@ TEST(LlamaErrors, UnsupportedTensorType) {
   type = 26;
   std::memcpy(&bytes[at], &type, 4);
   testing::write_file(path, bytes);
-  auto dev = host();
+  auto dev = testing::open_host_device(1);
   auto r = LlamaRunner::create(*dev, path, RunnerOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsUnsupported()) << r.status().ToString();
@@ -167,7 +150,7 @@ TEST(LlamaErrors, MissingTokenizer) {
   EXPECT_TRUE(m.status().IsNotFound()) << m.status().ToString();
   EXPECT_THAT(m.status().message(), HasSubstr("tokenizer"));
   // The runner alone (token ids only) does not need one.
-  auto dev = host();
+  auto dev = testing::open_host_device(1);
   LS_EXPECT_OK(LlamaRunner::create(*dev, path, RunnerOptions{}).status());
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_file.h"
 #include "tests/common/testing.h"
+#include "tests/common/tiny_model.h"
 
 namespace layerstream {
 namespace {
@@ -21,30 +22,9 @@ namespace {
 using llama::LlamaRunner;
 using llama::RunnerOptions;
 using llama::Strategy;
+using testing::open_host_device;
 using testing::TempDir;
-
-ExampleModelSpec tiny_spec(GgmlType dtype, uint64_t seed) {
-  ExampleModelSpec s;
-  s.n_layers = 4;
-  s.n_embd = 64;
-  s.n_ff = 128;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_vocab = 512;
-  s.n_ctx = 256;
-  s.dtype = dtype;
-  s.seed = seed;
-  return s;
-}
-
-std::unique_ptr<Device> host_device() {
-  DeviceOptions o;
-  o.backend = BackendKind::kHost;
-  o.host_threads = 2;
-  auto d = open_device(o);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return std::move(d).value();
-}
+using testing::tiny_llama_spec;
 
 RunnerOptions base_options() {
   RunnerOptions o;
@@ -86,8 +66,8 @@ TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
   std::mt19937_64 rng(seed);
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny_spec(GetParam(), seed)).ok());
-  auto dev = host_device();
+  ASSERT_TRUE(write_example_model(path, tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256)).ok());
+  auto dev = open_host_device(2);
   const auto prompt = random_tokens(rng, 9, 512);
   const auto next = random_tokens(rng, 4, 512);
 
@@ -282,7 +262,7 @@ TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
   std::mt19937_64 rng(seed);
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny_spec(GetParam(), seed)).ok());
+  ASSERT_TRUE(write_example_model(path, tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256)).ok());
 
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
@@ -299,7 +279,7 @@ TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
                         decode_tensor(bytes, b.ffn_norm), decode_tensor(bytes, b.ffn_gate),
                         decode_tensor(bytes, b.ffn_up), decode_tensor(bytes, b.ffn_down)});
 
-  auto dev = host_device();
+  auto dev = open_host_device(2);
   RunnerOptions o = base_options();
   o.vram_budget = 0;   // default
   o.prefill_chunk = 5;  // the 11-token prompt takes three passes
