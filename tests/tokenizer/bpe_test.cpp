@@ -12,13 +12,8 @@ using testing::bpe_vocab;
 using testing::gpt2_char;
 using testing::gpt2_map;
 using testing::id_of;
+using testing::make_tokenizer;
 using Ids = std::vector<int32_t>;
-
-std::unique_ptr<Tokenizer> make(TokenizerVocab v) {
-  auto t = Tokenizer::create(std::move(v));
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  return std::move(t).value();
-}
 
 TEST(BpeTokenizer, GptByteMappingMatchesTheDefinition) {
   // Spot checks of bytes_to_unicode: space -> Ġ (U+0120), newline -> Ċ (U+010A), 'a' -> 'a'.
@@ -31,11 +26,11 @@ TEST(BpeTokenizer, GptByteMappingMatchesTheDefinition) {
 TEST(BpeTokenizer, MergesApplyInRankOrder) {
   // "abc" is one word. With "b c" ranked first: bc, then "a bc" is no merge -> [a, bc].
   auto v1 = bpe_vocab({"ab", "bc"}, {"b c", "a b"}, "default");
-  auto t1 = make(v1);
+  auto t1 = make_tokenizer(v1);
   EXPECT_EQ(t1->encode("abc", false), (Ids{'a', id_of(v1, "bc")}));
   // With "a b" ranked first: ab, then "ab c" is no merge -> [ab, c].
   auto v2 = bpe_vocab({"ab", "bc"}, {"a b", "b c"}, "default");
-  auto t2 = make(v2);
+  auto t2 = make_tokenizer(v2);
   EXPECT_EQ(t2->encode("abc", false), (Ids{id_of(v2, "ab"), 'c'}));
 }
 
@@ -43,7 +38,7 @@ TEST(BpeTokenizer, MergesChainAndRespectWordBoundaries) {
   const std::string G = gpt2_char(' ');
   // " the" -> Ġ t h e; merges: "t h" (0), "Ġ th" (1), "Ġth e" (2) -> Ġthe.
   auto v = bpe_vocab({"th", G + "th", G + "the"}, {"t h", G + " th", G + "th e"}, "default");
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   EXPECT_EQ(t->encode(" the", false), (Ids{id_of(v, G + "the")}));
   // "the the": words "the" and " the"; the first has no Ġ, so th + e.
   EXPECT_EQ(t->encode("the the", false), (Ids{id_of(v, "th"), 'e', id_of(v, G + "the")}));
@@ -53,7 +48,7 @@ TEST(BpeTokenizer, MergesChainAndRespectWordBoundaries) {
 }
 
 TEST(BpeTokenizer, EveryByteRoundTrips) {
-  auto t = make(bpe_vocab({}, {}, "default"));
+  auto t = make_tokenizer(bpe_vocab({}, {}, "default"));
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   const Ids ids = t->encode(all, false);
@@ -67,7 +62,7 @@ TEST(BpeTokenizer, RandomTextRoundTripsForEveryPreTokenizer) {
   std::mt19937_64 rng(seed);
   const std::string G = gpt2_char(' ');
   for (const char* pre : {"default", "llama3", "smollm"}) {
-    auto t = make(bpe_vocab({G + "t", "he", G + "the"}, {G + " t", "h e", G + "t he"}, pre));
+    auto t = make_tokenizer(bpe_vocab({G + "t", "he", G + "the"}, {G + " t", "h e", G + "t he"}, pre));
     for (int i = 0; i < 200; ++i) {
       const std::string s = testing::random_utf8(rng, 40);
       ASSERT_EQ(t->decode(t->encode(s, false)), s) << "pre=" << pre << " seed=" << seed;
@@ -79,15 +74,15 @@ TEST(BpeTokenizer, Llama3WholeWordTokenSkipsMerges) {
   // No merges at all, but "hello" is a token: llama3 (ignore_merges) emits it whole,
   // default falls back to single characters.
   auto vl = bpe_vocab({"hello"}, {}, "llama3");
-  EXPECT_EQ(make(vl)->encode("hello", false), (Ids{id_of(vl, "hello")}));
+  EXPECT_EQ(make_tokenizer(vl)->encode("hello", false), (Ids{id_of(vl, "hello")}));
   auto vd = bpe_vocab({"hello"}, {}, "default");
-  EXPECT_EQ(make(vd)->encode("hello", false), (Ids{'h', 'e', 'l', 'l', 'o'}));
+  EXPECT_EQ(make_tokenizer(vd)->encode("hello", false), (Ids{'h', 'e', 'l', 'l', 'o'}));
 }
 
 TEST(BpeTokenizer, SpecialTokensAndEog) {
   auto v = bpe_vocab({}, {}, "llama3");
   v.add_bos = true;
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   const int32_t eot_text = id_of(v, "<|endoftext|>");
   const int32_t eot = id_of(v, "<|eot_id|>");
   EXPECT_EQ(t->encode("a<|eot_id|>", true, true), (Ids{eot_text, 'a', eot}));

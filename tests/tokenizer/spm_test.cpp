@@ -9,15 +9,10 @@ namespace layerstream {
 namespace {
 
 using testing::id_of;
+using testing::make_tokenizer;
 using testing::kSp;
 using testing::spm_vocab;
 using Ids = std::vector<int32_t>;
-
-std::unique_ptr<Tokenizer> make(TokenizerVocab v) {
-  auto t = Tokenizer::create(std::move(v));
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  return std::move(t).value();
-}
 
 std::string sp(const std::string& s) { return std::string(kSp) + s; }
 
@@ -25,11 +20,11 @@ TEST(SpmTokenizer, MergesTheHighestScoringPairFirst) {
   // "abc" -> symbols ▁ a b c; candidate pairs ▁a, ab, bc.
   // bc scores highest: bc, then ▁a (▁abc/abc are not pieces) -> [▁a, bc].
   auto v1 = spm_vocab({{kSp, -1}, {"a", -2}, {"b", -3}, {"c", -4}, {sp("a"), -10}, {"ab", -20}, {"bc", -5}});
-  auto t1 = make(v1);
+  auto t1 = make_tokenizer(v1);
   EXPECT_EQ(t1->encode("abc", false), (Ids{id_of(v1, sp("a")), id_of(v1, "bc")}));
   // ab scores highest: ab first, then no pair of ▁ ab c is a piece -> [▁, ab, c].
   auto v2 = spm_vocab({{kSp, -1}, {"a", -2}, {"b", -3}, {"c", -4}, {sp("a"), -10}, {"ab", -5}, {"bc", -20}});
-  auto t2 = make(v2);
+  auto t2 = make_tokenizer(v2);
   EXPECT_EQ(t2->encode("abc", false), (Ids{id_of(v2, kSp), id_of(v2, "ab"), id_of(v2, "c")}));
   EXPECT_EQ(t1->decode(t1->encode("abc", false)), "abc");
   EXPECT_EQ(t2->decode(t2->encode("abc", false)), "abc");
@@ -38,13 +33,13 @@ TEST(SpmTokenizer, MergesTheHighestScoringPairFirst) {
 TEST(SpmTokenizer, EqualScoresMergeLeftmostFirst) {
   // "aaa" -> ▁ a a a; pairs (a,a) at positions 1-2 and 2-3 tie; the leftmost merges.
   auto v = spm_vocab({{kSp, -1}, {"a", -2}, {"aa", -3}});
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   EXPECT_EQ(t->encode("aaa", false), (Ids{id_of(v, kSp), id_of(v, "aa"), id_of(v, "a")}));
 }
 
 TEST(SpmTokenizer, ByteFallbackForCharactersNotInTheVocabulary) {
   auto v = spm_vocab({{kSp, -1}, {"a", -2}, {sp("a"), -3}});
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   // é = C3 A9; <0xXX> has id 3 + XX.
   EXPECT_EQ(t->encode("a\xC3\xA9", false), (Ids{id_of(v, sp("a")), 3 + 0xC3, 3 + 0xA9}));
   // 😀 = F0 9F 98 80, preceded by the ▁ prefix.
@@ -57,7 +52,7 @@ TEST(SpmTokenizer, ByteFallbackForCharactersNotInTheVocabulary) {
 
 TEST(SpmTokenizer, UnknownTokenWhenNoByteTokens) {
   auto v = spm_vocab({{kSp, -1}, {"a", -2}}, /*with_bytes=*/false);
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   // One <unk> per character that is not a piece.
   EXPECT_EQ(t->encode("a\xC3\xA9z", false), (Ids{id_of(v, kSp), id_of(v, "a"), 0, 0}));
 }
@@ -66,7 +61,7 @@ TEST(SpmTokenizer, BosEosAndEmptyText) {
   auto v = spm_vocab({{kSp, -1}, {"a", -2}});
   v.add_bos = true;
   v.add_eos = true;
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   EXPECT_EQ(t->encode("", true), (Ids{1, 2}));
   EXPECT_EQ(t->encode("", false), Ids{});
   EXPECT_EQ(t->encode("a", true), (Ids{1, id_of(v, kSp), id_of(v, "a"), 2}));
@@ -79,7 +74,7 @@ TEST(SpmTokenizer, BosEosAndEmptyText) {
 
 TEST(SpmTokenizer, OnlySpacesAndLiteralSpaceMarkerRoundTrip) {
   auto v = spm_vocab({{kSp, -1}, {sp(kSp), -2}, {"a", -3}, {"b", -4}});
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   // "   " -> ▁▁▁▁ -> [▁▁, ▁▁]; decode strips the one prefixed space.
   EXPECT_EQ(t->encode("   ", false), (Ids{id_of(v, sp(kSp)), id_of(v, sp(kSp))}));
   for (const std::string s : {" ", "   ", " a ", "a\xE2\x96\x81" "b", "\xE2\x96\x81", " \xE2\x96\x81 "}) {
@@ -91,7 +86,7 @@ TEST(SpmTokenizer, OnlySpacesAndLiteralSpaceMarkerRoundTrip) {
 
 TEST(SpmTokenizer, ControlTokensSplitOutOnlyWithParseSpecial) {
   auto v = spm_vocab({{kSp, -1}, {"a", -2}, {sp("a"), -3}, {"s", -4}});
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   // After a special token the next fragment gets the ▁ prefix again.
   EXPECT_EQ(t->encode("<s>a", false, /*parse_special=*/true), (Ids{1, id_of(v, sp("a"))}));
   EXPECT_EQ(t->encode("a</s>", false, true), (Ids{id_of(v, sp("a")), 2}));
@@ -106,14 +101,14 @@ TEST(SpmTokenizer, UserDefinedTokensAlwaysSplitOut) {
   v.scores.push_back(0);
   v.token_types.push_back(static_cast<int32_t>(TokenType::kUserDefined));
   const int32_t tool = static_cast<int32_t>(v.tokens.size()) - 1;
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   EXPECT_EQ(t->encode("a<tool>b", false, false), (Ids{id_of(v, sp("a")), tool, id_of(v, kSp), id_of(v, "b")}));
   EXPECT_EQ(t->decode(Ids{id_of(v, sp("a")), tool}), "a<tool>");
 }
 
 TEST(SpmTokenizer, DecodeRendersUnknownAndOutOfRange) {
   auto v = spm_vocab({{kSp, -1}, {"a", -2}});
-  auto t = make(v);
+  auto t = make_tokenizer(v);
   EXPECT_EQ(t->decode(Ids{0}), "\xE2\x81\x87 ");  // " ⁇ " minus the stripped leading space
   EXPECT_EQ(t->token_to_piece(0), " \xE2\x81\x87 ");
   EXPECT_EQ(t->token_to_piece(-1), "\xEF\xBF\xBD");

@@ -9,6 +9,12 @@
 
 namespace layerstream::testing {
 
+std::unique_ptr<Tokenizer> make_tokenizer(TokenizerVocab v) {
+  auto t = Tokenizer::create(std::move(v));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return std::move(t).value();
+}
+
 TokenizerVocab spm_vocab(const std::vector<std::pair<std::string, float>>& pieces, bool with_bytes) {
   TokenizerVocab v;
   v.model = "llama";

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ inline constexpr const char* kSp = "\xE2\x96\x81";  // "▁"
 // `pieces` as normal tokens with the given scores. with_bytes=false leaves
 // the byte tokens out.
 TokenizerVocab spm_vocab(const std::vector<std::pair<std::string, float>>& pieces, bool with_bytes = true);
+
+// Tokenizer::create(v); a test failure (then abort) when v is rejected.
+std::unique_ptr<Tokenizer> make_tokenizer(TokenizerVocab v);
 
 // Id of `text` in v (aborts the test if absent).
 int32_t id_of(const TokenizerVocab& v, const std::string& text);
