@@ -477,6 +477,15 @@ void Executor::disk_thread_main() {
                                            job.layer, off, c.bytes_read, bytes));
       return Status::OK();
     };
+    // The layer's sample and trace event, recorded (under dmu_) in the same
+    // critical section that publishes its last bytes, so the pass that
+    // computes the layer always collects them.
+    auto record_read = [&] {
+      const auto t1 = Clock::now();
+      disk_samples_.push_back({span, std::chrono::duration<double>(t1 - t0).count()});
+      auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
+      disk_trace_.push_back({TraceKind::kDiskRead, job.layer, job.slot_index, job.pass, us(t0), us(t1), span});
+    };
     if (job.slot) {
       // Direct: the slot must be free (compute of g - W finished).
       const uint64_t W = plan_.window();
@@ -485,6 +494,7 @@ void Executor::disk_thread_main() {
       if (st.ok()) st = read(begin, span, job.slot);
       if (st.ok()) {
         std::lock_guard lk(dmu_);
+        record_read();
         disk_loaded_ = job.g + 1;
       }
     } else {
@@ -498,22 +508,17 @@ void Executor::disk_thread_main() {
         if (st.ok()) {
           {
             std::lock_guard lk(dmu_);
+            if (c + 1 == job.chunks) record_read();
             chunks_read_ = q + 1;
           }
           dcv_.notify_all();
         }
       }
     }
-    auto t1 = Clock::now();
     {
       std::lock_guard lk(dmu_);
       if (!st.ok() && disk_error_.ok() && !st.IsCancelled())
         disk_error_ = st.WithContext(fmt::format("disk read of layer {} ({})", job.layer, l.name));
-      if (st.ok()) {
-        disk_samples_.push_back({span, std::chrono::duration<double>(t1 - t0).count()});
-        auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
-        disk_trace_.push_back({TraceKind::kDiskRead, job.layer, job.slot_index, job.pass, us(t0), us(t1), span});
-      }
       jobs_.pop_front();
     }
     dcv_.notify_all();
