@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -161,7 +162,9 @@ TEST_P(StreamingFaults, FileTruncatedBetweenPassesIsAClearError) {
   ASSERT_FALSE(s.ok()) << "a pass over a truncated file succeeded";
   EXPECT_TRUE(s.IsIOError() || s.IsCorruption()) << s.ToString();
   EXPECT_NE(s.message().find(m.path), std::string::npos) << s.ToString();
-  EXPECT_NE(s.message().find("short read"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(s.message().find("short read") != std::string::npos ||
+              s.message().find("end of file") != std::string::npos)
+      << s.ToString();
   // Every compute call so far saw correct bytes: no layer was computed on a
   // partially read slot.
   EXPECT_EQ(m.bad.load(), 0);
@@ -183,8 +186,16 @@ TEST_P(StreamingFaults, FileRewrittenInPlaceIsStreamedAsIs) {
   // Drain prefetches of the old bytes: one more pass, then rewrite.
   LS_ASSERT_OK(ex->run_pass());
   ASSERT_EQ(m.bad.load(), 0);
+  // Overwrite in place (no O_TRUNC: a truncate-then-write would be a
+  // truncation while prefetches of the next pass are reading).
   m.file = testing::random_bytes(m.file.size(), rng);
-  testing::write_file(m.path, m.file);
+  {
+    std::fstream f(m.path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.is_open());
+    f.write(reinterpret_cast<const char*>(m.file.data()), static_cast<std::streamsize>(m.file.size()));
+    ASSERT_TRUE(f.good());
+  }
+  ASSERT_EQ(std::filesystem::file_size(m.path), m.file.size());
   m.rehash();
   m.bad = 0;
   // The first pass after the rewrite may still use layers prefetched earlier.
