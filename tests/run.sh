@@ -15,6 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-$(nproc)}
+# Let ccache reuse objects compiled in another checkout of the tree (CI clones
+# into a fresh folder each time): paths are hashed relative to the root.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 
 "$ROOT/tests/install-deps.sh"
 
