@@ -25,8 +25,8 @@ echo "== gpu tests"
 timeout "$(left)" ctest --test-dir build/gpu -L gpu --output-on-failure -j 4 | tee "$OUT/gpu-tests.txt"
 
 echo "== device + kernel benchmarks"
-for b in build/gpu/bench/device/bench_device build/gpu/bench/kernels/bench_kernels; do
-  [ -x "$b" ] || continue
+for b in build/gpu/bench/*/bench_*; do
+  [ -x "$b" ] && [ -f "$b" ] || continue
   timeout 90 "$b" --benchmark_min_time=0.2 --benchmark_format=console \
     --benchmark_out="$OUT/$(basename "$b").json" --benchmark_out_format=json || true
 done
@@ -34,9 +34,8 @@ done
 if "$BIN" --help 2>/dev/null | grep -q bench; then
   echo "== probe + overlap benchmark on the example model"
   # Results go into one tarball: $OUT brings back at most 8 files.
-  B=$OUT/../bench-out
-  mkdir -p "$B"
-  MODEL=$OUT/../example-4g.gguf
+  B=$(mktemp -d /tmp/layerstream-gpu-check.XXXXXX)
+  MODEL=$B/example-4g.gguf
   timeout 120 "$BIN" example-model "$MODEL" --size 4GiB --dtype q8_0 || true
   timeout 90 "$BIN" probe --backend cuda --disk "$MODEL" --disk-bytes 2GiB --json "$B/probe.json" | tee "$B/probe.txt" || true
   box=(); [ -s "$B/probe.json" ] && box=(--box "$B/probe.json")
@@ -45,7 +44,7 @@ if "$BIN" --help 2>/dev/null | grep -q bench; then
       --mode "$mode" --prompt-len 512 --passes 5 --warmup 2 "${box[@]}" --json "$B/bench-$mode.json" \
       --trace "$B/trace-$mode.json" --report "$B/report-$mode.html" | tee "$B/bench-$mode.txt" || true
   done
-  tar -czf "$OUT/bench-results.tar.gz" -C "$B" . || true
   rm -f "$MODEL"
+  tar -czf "$OUT/bench-results.tar.gz" -C "$B" . || true
 fi
 echo "== done in ${SECONDS}s; results under $OUT"
