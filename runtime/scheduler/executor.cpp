@@ -690,7 +690,12 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
       if (plan_.tiers[i] == Tier::kDisk) link_bytes += bytes_[i];
   PassSummary& s = st.summary;
   s.measured_s = (end - begin) * 1e-6;
-  s.predicted_s = plan_.predicted_pass_s;
+  // The simulator's prediction for the plan in force under the costs measured
+  // so far; the plan's own figure dates from when it was made, before this
+  // pass's measurements (a plan kept fixed would otherwise never update it).
+  Plan now = plan_;
+  (void)evaluate_plan(planner_input(cls), now);
+  s.predicted_s = now.predicted_pass_s;
   s.lower_bound_s = std::max({s.sum_compute_s, cost_.link_bw() > 0 ? link_bytes / cost_.link_bw() : 0.0,
                               cost_.disk_bw() > 0 ? disk_bytes / cost_.disk_bw() : 0.0});
   s.overlap_efficiency = s.measured_s > 0 ? s.lower_bound_s / s.measured_s : 0;
