@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -56,23 +57,24 @@ Result<size_t> Reader::wait(std::span<ReadCompletion> out, std::chrono::millisec
 Status Reader::read_aligned(uint64_t offset, size_t bytes, void* dst, uint64_t tag) {
   LS_RETURN_IF_ERROR(submit({offset, bytes, dst, tag}));
   ReadCompletion c[8];
-  for (;;) {
+  std::optional<ReadCompletion> mine;
+  while (!mine) {
     LS_ASSIGN_OR_RETURN(size_t n, wait_impl(c, kWaitForever));
     if (n == 0) return Status::Internal(fmt::format("read_span of {}: completion lost", file_path()));
+    // Keep every other request's completion of this batch for wait(), even
+    // those that come after ours.
     for (size_t i = 0; i < n; ++i) {
-      if (c[i].tag != tag) {
-        stash_.push_back(std::move(c[i]));
-        continue;
-      }
-      LS_RETURN_IF_ERROR(c[i].status);
-      uint64_t want = std::min<uint64_t>(bytes, file_size() - offset);
-      if (c[i].bytes_read < want) {
-        return Status::IOError(fmt::format("read {} at offset {}: got {} of {} bytes", file_path(), offset,
-                                           c[i].bytes_read, want));
-      }
-      return Status::OK();
+      if (c[i].tag == tag) mine = std::move(c[i]);
+      else stash_.push_back(std::move(c[i]));
     }
   }
+  LS_RETURN_IF_ERROR(mine->status);
+  uint64_t want = std::min<uint64_t>(bytes, file_size() - offset);
+  if (mine->bytes_read < want) {
+    return Status::IOError(fmt::format("read {} at offset {}: got {} of {} bytes", file_path(), offset,
+                                       mine->bytes_read, want));
+  }
+  return Status::OK();
 }
 
 Status Reader::read_span(uint64_t offset, size_t bytes, void* dst) {
