@@ -1,16 +1,19 @@
 # The kernels area: shared math (math/), CPU kernels (cpu/), CUDA kernels (cuda/).
+# The hot CPU loops, compiled -O3 whatever the build type (vectorisation).
+set(LS_KERNELS_HOT_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp)
 layerstream_add_area(NAME ls_kernels
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/convert_row.cpp
     ${CMAKE_CURRENT_LIST_DIR}/kernels.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
+    ${LS_KERNELS_HOT_SOURCES}
     ${CMAKE_CURRENT_LIST_DIR}/cpu/sampling.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/cpu_kernels.cpp
   CUDA_SOURCES
@@ -20,13 +23,6 @@ layerstream_add_area(NAME ls_kernels
     ${CMAKE_CURRENT_LIST_DIR}/cuda/attention.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/sampling.cu
   DEPS ls_core)
-# The hot CPU loops are compiled -O3 whatever the build type (vectorisation).
-set_source_files_properties(
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
+set_source_files_properties(${LS_KERNELS_HOT_SOURCES}
   TARGET_DIRECTORY ls_kernels
   PROPERTIES COMPILE_OPTIONS "-O3")
