@@ -623,7 +623,7 @@ Result<bool> Executor::replan() {
     plan_.lower_bound_s = p.lower_bound_s;
     plan_compute_ = cost_.compute_all(plan_.batch_class);
     plan_measured_ = cost_.fully_measured(plan_.batch_class);
-    LS_LOG_INFO("scheduler: re-plan keeps the plan; predicted pass {:.3f} ms, bound {:.3f} ms",
+    LS_LOG_DEBUG("scheduler: re-plan keeps the plan; predicted pass {:.3f} ms, bound {:.3f} ms",
                 plan_.predicted_pass_s * 1e3, plan_.lower_bound_s * 1e3);
     return false;
   }
