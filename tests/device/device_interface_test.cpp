@@ -305,8 +305,13 @@ std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info
   return std::string(backend_name(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, DeviceInterfaceTest, ::testing::Values(BackendKind::kHost, BackendKind::kCuda),
-                         backend_param_name);
+// The same suite is built twice: test_device_interface runs it on the host
+// backend (labels unit, tsan) and test_device_interface_cuda on the cuda
+// backend (label gpu: skipped with the reason when no device is present).
+#if LS_DEVICE_TEST_CUDA
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceInterfaceTest, ::testing::Values(BackendKind::kCuda), backend_param_name);
+#else
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceInterfaceTest, ::testing::Values(BackendKind::kHost), backend_param_name);
 
 // Backend selection (not per backend).
 TEST(DeviceSelection, ParsesBackendNames) {
@@ -338,6 +343,7 @@ TEST(DeviceSelection, HostRejectsBadSimLink) {
   opts.sim_link_gbps = -1;
   EXPECT_TRUE(open_device(opts).status().IsInvalidArgument());
 }
+#endif  // LS_DEVICE_TEST_CUDA
 
 }  // namespace
 }  // namespace layerstream
