@@ -16,6 +16,23 @@ std::vector<CommandSpec>& command_registry() {
   return registry;
 }
 
+void DeviceFlags::add_to(CLI::App& sub) {
+  sub.add_option("--backend", backend, "auto, host or cuda")->capture_default_str();
+  sub.add_option("--sim-link", sim_link_gbps, "Host backend: throttle H2D copies to GBPS (0 = off)");
+  sub.add_option("--host-threads", host_threads, "Host backend compute threads (0 = all cores)");
+}
+
+Result<DeviceOptions> DeviceFlags::options() const {
+  auto be = parse_backend(backend);
+  if (!be.ok()) return be.status().WithContext("--backend");
+  if (sim_link_gbps < 0) return Status::InvalidArgument("--sim-link must be >= 0");
+  DeviceOptions o;
+  o.backend = *be;
+  o.sim_link_gbps = sim_link_gbps;
+  o.host_threads = host_threads;
+  return o;
+}
+
 int fail(const Status& status) {
   std::cerr << "error: " << status.message() << "\n";
   return kExitError;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "layerstream/status.h"
+#include "runtime/device/device.h"
 
 namespace layerstream::cli {
 
@@ -42,6 +43,17 @@ struct CommandRegistrar {
   CommandRegistrar(std::string name, std::string description, std::function<std::unique_ptr<Command>()> make) {
     command_registry().push_back({std::move(name), std::move(description), std::move(make)});
   }
+};
+
+// The device flags shared by commands that open a device directly (probe,
+// bench): --backend, --sim-link, --host-threads.
+struct DeviceFlags {
+  std::string backend = "auto";
+  double sim_link_gbps = 0;
+  int host_threads = 0;
+  void add_to(CLI::App& sub);
+  // The DeviceOptions they ask for; InvalidArgument naming the flag otherwise.
+  Result<DeviceOptions> options() const;
 };
 
 // Prints "error: <message>" to stderr and returns kExitError.

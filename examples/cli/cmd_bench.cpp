@@ -30,9 +30,7 @@ class BenchCommand : public Command {
     sub.add_option("model", model_, "GGUF model file")->required();
     sub.add_option("--vram", vram_, "Device memory budget (default: half the model)");
     sub.add_option("--ram", ram_, "Pinned host RAM budget for RAM-tier layers and staging")->capture_default_str();
-    sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
-    sub.add_option("--sim-link", sim_link_, "Host backend: throttle H2D copies to GBPS (0 = off)");
-    sub.add_option("--host-threads", host_threads_, "Host backend compute threads (0 = all cores)");
+    device_.add_to(sub);
     sub.add_option("--io", io_, "Disk I/O path: auto, uring, pread, buffered")->capture_default_str();
     sub.add_option("--mode", mode_, "decode or prefill")->capture_default_str();
     sub.add_option("--prompt-len", prompt_len_, "Prefill: tokens per sequence")->capture_default_str();
@@ -52,8 +50,8 @@ class BenchCommand : public Command {
 
   int run() override {
     // ---- flags
-    auto be = parse_backend(backend_);
-    if (!be.ok()) return usage_error("--backend: " + be.status().message());
+    auto dopt = device_.options();
+    if (!dopt.ok()) return usage_error(dopt.status().message());
     auto io_path = io::parse_io_path(io_);
     if (!io_path.ok()) return usage_error("--io: " + io_path.status().message());
     if (mode_ != "decode" && mode_ != "prefill") return usage_error("--mode: expected decode or prefill, got '" + mode_ + "'");
@@ -61,7 +59,6 @@ class BenchCommand : public Command {
     if (batch_ < 1) return usage_error("--batch must be >= 1");
     if (passes_ < 1) return usage_error("--passes must be >= 1");
     if (warmup_ < 0) return usage_error("--warmup must be >= 0");
-    if (sim_link_ < 0) return usage_error("--sim-link must be >= 0");
     auto ram = parse_size_flag("--ram", ram_);
     if (!ram.ok()) return usage_error(ram.status().message());
     std::vector<std::string> wanted;
@@ -94,11 +91,7 @@ class BenchCommand : public Command {
     }
 
     // ---- device and prior
-    DeviceOptions dopt;
-    dopt.backend = *be;
-    dopt.sim_link_gbps = sim_link_;
-    dopt.host_threads = host_threads_;
-    auto dev = open_device(dopt);
+    auto dev = open_device(*dopt);
     if (!dev.ok()) return fail(dev.status());
     const DeviceInfo& info = (*dev)->info();
     bench::BoxInfo box;
@@ -115,8 +108,8 @@ class BenchCommand : public Command {
       box.link_source = prior->source;
       if (disk_gbps > 0) box.disk_source = prior->source;
     }
-    if (sim_link_ > 0 && info.backend == BackendKind::kHost) {
-      link_gbps = sim_link_;
+    if (dopt->sim_link_gbps > 0 && info.backend == BackendKind::kHost) {
+      link_gbps = dopt->sim_link_gbps;
       box.link_source = "--sim-link";
     }
 
@@ -202,11 +195,11 @@ class BenchCommand : public Command {
   }
 
  private:
-  std::string model_, vram_, ram_ = "64MiB", backend_ = "auto", io_ = "auto", mode_ = "decode";
+  std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode";
   std::string strategies_ = "resident,serial,overlap,planned";
   std::string box_, json_path_, trace_path_, report_path_;
-  double sim_link_ = 0;
-  int host_threads_ = 0, prompt_len_ = 64, batch_ = 1, ctx_ = 256, passes_ = 5, warmup_ = 2, overlap_slots_ = 2;
+  DeviceFlags device_;
+  int prompt_len_ = 64, batch_ = 1, ctx_ = 256, passes_ = 5, warmup_ = 2, overlap_slots_ = 2;
   bool force_blocks_ = false;
 };
 

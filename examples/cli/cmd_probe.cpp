@@ -18,9 +18,7 @@ class ProbeCommand : public Command {
     sub.add_option("--disk-bytes", disk_bytes_, "Read at most this much of the file per I/O path")->capture_default_str();
     sub.add_option("--scratch-size", scratch_bytes_, "Size of the scratch file when no --disk is given")
         ->capture_default_str();
-    sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
-    sub.add_option("--sim-link", sim_link_, "Host backend: throttle H2D copies to GBPS (0 = off)");
-    sub.add_option("--host-threads", host_threads_, "Host backend compute threads (0 = all cores)");
+    device_.add_to(sub);
     sub.add_option("--seconds", seconds_, "Seconds per measured point")->capture_default_str();
     sub.add_option("--matmul", matmul_, "Matmul weight shape n_out x n_in, e.g. 8192x4096")->capture_default_str();
     sub.add_option("--prefill-tokens", prefill_tokens_, "Tokens of the prefill-shaped matmul (0: 32 host, 512 cuda)");
@@ -33,12 +31,9 @@ class ProbeCommand : public Command {
 
   int run() override {
     bench::ProbeOptions o;
-    auto be = parse_backend(backend_);
-    if (!be.ok()) return usage_error("--backend: " + be.status().message());
-    o.device.backend = *be;
-    if (sim_link_ < 0) return usage_error("--sim-link must be >= 0");
-    o.device.sim_link_gbps = sim_link_;
-    o.device.host_threads = host_threads_;
+    auto device = device_.options();
+    if (!device.ok()) return usage_error(device.status().message());
+    o.device = *device;
     if (!(seconds_ > 0 && seconds_ <= 60)) return usage_error("--seconds must be in (0, 60]");
     o.seconds_per_point = seconds_;
     o.disk = !no_disk_;
@@ -82,10 +77,11 @@ class ProbeCommand : public Command {
   }
 
  private:
-  std::string disk_, backend_ = "auto", json_path_, matmul_ = "8192x4096", types_ = "f32,f16,bf16,q8_0,q4_0,q4_1";
+  DeviceFlags device_;
+  std::string disk_, json_path_, matmul_ = "8192x4096", types_ = "f32,f16,bf16,q8_0,q4_0,q4_1";
   std::string disk_bytes_ = "1GiB", scratch_bytes_ = "256MiB";
-  double sim_link_ = 0, seconds_ = 0.25;
-  int host_threads_ = 0, prefill_tokens_ = 0;
+  double seconds_ = 0.25;
+  int prefill_tokens_ = 0;
   bool no_disk_ = false, no_compute_ = false;
 };
 
