@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's command-line tools (llama-quantize, llama-perplexity,
+# llama-bench, llama-tokenize, llama-cli) from the llama-cpp-python source
+# distribution on PyPI (folder vendor/llama.cpp), for side-by-side checks of
+# speed, perplexity, tokenizer and file interop. The peer is built outside the
+# tree and nothing of it goes into layerstream. Not part of CI.
+# Usage: bench/peer/llamacpp.sh [DIR]   (default: ~/.cache/layerstream/llama.cpp)
+# Prints the folder holding the binaries.
+set -euo pipefail
+DIR=${1:-${LAYERSTREAM_PEER:-$HOME/.cache/layerstream/llama.cpp}}
+TOOLS=(llama-quantize llama-perplexity llama-bench llama-tokenize llama-cli)
+mkdir -p "$DIR"
+if [ ! -d "$DIR/src/vendor/llama.cpp" ]; then
+  dl=$(mktemp -d)
+  echo "fetching the llama-cpp-python source distribution ..." >&2
+  python3 -m pip download -q --no-deps --no-binary :all: -d "$dl" llama-cpp-python
+  mkdir -p "$DIR/src"
+  tar -xzf "$dl"/llama_cpp_python-*.tar.gz -C "$DIR/src" --strip-components=1
+  rm -rf "$dl"
+fi
+if [ ! -x "$DIR/build/bin/llama-bench" ]; then
+  echo "building ${TOOLS[*]} (CPU, native) ..." >&2
+  cmake -S "$DIR/src/vendor/llama.cpp" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
+  cmake --build "$DIR/build" -j "$(nproc)" --target "${TOOLS[@]}" >/dev/null
+fi
+echo "$DIR/build/bin"
