@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's command-line tools (llama-quantize, llama-perplexity,
-# llama-bench, llama-tokenize, llama-cli) from the llama-cpp-python source
+# llama-bench, llama-tokenize) from the llama-cpp-python source
 # distribution on PyPI (folder vendor/llama.cpp), for side-by-side checks of
 # speed, perplexity, tokenizer and file interop. The peer is built outside the
 # tree and nothing of it goes into layerstream. Not part of CI.
@@ -8,7 +8,7 @@
 # Prints the folder holding the binaries.
 set -euo pipefail
 DIR=${1:-${LAYERSTREAM_PEER:-$HOME/.cache/layerstream/llama.cpp}}
-TOOLS=(llama-quantize llama-perplexity llama-bench llama-tokenize llama-cli)
+TOOLS=(llama-quantize llama-perplexity llama-bench llama-tokenize)
 mkdir -p "$DIR"
 if [ ! -d "$DIR/src/vendor/llama.cpp" ]; then
   dl=$(mktemp -d)
