@@ -1,4 +1,4 @@
-# Sourced by bench/gpu/prepare.sh, bench/gpu-check.sh and bench/gpu/dry-run.sh:
+# Sourced by bench/gpu/prepare.sh and bench/gpu/dry-run.sh:
 # which shared libraries a carried binary may take from the machine it runs on.
 #   lib_class NAME -> runtime      the C/C++ runtime (glibc, libstdc++, libgcc_s)
 #                     device-cuda  CUDA libraries the GPU machine provides

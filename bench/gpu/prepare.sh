@@ -8,6 +8,8 @@
 #   gpu-carry/lib/    the shared libraries those need that are neither the
 #                     C/C++ runtime nor CUDA's (spdlog, fmt, liburing, Google
 #                     Benchmark, the CUDA runtime libcudart)
+#   gpu-carry/lib-runtime/  libstdc++ and libgcc_s of this build, used there only
+#                     if the machine's are too old
 #   gpu-carry/tests.txt, MANIFEST.txt
 # cuBLAS/cuBLASLt (hundreds of MiB) and the driver come from the GPU machine,
 # whose CUDA 13.0 matches the nvcc 13.0 used here.
@@ -57,12 +59,21 @@ for b in "$CARRY"/bin/*; do
   done < <(ldd "$b" | awk '/=>/ { p = ($3 ~ /^\//) ? $3 : ""; print $1, p }')
 done
 
+# A fallback C++ runtime, used there only if the machine's libstdc++ is older
+# than this build needs (gpu-check.sh retries with it when ldd reports a
+# missing GLIBCXX/CXXABI version).
+mkdir -p "$CARRY/lib-runtime"
+for name in libstdc++.so.6 libgcc_s.so.1; do
+  path=$(ldd "$CARRY/bin/layerstream" | awk -v n="$name" '$1 == n { print $3 }')
+  [ -n "$path" ] && cp -L "$path" "$CARRY/lib-runtime/$name"
+done
+
 {
   echo "layerstream GPU carry, built $(date -u +%FT%TZ) on $(uname -n)"
   echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), archs 90, CMAKE_BUILD_TYPE RelWithDebInfo (stripped)"
   echo "files:"
-  (cd "$CARRY" && find bin lib -type f -printf '  %p %s\n' | sort)
+  (cd "$CARRY" && find bin lib lib-runtime -type f -printf '  %p %s\n' | sort)
 } > "$CARRY/MANIFEST.txt"
 
 carry_bytes=$(du -sb "$CARRY" | cut -f1)
