@@ -18,7 +18,8 @@
 # Results go to $OUT as they are made (at most 8 files, the device tool's cap):
 #   gpu-check.log  summary.json  agreement.json  bench-cuda.json  probe.json
 #   stream-decode.json  stream-prefill.json  traces.tar.gz
-# Exit status: 0 when every step passed; 2 no CUDA device; 3 a carried binary
+# At the end, bench/gpu/summarize.py prints the figures as Markdown tables
+# (when python3 is there). Exit status: 0 when every step passed; 2 no CUDA device; 3 a carried binary
 # cannot load; 1 any other failure (summary.json lists them).
 set -uo pipefail
 START=$SECONDS
@@ -61,6 +62,14 @@ JSON
 
 finish() {  # finish EXIT_CODE
   write_summary true
+  if [ "$1" -le 1 ] && [ "$gate" != "not reached" ]; then
+    echo "== results (bench/gpu/summarize.py)"
+    if command -v python3 >/dev/null 2>&1; then
+      timeout 20 python3 "$ROOT/bench/gpu/summarize.py" "$OUT" || echo "summarize: failed"
+    else
+      echo "python3 not found: read the JSON files under \$OUT"
+    fi
+  fi
   echo "== done in $((SECONDS - START))s (deadline ${DEADLINE_S}s); results under $OUT"
   if ((${#failures[@]})); then
     echo "FAILED steps:"
