@@ -79,6 +79,10 @@ def agreement(a):
             worst[key] = max(worst.get(key, 0), c["err"] / c["tol"])
     if worst:
         print("worst error / tolerance per op: " + ", ".join(f"{k} {v:.2g}" for k, v in worst.items()))
+    mm = [c for c in a.get("cases", []) if "err_cuda_vs_cpu" in c]
+    if mm:
+        print(f"matmul: worst CUDA vs CPU {max(c['err_cuda_vs_cpu'] for c in mm):.3g}, "
+              f"worst CPU vs float64 {max(c['err_cpu_vs_f64'] for c in mm):.3g} (of sum |w x|)")
     for c in bad:
         print(f"- DISAGREE {c['op']} {c['type']} {c['shape']}: err {c['err']:.3g} tol {c['tol']:.3g} {c.get('error', '')}")
     print()
