@@ -4,7 +4,9 @@
 //  - h2d/{pinned,pageable}/chunk_kib:N: 256 MiB host -> device in chunks of
 //    N KiB (cudaMemcpyAsync per chunk, one stream); GBps = bytes / time;
 //  - matmul/<TYPE>/tok:T: the CUDA matmul of a 32768 x 8192 weight (several
-//    times the L2) for every weight type the type table marks supported.
+//    times the L2) for every weight type the type table marks supported;
+//    matmul_lane_per_block/...: Q8_0/Q4_0/Q4_1 through the lane-per-block
+//    kernel, beside the coalesced one (issue 20, defect 6), same binary.
 //    weight_GBps = weight bytes / time; pct_of_d2d = weight_GBps over the d2d
 //    figure (how close the matvec is to streaming the weight at memory
 //    speed); TFLOPs = 2 n_out n_in T / time (meaningful at large T).
@@ -19,6 +21,7 @@
 #include <string>
 
 #include "bench/gpu/gpu_bench_util.h"
+#include "kernels/cuda/launchers.h"
 #include "kernels/kernels.h"
 
 namespace layerstream::gpubench {
@@ -135,7 +138,9 @@ Result<const WeightCache*> weight_for(GgmlType type) {
   return &cache;
 }
 
-void BM_matmul(benchmark::State& state, GgmlType type, int64_t n_tok) {
+// lane_per_block: the Q8_0/Q4_0/Q4_1 matvec through the lane-per-block
+// kernel instead of the coalesced one (a same-binary before/after).
+void BM_matmul(benchmark::State& state, GgmlType type, int64_t n_tok, bool lane_per_block = false) {
   auto w = weight_for(type);
   if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
   std::mt19937_64 rng(11);
@@ -156,7 +161,9 @@ void BM_matmul(benchmark::State& state, GgmlType type, int64_t n_tok) {
   double secs = 0;
   int64_t n = 0;
   for (auto _ : state) {
-    auto t = time_on_stream(env().s, reps, [&] { return env().k->matmul(p, *env().stream); });
+    auto t = time_on_stream(env().s, reps, [&] {
+      return lane_per_block ? kernels::cuda::launch_matvec_lane_per_block(p, env().s) : env().k->matmul(p, *env().stream);
+    });
     if (!t.ok()) return state.SkipWithError(t.status().ToString().c_str());
     state.SetIterationTime(*t);
     secs += *t;
@@ -202,6 +209,15 @@ int main(int argc, char** argv) {
     for (int64_t tok : {1, 8, 512}) {
       const std::string name = std::string("matmul/") + ggml_type_traits(type).name + "/tok:" + std::to_string(tok);
       benchmark::RegisterBenchmark(name.c_str(), [type, tok](benchmark::State& st) { BM_matmul(st, type, tok); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    for (int64_t tok : {1, 8}) {
+      const std::string name =
+          std::string("matmul_lane_per_block/") + ggml_type_traits(type).name + "/tok:" + std::to_string(tok);
+      benchmark::RegisterBenchmark(name.c_str(), [type, tok](benchmark::State& st) { BM_matmul(st, type, tok, true); })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
     }

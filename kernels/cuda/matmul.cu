@@ -1,7 +1,8 @@
 // CUDA matmul y[t][o] = w[o] . x[t] (shapes in kernels/kernels.h).
 //  - n_tokens <= kMatvecMaxTokens, any weight type: matvec_kernel, one warp
 //    per output row, weights decoded in registers with the shared math, each
-//    weight element read once for all tokens of the batch.
+//    weight element read once for all tokens of the batch. Q8_0/Q4_0/Q4_1
+//    with 16-byte aligned x take the coalesced matvec_quarter.cu instead.
 //  - larger batches: cuBLAS GemmEx. F32 weights: 32F x 32F (no TF32).
 //    F16/BF16 weights: x converted to the weight's type in scratch.
 //    Quantised weights: dequantised to F16 in scratch, x to F16.
@@ -219,6 +220,15 @@ Status launch_matmul(const MatmulParams& p, cublasHandle_t cublas, cudaStream_t 
     }
     return Status::OK();
   }
+  const bool quarter = matvec_quarter_applies(p.w_type, p.x);  // coalesced Q8_0/Q4_0/Q4_1 (matvec_quarter.cu)
+  for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kMatvecMaxTokens) {
+    const int n = static_cast<int>(std::min<int64_t>(kMatvecMaxTokens, p.n_tokens - t0));
+    LS_RETURN_IF_ERROR(quarter ? launch_matvec_quarter(p, t0, n, s) : launch_matvec(p, t0, n, s));
+  }
+  return Status::OK();
+}
+
+Status launch_matvec_lane_per_block(const MatmulParams& p, cudaStream_t s) {
   for (int64_t t0 = 0; t0 < p.n_tokens; t0 += kMatvecMaxTokens) {
     const int n = static_cast<int>(std::min<int64_t>(kMatvecMaxTokens, p.n_tokens - t0));
     LS_RETURN_IF_ERROR(launch_matvec(p, t0, n, s));

@@ -247,6 +247,33 @@ TEST_F(CudaKernelsTest, SamplingMatchesTheCpuSampler) {
 }
 
 
+// Defect 6 of issue 20: Q8_0/Q4_0/Q4_1 decode batches take the coalesced
+// quarter-block kernel when x is 16-byte aligned (covered by the test above)
+// and the lane-per-block kernel otherwise: both against the same reference.
+TEST_F(CudaKernelsTest, MatvecAlignedAndUnalignedActivationsAgree) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    for (int64_t n_in : {32, 96, 288, 1024}) {
+      const int64_t n_out = 37, n_tok = 5;
+      const Weight w = random_weight(type, n_out, n_in, rng_);
+      std::vector<float> x = random_floats(n_in * n_tok + 1, rng_);
+      for (int shift : {0, 1}) {
+        const std::vector<float> xs(x.begin() + shift, x.begin() + shift + n_in * n_tok);
+        std::vector<double> ref, abs_sum;
+        ref_matmul(w, to_double(xs), n_tok, ref, &abs_sum);
+        Dev dw = Dev::from(w.bytes), dx = Dev::from(x), dy = Dev::from(poisoned(n_out * n_tok));
+        MatmulParams p{dw.p, type, n_out, n_in, dx.f() + shift, n_tok, dy.f(), nullptr, 0};
+        LS_ASSERT_OK(k_->matmul(p, s_));
+        LS_ASSERT_OK(s_.synchronize());
+        const std::vector<float> y = dy.get<float>();
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_LE(std::fabs(y[i] - ref[i]), 4e-5 * abs_sum[i])
+              << ggml_type_traits(type).name << " n_in " << n_in << " shift " << shift << " i " << i;
+        }
+      }
+    }
+  }
+}
+
 // Defect 1 of issue 20: the >8-token path rounded x to FP16, so |x| >= 65520
 // became inf and the GEMM returned inf/NaN while the CPU kept f32. Rows here
 // reach 1e6, and one row mixes 7e4 with 1e-3 values.

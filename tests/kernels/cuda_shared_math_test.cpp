@@ -1,8 +1,9 @@
 // Host checks of the math the CUDA kernels share with the CPU (issue 20):
 // the greedy argmax rule (defect 4: NaN never chosen, the CPU and CUDA
 // samplers agree) and the per-row FP16 scaling exponent of the prefill GEMM
-// (defect 1: |x| >= 65520 must not round to inf). The CUDA side of both runs
-// in test_kernels_cuda (GPU suite).
+// (defect 1: |x| >= 65520 must not round to inf), and the quarter-block
+// decoding of the coalesced CUDA matvec (defect 6). The CUDA side of these
+// runs in test_kernels_cuda (GPU suite).
 #include <cmath>
 #include <limits>
 #include <random>
@@ -10,6 +11,7 @@
 #include "kernels/math/argmax.h"
 #include "kernels/math/f16_scaling.h"
 #include "kernels/math/fp16.h"
+#include "kernels/math/quant_quarter.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace layerstream::kernels {
@@ -86,6 +88,40 @@ TEST(F16RowScaling, LargestElementLandsInRangeAndStaysFinite) {
   EXPECT_EQ(math::f16_row_exponent(0.0f), 0);
   EXPECT_EQ(math::f16_row_exponent(INFINITY), 0);
   EXPECT_EQ(math::f16_row_exponent(kNaN), 0);
+}
+
+// Each quarter decodes exactly the block decoder's values of its elements,
+// the four quarters cover the block once, and the activation runs the kernel
+// reads (two float4) are those elements.
+template <typename Block>
+void check_quarters(GgmlType type, std::mt19937_64& rng) {
+  for (int rep = 0; rep < 200; ++rep) {
+    const std::vector<float> src = random_floats(math::kQK, rng, -3, 3);
+    Block b;
+    ASSERT_TRUE(math::encode_row(type, src.data(), math::kQK, &b).ok());
+    float full[math::kQK];
+    math::dequantize_block(b, full);
+    std::vector<int> seen(math::kQK, 0);
+    for (int k = 0; k < 4; ++k) {
+      float w[math::kQuarterElems];
+      math::decode_quarter(b, k, w);
+      for (int j = 0; j < math::kQuarterElems; ++j) {
+        const int e = type == GgmlType::Q8_0 ? math::q8_0_quarter_element(k, j) : math::q4_quarter_element(k, j);
+        const int run = math::quarter_x_run(static_cast<const Block*>(nullptr), k, j / 4) + j % 4;
+        ASSERT_EQ(run, e) << "quarter " << k << " position " << j;
+        ASSERT_EQ(w[j], full[e]) << "quarter " << k << " position " << j;
+        ++seen[e];
+      }
+    }
+    for (int e = 0; e < math::kQK; ++e) ASSERT_EQ(seen[e], 1) << "element " << e;
+  }
+}
+
+TEST(QuantQuarters, DecodeExactlyAndCoverTheBlockOnce) {
+  std::mt19937_64 rng(layerstream::testing::fresh_seed());
+  check_quarters<math::BlockQ8_0>(GgmlType::Q8_0, rng);
+  check_quarters<math::BlockQ4_0>(GgmlType::Q4_0, rng);
+  check_quarters<math::BlockQ4_1>(GgmlType::Q4_1, rng);
 }
 
 }  // namespace
