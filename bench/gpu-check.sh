@@ -205,7 +205,7 @@ write_summary false
 run_step agreement 60 "$BIN/cuda_cpu_agreement" --json "$OUT/agreement.json"
 
 # ---- 4. device benchmarks -----------------------------------------------------
-run_step bench-cuda 120 "$BIN/bench_cuda" --benchmark_min_time=0.05 --benchmark_counters_tabular=true \
+run_step bench-cuda 150 "$BIN/bench_cuda" --benchmark_min_time=0.03 --benchmark_counters_tabular=true \
   --benchmark_out="$OUT/bench-cuda.json" --benchmark_out_format=json
 
 # ---- 5. the box and layer streaming -------------------------------------------
