@@ -118,6 +118,7 @@ if [ ! -f "$CARRY/MANIFEST.txt" ]; then
 fi
 head -3 "$CARRY/MANIFEST.txt"
 BIN=$CARRY/bin
+chmod +x "$BIN"/* 2>/dev/null || true  # in case the copy to this machine dropped the mode bits
 
 # ---- 1. the machine ---------------------------------------------------------
 echo "== machine: $(uname -srm), $(nproc) cores"
