@@ -139,7 +139,7 @@ if ! timeout 10 ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13 '; then
     [ -e "$d/libcublas.so.13" ] && { cublas_dir=$d; break; }
   done
   if [ -z "$cublas_dir" ]; then
-    f=$(timeout 20 find /opt /usr/local /usr/lib /root -maxdepth 9 -name 'libcublas.so.13' 2>/dev/null | head -1)
+    f=$(timeout 20 find /opt /usr/local /usr/lib /root -maxdepth 11 -name 'libcublas.so.13' 2>/dev/null | head -1)
     [ -n "$f" ] && cublas_dir=$(dirname "$f")
   fi
 fi
