@@ -26,6 +26,10 @@ function(layerstream_add_test)
   file(WRITE ${_labels_file}
     "if(${T_NAME}_TESTS)\n  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${_labels_file})
+  # The GPU suite, for bench/gpu/prepare.sh (build/<dir>/gpu-tests.txt).
+  if("gpu" IN_LIST T_LABELS)
+    set_property(GLOBAL APPEND PROPERTY LAYERSTREAM_GPU_TESTS ${T_NAME})
+  endif()
 endfunction()
 
 # layerstream_add_bench(NAME <name> SOURCES <files...> [LIBS <targets...>] [SMOKE_ARGS <args...>])

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/math/argmax.h"
 
 namespace layerstream::kernels::cpu {
 namespace {
@@ -18,12 +19,13 @@ double uniform_from_seed(uint64_t seed) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
+// The rule shared with the CUDA kernel (kernels/math/argmax.h): NaN skipped.
 int32_t argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;
+  int64_t best = n;
+  for (int64_t i = 0; i < n; ++i) {
+    if (math::argmax_better(logits[i], i, best == n ? 0.0f : logits[best], best, n)) best = i;
   }
-  return static_cast<int32_t>(best);
+  return best == n ? 0 : static_cast<int32_t>(best);
 }
 
 }  // namespace

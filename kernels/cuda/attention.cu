@@ -3,6 +3,7 @@
 // (head, token): lanes own head dims lane, lane+32, ...; scores are reduced
 // across the warp and folded into the shared running softmax. Simple and
 // exact; long contexts would want a split-K (flash-decoding) variant.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
@@ -29,8 +30,18 @@ __device__ __forceinline__ float cache_elem(const void* c, bool f16, int64_t i) 
   return f16 ? math::f16_to_f32(static_cast<const uint16_t*>(c)[i]) : static_cast<const float*>(c)[i];
 }
 
+// Grid: x = head, y = min(n_tokens, kMaxGridY); each block walks the tokens
+// t = blockIdx.y, blockIdx.y + gridDim.y, ... (grid y is limited to 65535).
+constexpr int64_t kMaxGridY = 65535;
+
+__device__ void attention_one(const AttentionParams& p, bool f16, float scale, int64_t h, int64_t t);
+
 __global__ void attention_kernel(AttentionParams p, bool f16, float scale) {
-  const int64_t h = blockIdx.x, t = blockIdx.y;
+  for (int64_t t = blockIdx.y; t < p.n_tokens; t += gridDim.y) attention_one(p, f16, scale, blockIdx.x, t);
+}
+
+// One warp: query head h of token t.
+__device__ void attention_one(const AttentionParams& p, bool f16, float scale, int64_t h, int64_t t) {
   const int lane = threadIdx.x;
   const int64_t kvh = h / (p.n_head / p.n_kv_head);
   const int64_t kv_row = p.n_kv_head * p.head_dim;
@@ -81,7 +92,7 @@ Status launch_attention(const AttentionParams& p, cudaStream_t s) {
     LS_CUDA_CHECK_LAUNCH("store_kv(v)");
   }
   const float scale = p.scale != 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-  const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(p.n_tokens));
+  const dim3 grid(static_cast<unsigned>(p.n_head), static_cast<unsigned>(std::min(p.n_tokens, kMaxGridY)));
   attention_kernel<<<grid, 32, 0, s>>>(p, f16, scale);
   LS_CUDA_CHECK_LAUNCH("attention");
   return Status::OK();

@@ -1,6 +1,8 @@
-// The one CUDA / cuBLAS check for the kernels: every runtime call and every
-// kernel launch goes through these, and a failure becomes a DeviceError that
-// names the statement (or kernel), the error and the source line.
+// Checks for the CUDA kernels. CUDA runtime calls use the one runtime check,
+// LS_CUDA_RETURN_IF_ERROR from runtime/device/cuda/cuda_check.h (it names the
+// statement, file:line and error, clears a non-sticky error from the
+// runtime's last-error slot and marks the context lost on a sticky one); this
+// header adds the check that follows every kernel launch and the cuBLAS check.
 #pragma once
 
 #include <cublas_v2.h>
@@ -9,13 +11,12 @@
 #include <string>
 
 #include "layerstream/status.h"
+#include "runtime/device/cuda/cuda_check.h"
 
 namespace layerstream::kernels::cuda {
 
-inline Status cuda_error(cudaError_t err, const char* what, const char* file, int line) {
-  return Status::DeviceError(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-                             cudaGetErrorString(err) + ") at " + file + ":" + std::to_string(line));
-}
+// The runtime's check, so kernel code says cuda_error(...) as before.
+using ::layerstream::cuda::cuda_error;
 
 inline Status cublas_error(cublasStatus_t st, const char* what, const char* file, int line) {
   return Status::DeviceError(std::string(what) + " failed: cuBLAS status " + std::to_string(static_cast<int>(st)) +
@@ -24,21 +25,16 @@ inline Status cublas_error(cublasStatus_t st, const char* what, const char* file
 
 }  // namespace layerstream::kernels::cuda
 
-// Returns a DeviceError from the enclosing function when a CUDA runtime call fails.
-#define LS_CUDA_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                    \
-    cudaError_t _ls_cuda_err = (expr);                                                    \
-    if (_ls_cuda_err != cudaSuccess)                                                      \
-      return ::layerstream::kernels::cuda::cuda_error(_ls_cuda_err, #expr, __FILE__, __LINE__); \
-  } while (0)
-
 // Follows every kernel launch: reports a launch error naming the kernel.
-#define LS_CUDA_CHECK_LAUNCH(kernel_name)                                                   \
-  do {                                                                                      \
-    cudaError_t _ls_cuda_err = cudaGetLastError();                                          \
-    if (_ls_cuda_err != cudaSuccess)                                                        \
-      return ::layerstream::kernels::cuda::cuda_error(_ls_cuda_err, "launch of kernel " kernel_name, __FILE__, \
-                                                      __LINE__);                           \
+// cudaGetLastError() both reads and clears the slot, so a bad launch is
+// reported once; a sticky error (a fault of an earlier kernel) marks the
+// context lost through cuda_error().
+#define LS_CUDA_CHECK_LAUNCH(kernel_name)                                                        \
+  do {                                                                                           \
+    cudaError_t _ls_cuda_err = cudaGetLastError();                                               \
+    if (_ls_cuda_err != cudaSuccess)                                                             \
+      return ::layerstream::cuda::cuda_error(_ls_cuda_err, "launch of kernel " kernel_name, __FILE__, \
+                                             __LINE__);                                          \
   } while (0)
 
 #define LS_CUBLAS_RETURN_IF_ERROR(expr)                                                      \

@@ -1,7 +1,8 @@
 // CudaKernels: the cuda backend's Kernels. Ops validate, then launch on the
-// stream's cudaStream_t (Stream::native_handle()). Owns a cuBLAS handle, a
-// small device scratch for argmax results and pinned host scratch for
-// sampling; sampling ops on one object must be enqueued on one stream.
+// stream's cudaStream_t (Stream::native_handle()). Owns (RAII, no manual
+// frees) a cuBLAS handle, a small device scratch for argmax results and pinned
+// host scratch for sampling; sampling ops on one object must be enqueued on
+// one stream.
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -10,6 +11,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launchers.h"
+#include "runtime/device/cuda/cuda_owners.h"
 
 namespace layerstream::kernels {
 namespace {
@@ -35,16 +37,16 @@ void CUDART_CB run_sample_job(void* data) {
   delete job;
 }
 
+struct CublasDestroy {
+  void operator()(cublasHandle_t h) const noexcept { cublasDestroy(h); }
+};
+using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDestroy>;
+
 class CudaKernels final : public Kernels {
  public:
-  CudaKernels(cublasHandle_t cublas, int32_t* argmax_device, int32_t* argmax_host)
-      : cublas_(cublas), argmax_device_(argmax_device), argmax_host_(argmax_host) {}
-  ~CudaKernels() override {
-    cublasDestroy(cublas_);
-    cudaFree(argmax_device_);
-    cudaFreeHost(argmax_host_);
-    if (logits_host_) cudaFreeHost(logits_host_);
-  }
+  CudaKernels(CublasHandle cublas, layerstream::cuda::DeviceBuffer argmax_device,
+              layerstream::cuda::PinnedBuffer argmax_host)
+      : cublas_(std::move(cublas)), argmax_device_(std::move(argmax_device)), argmax_host_(std::move(argmax_host)) {}
 
   BackendKind backend() const override { return BackendKind::kCuda; }
 
@@ -62,7 +64,7 @@ class CudaKernels final : public Kernels {
   }
   Status matmul(const MatmulParams& p, Stream& stream) override {
     LS_RETURN_IF_ERROR(validate(p));
-    return launch_matmul(p, cublas_, handle(stream));
+    return launch_matmul(p, cublas_.get(), handle(stream));
   }
   Status attention(const AttentionParams& p, Stream& stream) override {
     LS_RETURN_IF_ERROR(validate(p));
@@ -103,13 +105,15 @@ class CudaKernels final : public Kernels {
   // the logits are copied to pinned memory for the CPU sampler.
   Status enqueue_sample_input(const SampleParams& p, cudaStream_t s, SampleJob& job) {
     if (p.temperature <= 0 || p.top_k == 1) {
-      LS_RETURN_IF_ERROR(launch_argmax(p.logits, p.n_vocab, argmax_device_, s));
-      job.host_argmax = argmax_host_;
-      return copy(argmax_host_, argmax_device_, sizeof(int32_t), s);
+      auto* dev = static_cast<int32_t*>(argmax_device_.get());
+      auto* host = static_cast<int32_t*>(argmax_host_.get());
+      LS_RETURN_IF_ERROR(launch_argmax(p.logits, p.n_vocab, dev, s));
+      job.host_argmax = host;
+      return copy(host, dev, sizeof(int32_t), s);
     }
     LS_RETURN_IF_ERROR(ensure_logits_capacity(p.n_vocab, s));
-    job.host_logits = logits_host_;
-    return copy(logits_host_, p.logits, p.n_vocab * sizeof(float), s);
+    job.host_logits = static_cast<const float*>(logits_host_.get());
+    return copy(logits_host_.get(), p.logits, p.n_vocab * sizeof(float), s);
   }
 
   static cudaStream_t handle(Stream& stream) { return static_cast<cudaStream_t>(stream.native_handle()); }
@@ -125,21 +129,18 @@ class CudaKernels final : public Kernels {
     if (n <= logits_capacity_) return Status::OK();
     if (logits_host_) {
       LS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-      LS_CUDA_RETURN_IF_ERROR(cudaFreeHost(logits_host_));
-      logits_host_ = nullptr;
+      logits_host_.reset();
       logits_capacity_ = 0;
     }
-    void* p = nullptr;
-    LS_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, n * sizeof(float), cudaHostAllocDefault));
-    logits_host_ = static_cast<float*>(p);
+    LS_ASSIGN_OR_RETURN(logits_host_, layerstream::cuda::pinned_alloc(n * sizeof(float), "cudaHostAlloc(logits)"));
     logits_capacity_ = n;
     return Status::OK();
   }
 
-  cublasHandle_t cublas_;
-  int32_t* argmax_device_;
-  int32_t* argmax_host_;
-  float* logits_host_ = nullptr;
+  CublasHandle cublas_;
+  layerstream::cuda::DeviceBuffer argmax_device_;  // one int32_t
+  layerstream::cuda::PinnedBuffer argmax_host_;    // one int32_t
+  layerstream::cuda::PinnedBuffer logits_host_;    // logits_capacity_ floats
   int64_t logits_capacity_ = 0;
 };
 
@@ -147,19 +148,12 @@ class CudaKernels final : public Kernels {
 
 Result<std::unique_ptr<Kernels>> make_cuda_kernels() {
   LS_RETURN_IF_ERROR(cuda_device_available());
-  cublasHandle_t cublas = nullptr;
-  LS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas));
-  void* dev = nullptr;
-  void* host = nullptr;
-  cudaError_t err = cudaMalloc(&dev, 256);
-  if (err == cudaSuccess) err = cudaHostAlloc(&host, 256, cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    cublasDestroy(cublas);
-    if (dev) cudaFree(dev);
-    return cuda_error(err, "cuda kernels scratch allocation", __FILE__, __LINE__);
-  }
-  return std::unique_ptr<Kernels>(
-      std::make_unique<CudaKernels>(cublas, static_cast<int32_t*>(dev), static_cast<int32_t*>(host)));
+  cublasHandle_t raw = nullptr;
+  LS_CUBLAS_RETURN_IF_ERROR(cublasCreate(&raw));
+  CublasHandle cublas(raw);
+  LS_ASSIGN_OR_RETURN(auto dev, layerstream::cuda::device_alloc(256, "cudaMalloc(argmax scratch)"));
+  LS_ASSIGN_OR_RETURN(auto host, layerstream::cuda::pinned_alloc(256, "cudaHostAlloc(argmax scratch)"));
+  return std::unique_ptr<Kernels>(std::make_unique<CudaKernels>(std::move(cublas), std::move(dev), std::move(host)));
 }
 
 }  // namespace layerstream::kernels

@@ -23,6 +23,13 @@ Status launch_attention(const AttentionParams& p, cudaStream_t s);
 // scratch); the own dequantise-in-registers kernel otherwise.
 uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens);
 Status launch_matmul(const MatmulParams& p, cublasHandle_t cublas, cudaStream_t s);
+// Coalesced Q8_0/Q4_0/Q4_1 matvec (matvec_quarter.cu): four lanes per block.
+// Applies to those types when x is 16-byte aligned; launch_matmul uses it then.
+bool matvec_quarter_applies(GgmlType t, const float* x);
+Status launch_matvec_quarter(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s);
+// The lane-per-block matvec for any n_tokens (launch_matmul's fallback), for
+// benchmarks that compare it with the coalesced one in the same binary.
+Status launch_matvec_lane_per_block(const MatmulParams& p, cudaStream_t s);
 // Greedy: index of the largest logit (lowest on ties) into *out_device.
 Status launch_argmax(const float* logits, int64_t n, int32_t* out_device, cudaStream_t s);
 

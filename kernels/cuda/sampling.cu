@@ -1,24 +1,24 @@
-// CUDA argmax for greedy sampling: one block of 1024 threads, lowest index on ties.
-#include <cfloat>
-
+// CUDA argmax for greedy sampling: one block of 1024 threads. The rule (the
+// largest logit, the lowest index on ties, NaN never chosen, token 0 when all
+// are NaN) is math::argmax_better, shared with the CPU sampler.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/math/argmax.h"
 
 namespace layerstream::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
 
-__device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi) {
-  return v > bv || (v == bv && i < bi);
-}
-
+// Each thread keeps the best of its strided elements; a tree reduction then
+// merges pairs. `n` marks "no candidate" (a thread that saw only NaN).
 __global__ void argmax_kernel(const float* x, int64_t n, int32_t* out) {
-  float bv = -FLT_MAX;
+  float bv = 0.0f;
   int64_t bi = n;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    if (bi == n || better(x[i], i, bv, bi)) {
-      bv = x[i];
+    const float v = x[i];
+    if (math::argmax_better(v, i, bv, bi, n)) {
+      bv = v;
       bi = i;
     }
   }
@@ -31,14 +31,14 @@ __global__ void argmax_kernel(const float* x, int64_t n, int32_t* out) {
     if (threadIdx.x < stride) {
       const float ov = sv[threadIdx.x + stride];
       const int64_t oi = si[threadIdx.x + stride];
-      if (oi != n && (si[threadIdx.x] == n || better(ov, oi, sv[threadIdx.x], si[threadIdx.x]))) {
+      if (math::argmax_better(ov, oi, sv[threadIdx.x], si[threadIdx.x], n)) {
         sv[threadIdx.x] = ov;
         si[threadIdx.x] = oi;
       }
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) *out = static_cast<int32_t>(si[0]);
+  if (threadIdx.x == 0) *out = si[0] == n ? 0 : static_cast<int32_t>(si[0]);
 }
 
 }  // namespace

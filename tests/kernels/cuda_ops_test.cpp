@@ -5,6 +5,7 @@
 // quantised types, 8e-3 for BF16.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tests/common/gpu.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -242,6 +243,138 @@ TEST_F(CudaKernelsTest, SamplingMatchesTheCpuSampler) {
     int32_t want = -2;
     LS_ASSERT_OK((*cpu)->sample({logits.data(), n, 0.9f, 40, 0.9f, seed + i, &want}, hs));
     EXPECT_EQ(tok, want);
+  }
+}
+
+
+// Defect 6 of issue 20: Q8_0/Q4_0/Q4_1 decode batches take the coalesced
+// quarter-block kernel when x is 16-byte aligned (covered by the test above)
+// and the lane-per-block kernel otherwise: both against the same reference.
+TEST_F(CudaKernelsTest, MatvecAlignedAndUnalignedActivationsAgree) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    for (int64_t n_in : {32, 96, 288, 1024}) {
+      const int64_t n_out = 37, n_tok = 5;
+      const Weight w = random_weight(type, n_out, n_in, rng_);
+      std::vector<float> x = random_floats(n_in * n_tok + 1, rng_);
+      for (int shift : {0, 1}) {
+        const std::vector<float> xs(x.begin() + shift, x.begin() + shift + n_in * n_tok);
+        std::vector<double> ref, abs_sum;
+        ref_matmul(w, to_double(xs), n_tok, ref, &abs_sum);
+        Dev dw = Dev::from(w.bytes), dx = Dev::from(x), dy = Dev::from(poisoned(n_out * n_tok));
+        MatmulParams p{dw.p, type, n_out, n_in, dx.f() + shift, n_tok, dy.f(), nullptr, 0};
+        LS_ASSERT_OK(k_->matmul(p, s_));
+        LS_ASSERT_OK(s_.synchronize());
+        const std::vector<float> y = dy.get<float>();
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_LE(std::fabs(y[i] - ref[i]), 4e-5 * abs_sum[i])
+              << ggml_type_traits(type).name << " n_in " << n_in << " shift " << shift << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// Defect 1 of issue 20: the >8-token path rounded x to FP16, so |x| >= 65520
+// became inf and the GEMM returned inf/NaN while the CPU kept f32. Rows here
+// reach 1e6, and one row mixes 7e4 with 1e-3 values.
+TEST_F(CudaKernelsTest, MatmulPrefillKeepsLargeActivationsFinite) {
+  const int64_t n_out = 48, n_in = 256, n_tok = 12;
+  for (GgmlType type : all_weight_types()) {
+    const Weight w = random_weight(type, n_out, n_in, rng_);
+    std::vector<float> x = random_floats(n_in * n_tok, rng_);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      const float amp = t % 3 == 0 ? 1e6f : t % 3 == 1 ? 65520.0f : 1e-3f;
+      for (int64_t i = 0; i < n_in; ++i) x[t * n_in + i] *= amp;
+    }
+    x[2 * n_in + 7] = 7e4f;  // a 1e-3 row with one huge element
+    std::vector<double> ref, abs_sum;
+    ref_matmul(w, to_double(x), n_tok, ref, &abs_sum);
+    const uint64_t need = k_->matmul_scratch_bytes(type, n_out, n_in, n_tok);
+    Dev dw = Dev::from(w.bytes), dx = Dev::from(x), dy = Dev::from(poisoned(n_out * n_tok));
+    Dev scratch = Dev::from(std::vector<uint8_t>(need));
+    MatmulParams p{dw.p, type, n_out, n_in, dx.f(), n_tok, dy.f(), scratch.p, need};
+    LS_ASSERT_OK(k_->matmul(p, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    const std::vector<float> y = dy.get<float>();
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(y[i])) << ggml_type_traits(type).name << " i " << i;
+      ASSERT_LE(std::fabs(y[i] - ref[i]), gemm_tol(type, n_tok) * abs_sum[i]) << ggml_type_traits(type).name << " i " << i;
+    }
+  }
+}
+
+// Defect 4 of issue 20: a thread whose first element was NaN kept it (NaN
+// compares false), and the tree reduction then dropped the subtree merged
+// into it. Thread 0 starts on a NaN here and the maximum lies in the subtree
+// of thread 512, which is merged into thread 0.
+TEST_F(CudaKernelsTest, ArgmaxSkipsNaNAndKeepsTheMergedSubtree) {
+  const int64_t n = 50000;
+  std::vector<float> logits = random_floats(n, rng_, -5, 5);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  logits[0] = nan;
+  for (int i = 0; i < 50; ++i) logits[rng_() % n] = nan;
+  const int64_t best = 512 + 1024 * 3;
+  logits[best] = 9.0f;
+  auto cpu = make_kernels(BackendKind::kHost);
+  ASSERT_TRUE(cpu.ok());
+  InlineStream hs;
+  for (int round = 0; round < 2; ++round) {
+    Dev dl = Dev::from(logits);
+    int32_t tok = -1, want = -2;
+    LS_ASSERT_OK(k_->sample({dl.f(), n, 0.0f, 0, 1.0f, 1, &tok}, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    LS_ASSERT_OK((*cpu)->sample({logits.data(), n, 0.0f, 0, 1.0f, 1, &want}, hs));
+    EXPECT_EQ(tok, round == 0 ? best : 0);
+    EXPECT_EQ(tok, want) << "the CUDA and CPU greedy samplers disagree";
+    std::fill(logits.begin(), logits.end(), nan);  // round 1: every logit NaN -> token 0
+  }
+}
+
+// Defect 5 of issue 20: attention's grid y was n_tokens, so a prefill of more
+// than 65535 tokens failed to launch. Checks tokens on both sides of the limit
+// against a float64 reference of those tokens alone.
+TEST_F(CudaKernelsTest, AttentionMoreThan65535Tokens) {
+  const int64_t n_tok = 65535 + 101, n_head = 2, n_kv = 1, d = 32, row = n_kv * d;
+  const std::vector<float> q = random_floats(n_tok * n_head * d, rng_, -2, 2);
+  const std::vector<float> k = random_floats(n_tok * row, rng_), v = random_floats(n_tok * row, rng_, -2, 2);
+  Dev dq = Dev::from(q), dk = Dev::from(k), dv = Dev::from(v), dkc = Dev::from(poisoned(n_tok * row)),
+      dvc = Dev::from(poisoned(n_tok * row)), dout = Dev::from(poisoned(q.size()));
+  AttentionParams p;
+  p.q = dq.f();
+  p.k_new = dk.f();
+  p.v_new = dv.f();
+  p.k_cache = dkc.p;
+  p.v_cache = dvc.p;
+  p.kv_type = GgmlType::F32;
+  p.n_ctx = n_tok;
+  p.start_pos = 0;
+  p.n_tokens = n_tok;
+  p.n_head = n_head;
+  p.n_kv_head = n_kv;
+  p.head_dim = d;
+  p.out = dout.f();
+  LS_ASSERT_OK(k_->attention(p, s_));
+  LS_ASSERT_OK(s_.synchronize());
+  const std::vector<float> out = dout.get<float>();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (int64_t t : {int64_t{0}, int64_t{1}, int64_t{65534}, int64_t{65535}, int64_t{65536}, n_tok - 1}) {
+    for (int64_t h = 0; h < n_head; ++h) {
+      std::vector<double> s(t + 1), o(d, 0.0);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t pos = 0; pos <= t; ++pos) {
+        double dot = 0;
+        for (int64_t i = 0; i < d; ++i) dot += double(q[(t * n_head + h) * d + i]) * k[pos * row + i];
+        mx = std::max(mx, s[pos] = dot * scale);
+      }
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t pos = 0; pos <= t; ++pos) {
+        for (int64_t i = 0; i < d; ++i) o[i] += s[pos] / sum * v[pos * row + i];
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        // f32 running sums over up to 65636 positions: ~sqrt(n) roundings of |v| <= 2.
+        ASSERT_LE(std::fabs(out[(t * n_head + h) * d + i] - o[i]), 1e-3) << "token " << t << " head " << h;
+      }
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 #include "runtime/device/cuda/cuda_check.h"
 #include "runtime/device/cuda/cuda_event.h"
 #include "runtime/device/cuda/cuda_stream.h"
+#include "runtime/device/cuda/cuda_timeline.h"
 #include "runtime/device/memory_ranges.h"
 
 namespace layerstream::cuda {
@@ -19,8 +20,11 @@ std::string bytes_text(uint64_t b) { return fmt::format("{} ({} B)", format_byte
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int ordinal, DeviceInfo info)
-      : ordinal_(ordinal), info_(std::move(info)), ranges_(std::make_shared<MemoryRanges>()) {}
+  CudaDevice(int ordinal, DeviceInfo info, std::shared_ptr<CudaTimeline> timeline)
+      : ordinal_(ordinal),
+        info_(std::move(info)),
+        ranges_(std::make_shared<MemoryRanges>()),
+        timeline_(std::move(timeline)) {}
 
   const DeviceInfo& info() const override { return info_; }
 
@@ -82,9 +86,8 @@ class CudaDevice final : public Device {
 
   Result<std::unique_ptr<Event>> create_event() override {
     LS_RETURN_IF_ERROR(current());
-    cudaEvent_t e = nullptr;
-    LS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDefault));
-    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(e));
+    LS_ASSIGN_OR_RETURN(UniqueEvent e, ::layerstream::cuda::create_event(cudaEventDefault, "cudaEventCreateWithFlags(cudaEventDefault)"));
+    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(std::move(e), timeline_));
   }
 
  private:
@@ -99,6 +102,7 @@ class CudaDevice final : public Device {
   const int ordinal_;
   DeviceInfo info_;
   std::shared_ptr<MemoryRanges> ranges_;
+  std::shared_ptr<CudaTimeline> timeline_;  // shared by this device's events
 };
 
 }  // namespace
@@ -129,7 +133,8 @@ Result<std::unique_ptr<Device>> open_cuda_device(const DeviceOptions& options) {
   }
   LS_LOG_INFO("device: opened cuda:{} {} (sm_{}{}), {} total, {} free, {} copy engine(s)", options.cuda_device,
               info.name, prop.major, prop.minor, format_bytes(total_b), format_bytes(free_b), info.copy_engines);
-  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(options.cuda_device, std::move(info)));
+  LS_ASSIGN_OR_RETURN(auto timeline, CudaTimeline::create());
+  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(options.cuda_device, std::move(info), std::move(timeline)));
 }
 
 }  // namespace layerstream::cuda
