@@ -176,40 +176,80 @@ int pass_tokens_for(int n_ctx, int n_seq, int prefill_chunk) {
 }
 
 
-// The smallest arena that holds the reserve (carved at slot alignment) and
-// one window slot of the largest streamed span.
-uint64_t min_vram_for(uint64_t reserve_bytes, uint64_t largest_span) {
-  return sched::round_up(reserve_bytes, sched::kSlotAlignment) + largest_span;
+// The smallest VRAM budget at which the executor finds a placement for
+// `layers` next to a reserve of `reserve_bytes` under the strategy: all
+// resident for kResident, else the least budget the planner (or the
+// baseline the strategy uses) accepts. Feasibility does not depend on costs,
+// only on sizes, so a cost model without measurements serves.
+uint64_t min_vram_for(const std::vector<LayerSpec>& layers, uint64_t reserve_bytes, const RunnerOptions& o,
+                      bool disk_direct) {
+  const uint64_t reserve = sched::round_up(reserve_bytes, sched::kSlotAlignment);
+  uint64_t largest = 0, all = 0;
+  for (const LayerSpec& l : layers) {
+    largest = std::max(largest, sched::slot_span(l));
+    all += sched::round_up(l.bytes, sched::kSlotAlignment);
+  }
+  if (o.strategy == Strategy::kResident) return reserve + all;
+  const sched::ExecutorOptions defaults;
+  sched::CostModel cost(static_cast<int>(layers.size()));
+  sched::PlannerInput in;
+  for (const LayerSpec& l : layers) {
+    in.bytes.push_back(l.bytes);
+    in.spans.push_back(sched::slot_span(l));
+    in.from_file.push_back(l.from_file());
+    in.pins.push_back(l.pin);
+  }
+  in.ram_budget = o.ram_budget;
+  in.staging_bytes = uint64_t{defaults.staging_buffers} * sched::round_up(defaults.staging_buffer_bytes, 4096);
+  in.cost = &cost;
+  in.disk_direct = disk_direct;
+  in.chunk_bytes = defaults.copy_chunk_bytes;
+  in.max_slots = defaults.max_slots;
+  in.serial = o.strategy == Strategy::kSerial;
+  auto fits = [&](uint64_t budget) {
+    in.vram_budget = budget - reserve;
+    if (o.strategy == Strategy::kOverlap) return sched::plan_first_fit(in, o.overlap_slots).ok();
+    return sched::make_plan(in).ok();
+  };
+  uint64_t lo = reserve + largest, hi = std::max(reserve + all, lo);
+  if (fits(lo)) return lo;
+  while (!fits(hi) && hi < (uint64_t{1} << 50)) hi *= 2;  // pins or RAM limits: look further
+  while (hi - lo > 1) {  // fits(hi), !fits(lo)
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
 }
 
-// OutOfBudget for a budget below the minimum: names what the options need and
-// what would fit at this budget (a shorter context, or an f16 KV cache).
-Status budget_too_small(const LlamaModel& m, const RunnerOptions& o, int n_ctx, uint64_t budget, const Layout& L,
-                        uint64_t largest, const Kernels& k) {
-  const uint64_t need = min_vram_for(L.total, largest);
+// OutOfBudget for a budget below the minimum: names what the options need
+// (the KV cache among it) and what would fit at this budget: a shorter
+// context, or an f16 KV cache.
+Status budget_too_small(const LlamaModel& m, const RunnerOptions& o, int n_ctx, const std::vector<LayerSpec>& layers,
+                        bool disk_direct, const Layout& L, const Kernels& k) {
+  const uint64_t budget = o.vram_budget, need = min_vram_for(layers, L.total, o, disk_direct);
+  uint64_t largest = 0;
+  for (const LayerSpec& l : layers) largest = std::max(largest, sched::slot_span(l));
   std::string msg = "vram budget " + format_bytes(budget) + " (" + std::to_string(budget) +
-                    " bytes) cannot hold one window (largest layer " + format_bytes(largest) +
-                    ") plus KV cache and activations (" + format_bytes(L.total) + ", KV " + format_bytes(L.kv_bytes) +
-                    " " + std::string(o.kv_type == GgmlType::F16 ? "f16" : "f32") + " for " + std::to_string(n_ctx) +
-                    " positions x " + std::to_string(o.n_seq) + " sequences): need at least " + std::to_string(need) +
-                    " bytes (" + format_bytes(need) + ")";
+                    " bytes) cannot hold the KV cache and activations (" + format_bytes(L.total) + ", of which KV " +
+                    format_bytes(L.kv_bytes) + " " + std::string(o.kv_type == GgmlType::F16 ? "f16" : "f32") +
+                    " for " + std::to_string(n_ctx) + " positions x " + std::to_string(o.n_seq) +
+                    " sequences) plus one window (largest layer " + format_bytes(largest) + ", strategy " +
+                    std::string(strategy_name(o.strategy)) + "): need at least " + std::to_string(need) + " bytes (" +
+                    format_bytes(need) + ")";
   // What fits at this budget: the longest context (halving) per KV type.
   std::vector<std::string> fits;
   for (GgmlType kv : {o.kv_type, GgmlType::F16}) {
-    if (kv == GgmlType::F16 && o.kv_type == GgmlType::F16 && !fits.empty()) break;
+    if (kv == GgmlType::F16 && o.kv_type == GgmlType::F16) break;
     for (int c = n_ctx; c >= 16; c /= 2) {
       const int t = pass_tokens_for(c, o.n_seq, o.prefill_chunk);
-      if (min_vram_for(reserve_layout(m, c, o.n_seq, t, kv, k).total, largest) <= budget) {
+      if (min_vram_for(layers, reserve_layout(m, c, o.n_seq, t, kv, k).total, o, disk_direct) <= budget) {
         fits.push_back("context " + std::to_string(c) + " with " + (kv == GgmlType::F16 ? "f16" : "f32") +
                        " KV (--ctx " + std::to_string(c) + (kv == GgmlType::F16 ? " --kv-type f16)" : ")"));
         break;
       }
     }
   }
-  if (!fits.empty()) {
-    msg += "; at this budget fits: " + fits[0];
-    if (fits.size() > 1 && fits[1] != fits[0]) msg += ", or " + fits[1];
-  }
+  if (!fits.empty()) msg += "; at this budget fits " + fits[0] + (fits.size() > 1 ? ", or " + fits[1] : "");
   return Status::OutOfBudget(msg);
 }
 
@@ -502,8 +542,9 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     LS_LOG_INFO("llama: no VRAM budget given; using {} ({} free on {})", format_bytes(o.vram_budget),
                 format_bytes(info.free_memory_bytes), info.name);
   }
-  if (o.vram_budget < min_vram_for(L.total, largest))
-    return budget_too_small(I.m, o, I.n_ctx, o.vram_budget, L, largest, *I.k);
+  const bool disk_direct = info.host_addressable;  // as the executor decides (no force_staging here)
+  if (o.vram_budget < min_vram_for(layers, L.total, o, disk_direct))
+    return budget_too_small(I.m, o, I.n_ctx, layers, disk_direct, L, *I.k);
   I.opt = o;
 
   // Host buffers.
@@ -575,7 +616,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const Ru
     f.layers.push_back(std::move(spec));
     f.matmuls.push_back(std::move(mats));
   }
-  f.min_vram_budget = min_vram_for(L.total, largest);
+  f.min_vram_budget = min_vram_for(f.layers, L.total, o, backend == BackendKind::kHost);
   return f;
 }
 

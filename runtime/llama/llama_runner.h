@@ -109,15 +109,18 @@ struct RunnerFootprint {
     uint64_t bytes = 0;
   };
   std::vector<std::vector<Matmul>> matmuls;  // per layer: the weight matrices it multiplies
-  uint64_t min_vram_budget = 0;  // reserve + one window: the smallest budget create() accepts
+  // The smallest budget create() accepts: the reserve plus the least the
+  // strategy's placement needs (the planner: usually two window slots).
+  uint64_t min_vram_budget = 0;
 };
 
 class LlamaRunner {
  public:
   // Opens `path`, validates the Llama view, sizes the reserve and creates the
   // executor. Errors: the model layer's (with the path), InvalidArgument for
-  // options, OutOfBudget "budget ... cannot hold one window (X) plus KV cache
-  // and activations (Y)" naming bytes, from the executor otherwise.
+  // options, OutOfBudget "budget ... cannot hold the KV cache and activations
+  // (Y) plus one window (X)" naming the minimum budget and what fits at this
+  // one (a shorter context, an f16 KV cache), from the executor otherwise.
   static Result<std::unique_ptr<LlamaRunner>> create(Device& device, const std::string& path,
                                                      RunnerOptions options);
   // The footprint create() would work from for these options on `backend`.
