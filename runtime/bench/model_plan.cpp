@@ -70,7 +70,10 @@ Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
 }
 
 // Measures what the plan needs now: link, the model file's disk rate through
-// the chosen path, matmul rates for the model's weight types at its shapes.
+// the chosen path, and matmul rates of the model's weight types: decode on a
+// matrix of at least 256 MiB (a pass reads every weight once, from memory,
+// not from a cache that holds one small matrix), prefill at the model's
+// largest shape and pass size.
 Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
                                 io::IoPath io) {
   bench::ProbeOptions po;
@@ -86,11 +89,14 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
   for (const auto& layer : fp.matmuls)
     for (const auto& m : layer) {
       if (std::find(po.types.begin(), po.types.end(), m.type) == po.types.end()) po.types.push_back(m.type);
-      if (m.n_out * m.n_in > n_out * n_in && m.n_in % 32 == 0 && m.n_out < 65536) n_out = m.n_out, n_in = m.n_in;
+      if (m.n_out * m.n_in > n_out * n_in && m.n_in % 32 == 0) n_out = m.n_out, n_in = m.n_in;
     }
-  if (n_out > 0) po.matmul_n_out = n_out, po.matmul_n_in = n_in;
-  po.prefill_tokens = fp.max_pass_tokens;
+  if (n_in == 0) n_out = 4096, n_in = 4096;
   LS_LOG_INFO("plan: measuring link, disk and matmul rates (no --box given)");
+  // Pass 1: link, disk, decode rates (prefill_tokens 1: both points decode-shaped).
+  po.matmul_n_in = n_in;
+  po.matmul_n_out = static_cast<int64_t>(std::max<uint64_t>(n_out, (256ull << 20) / std::max<int64_t>(n_in, 1)));
+  po.prefill_tokens = 1;
   auto box = bench::probe_box(po);
   if (!box.ok()) return box.status().WithContext("measuring the box for the plan");
   Figures fig;
@@ -98,7 +104,16 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
   fig.disk_gbps = box->disk_gbps;
   for (const bench::DiskPoint& d : box->disk)
     if (d.error.empty() && d.gbps > 0) fig.disk_gbps = d.gbps;
-  for (const bench::ComputePoint& c : box->compute) fig.rates.points[{c.type, c.shape}] = c;
+  for (const bench::ComputePoint& c : box->compute) fig.rates.points[{c.type, "decode"}] = c;
+  // Pass 2: prefill rates at the model's shape.
+  po.h2d = false;
+  po.disk = false;
+  po.matmul_n_out = n_out;
+  po.prefill_tokens = std::max(2, fp.max_pass_tokens);
+  auto pre = bench::probe_box(po);
+  if (!pre.ok()) return pre.status().WithContext("measuring prefill rates for the plan");
+  for (const bench::ComputePoint& c : pre->compute)
+    if (c.shape == "prefill") fig.rates.points[{c.type, c.shape}] = c;
   fig.source = "measured now";
   return fig;
 }
