@@ -14,22 +14,24 @@ python3 - "$ls_bin" "$model" "$out" "$@" <<'PY'
 import json, subprocess, sys
 ls_bin, model, out, extra = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 plan = json.load(open(f"{out}/plan.json"))
-print("\n| vram budget (bytes) | placement (resident/ram/disk) | predicted decode tok/s | measured decode tok/s | measured / predicted |")
-print("|---|---|---|---|---|")
+print("\n| vram budget (bytes) | placement (resident/ram/disk) | predicted decode tok/s | measured: 1 / mean decode pass | ratio | run's decode tok/s (incl. re-plans) | re-plans |")
+print("|---|---|---|---|---|---|---|")
 for b in plan["budgets"]:
     if not b["fits"]:
         continue
     j = f"{out}/run.json"
-    r = subprocess.run([ls_bin, "run", model, "-p", "Once upon a time", "-n", "24", "--temp", "0",
+    r = subprocess.run([ls_bin, "run", model, "-p", "Once upon a time", "-n", "48", "--temp", "0",
                         "--vram", str(b["vram_bytes"]), "--ram", str(b["ram_bytes"]), "--json", j] + extra,
                        capture_output=True, text=True)
     if r.returncode != 0:
-        print(f"| {b['vram_bytes']} | run failed: {r.stderr.strip().splitlines()[-1]} | | | |")
+        print(f"| {b['vram_bytes']} | run failed: {r.stderr.strip().splitlines()[-1]} | | | | | |")
         continue
-    m = json.load(open(j))["decode_tokens_per_s"]
+    res = json.load(open(j))
+    m = res["batch"] * 1000.0 / res["mean_decode_pass_ms"]
     p = b["predicted_decode_tokens_per_s"]
     l = b["layers"]
-    print(f"| {b['vram_bytes']} | {l['resident']}/{l['ram']}/{l['disk']} | {p:.2f} | {m:.2f} | {m / p:.2f} |")
+    print(f"| {b['vram_bytes']} | {l['resident']}/{l['ram']}/{l['disk']} | {p:.2f} | {m:.2f} | {m / p:.2f} | "
+          f"{res['decode_tokens_per_s']:.2f} | {res['replans']} |")
 lo = plan["min_vram_bytes"]
 for v in (lo - 1, lo):
     r = subprocess.run([ls_bin, "run", model, "-p", "Hello", "-n", "2", "--vram", str(v)] + extra,

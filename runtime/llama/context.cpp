@@ -13,11 +13,11 @@ Context::~Context() {
 }
 
 int Context::sequences() const { return static_cast<int>(impl_->slots.size()); }
-int Context::n_context() const { return impl_->m->runner->n_ctx(); }
+int Context::n_context() const { return impl_->m->n_ctx; }
 
 int Context::position(int seq) const {
   if (seq < 0 || seq >= sequences()) return 0;
-  std::lock_guard lock(impl_->m->pass_mu);
+  MutexLock lock(impl_->m->pass_mu);
   return impl_->m->runner->position(impl_->slots[seq]);
 }
 
@@ -41,7 +41,7 @@ Status Context::Impl::run(const Batch& b, bool timing) {
   const size_t V = m->info.vocab;
   logits.assign(size_t(rows) * V, 0.0f);
   {
-    std::lock_guard lock(m->pass_mu);
+    MutexLock lock(m->pass_mu);
     // Positions, checked here so that errors name our sequences (not slots).
     std::vector<int> next(slots.size());
     for (size_t s = 0; s < slots.size(); ++s) next[s] = m->runner->position(slots[s]);
@@ -97,7 +97,7 @@ Status Context::clear(int seq) {
   if (seq < -1 || seq >= sequences())
     return Status::InvalidArgument("clear: sequence " + std::to_string(seq) + " is outside [0, " +
                                    std::to_string(sequences()) + ") (or -1 for all)");
-  std::lock_guard lock(impl_->m->pass_mu);
+  MutexLock lock(impl_->m->pass_mu);
   for (int s = 0; s < sequences(); ++s) {
     if (seq != -1 && s != seq) continue;
     impl_->m->runner->reset(impl_->slots[s]);
@@ -112,7 +112,7 @@ Status Context::copy_sequence(int src, int dst) {
     return Status::InvalidArgument("copy_sequence: " + std::to_string(src) + " -> " + std::to_string(dst) +
                                    " is outside [0, " + std::to_string(sequences()) + ")");
   {
-    std::lock_guard lock(impl_->m->pass_mu);
+    MutexLock lock(impl_->m->pass_mu);
     LS_RETURN_IF_ERROR(impl_->m->runner->copy_sequence(impl_->slots[src], impl_->slots[dst]));
   }
   impl_->pending[dst] = impl_->pending[src];
@@ -125,7 +125,7 @@ Status Context::remove(int seq, int from) {
     return Status::InvalidArgument("remove: sequence " + std::to_string(seq) + " is outside [0, " +
                                    std::to_string(sequences()) + ")");
   if (from < 0) return Status::InvalidArgument("remove: position " + std::to_string(from) + " is negative");
-  std::lock_guard lock(impl_->m->pass_mu);
+  MutexLock lock(impl_->m->pass_mu);
   LS_RETURN_IF_ERROR(impl_->m->runner->truncate(impl_->slots[seq], from));
   impl_->pending[seq].clear();
   impl_->last_logits[seq].clear();
@@ -133,7 +133,7 @@ Status Context::remove(int seq, int from) {
 }
 
 Status Context::write_trace(const std::string& path) const {
-  std::lock_guard lock(impl_->m->pass_mu);
+  MutexLock lock(impl_->m->pass_mu);
   return impl_->m->runner->trace().write_chrome_json(path);
 }
 

@@ -70,7 +70,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
   const std::vector<std::vector<int32_t>> feed = new_tokens(c, prompt);
   LS_RETURN_IF_ERROR(check_fits(*this, feed, o));
 
-  Generation g{o};
+  Generation g{.opt = o};
   g.res.prompt_tokens = feed[0];
   g.res.generated.assign(B, {});
   g.res.text.assign(B, "");
@@ -138,7 +138,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
   // Step 3, the figures.
   const Impl::PassSums& ps = c.decode_sums;
   {
-    std::lock_guard lock(c.m->pass_mu);
+    MutexLock lock(c.m->pass_mu);
     llama::LlamaRunner& r = *c.m->runner;
     const sched::Plan& plan = r.plan();
     st.backend = std::string(backend_name(c.m->device->info().backend));

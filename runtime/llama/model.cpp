@@ -48,7 +48,7 @@ DeviceOptions device_options_for(Backend backend, double sim_link_gbps, int host
 }
 
 Result<std::vector<int>> Model::Impl::take_slots(int n) {
-  std::lock_guard lock(slot_mu);
+  MutexLock lock(slot_mu);
   std::vector<int> got;
   for (int i = 0; i < static_cast<int>(slot_used.size()) && static_cast<int>(got.size()) < n; ++i)
     if (!slot_used[i]) got.push_back(i);
@@ -62,7 +62,7 @@ Result<std::vector<int>> Model::Impl::take_slots(int n) {
 }
 
 void Model::Impl::give_back(const std::vector<int>& slots) {
-  std::lock_guard lock(slot_mu);
+  MutexLock lock(slot_mu);
   for (int s : slots) slot_used[s] = false;
 }
 
@@ -71,7 +71,7 @@ Model::~Model() = default;
 const ModelInfo& Model::info() const { return impl_->info; }
 const ModelOptions& Model::options() const { return impl_->options; }
 int Model::n_vocab() const { return impl_->info.vocab; }
-int Model::n_context() const { return impl_->runner->n_ctx(); }
+int Model::n_context() const { return impl_->n_ctx; }
 bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
 
 Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelOptions& o) {
@@ -95,8 +95,18 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   // The device, the placement and the resident / RAM-tier loads.
   LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(o));
   LS_ASSIGN_OR_RETURN(impl->device, open_device(device_options_for(o.backend, o.sim_link_gbps, o.host_threads)));
-  LS_ASSIGN_OR_RETURN(impl->runner, llama::LlamaRunner::create(*impl->device, path, ro));
-  impl->slot_used.assign(impl->runner->n_seq(), false);
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaRunner> runner,
+                      llama::LlamaRunner::create(*impl->device, path, ro));
+  impl->n_ctx = runner->n_ctx();
+  impl->n_seq = runner->n_seq();
+  {
+    MutexLock lock(impl->pass_mu);
+    impl->runner = std::move(runner);
+  }
+  {
+    MutexLock lock(impl->slot_mu);
+    impl->slot_used.assign(impl->n_seq, false);
+  }
   return std::make_shared<Model>(std::move(impl));
 }
 
@@ -116,7 +126,7 @@ Result<std::unique_ptr<Context>> Model::create_context(const ContextOptions& o) 
   c->m = impl_.get();
   LS_ASSIGN_OR_RETURN(c->slots, impl_->take_slots(o.sequences));
   {  // A slot given back by another context may still hold its tokens.
-    std::lock_guard lock(impl_->pass_mu);
+    MutexLock lock(impl_->pass_mu);
     for (int s : c->slots) impl_->runner->reset(s);
   }
   c->pending.assign(o.sequences, {});
@@ -125,17 +135,17 @@ Result<std::unique_ptr<Context>> Model::create_context(const ContextOptions& o) 
 }
 
 int Model::free_sequences() const {
-  std::lock_guard lock(impl_->slot_mu);
+  MutexLock lock(impl_->slot_mu);
   return static_cast<int>(std::count(impl_->slot_used.begin(), impl_->slot_used.end(), false));
 }
 
 uint64_t Model::load_bytes() const {
-  std::lock_guard lock(impl_->pass_mu);
+  MutexLock lock(impl_->pass_mu);
   return impl_->runner->executor().load_bytes();
 }
 
 std::string Model::placement() const {
-  std::lock_guard lock(impl_->pass_mu);
+  MutexLock lock(impl_->pass_mu);
   return sched::describe_plan(impl_->runner->plan(), impl_->runner->executor().layer_bytes());
 }
 

@@ -9,11 +9,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "layerstream/model.h"
+#include "runtime/core/annotated_mutex.h"
 #include "runtime/device/device.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -26,16 +26,19 @@ struct Model::Impl {
   ModelInfo info;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Device> device;
-  std::unique_ptr<llama::LlamaRunner> runner;  // destroyed before device (see ~Impl)
+  int n_ctx = 0, n_seq = 0;  // the runner's, fixed at open
 
-  mutable std::mutex pass_mu;  // guards runner
-  mutable std::mutex slot_mu;  // guards slot_used
-  std::vector<bool> slot_used;  // per runner sequence slot
+  // Passes of every context, one at a time: the runner, its executor, device
+  // streams, sequence positions and trace are used only with pass_mu held.
+  mutable Mutex pass_mu;
+  std::unique_ptr<llama::LlamaRunner> runner LS_PT_GUARDED_BY(pass_mu);  // destroyed before device
+  mutable Mutex slot_mu;
+  std::vector<bool> slot_used LS_GUARDED_BY(slot_mu);  // per runner sequence slot
 
   ~Impl() { runner.reset(); }
   // Takes `n` free runner slots (OutOfBudget naming the pool otherwise).
-  Result<std::vector<int>> take_slots(int n);
-  void give_back(const std::vector<int>& slots);
+  Result<std::vector<int>> take_slots(int n) LS_EXCLUDES(slot_mu);
+  void give_back(const std::vector<int>& slots) LS_EXCLUDES(slot_mu);
 };
 
 // The runner options a Model's options ask for (InvalidArgument on junk).
