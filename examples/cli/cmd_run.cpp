@@ -105,8 +105,9 @@ class RunCommand : public Command {
     // error path (no --json/--trace/--logits file is written).
     ScopedInterruptHandler interrupt;
     const auto interrupted = [] { return fail(Status::Cancelled("run was interrupted")); };
+    mo_.progress = [](float) { return !cancel_requested(); };  // SIGINT while loading cancels it
     auto model = Model::open(model_, mo_);
-    if (!model.ok()) return fail(model.status());
+    if (!model.ok()) return cancel_requested() ? interrupted() : fail(model.status());
     if (cancel_requested()) return interrupted();
     ContextOptions co;
     co.sequences = mo_.sequences;

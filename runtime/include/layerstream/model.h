@@ -64,7 +64,6 @@ class Model : public std::enable_shared_from_this<Model> {
 
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
-  Impl& impl() { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;
