@@ -5,6 +5,7 @@
 // (--box probe.json, or measured now).
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/model.h"
@@ -87,9 +88,12 @@ class PlanCommand : public Command {
                     format_bytes(b.ram_bytes).c_str(), b.placement.c_str());
         continue;
       }
-      std::printf("%12s %10s %9d %5d %5d %6d %14.2f %15.1f\n", format_bytes(b.vram_bytes).c_str(),
+      char prefill[32] = "n/a (no prefill rates)";
+      if (b.predicted_prefill_tokens_per_s > 0)
+        std::snprintf(prefill, sizeof prefill, "%.1f", b.predicted_prefill_tokens_per_s);
+      std::printf("%12s %10s %9d %5d %5d %6d %14.2f %15s\n", format_bytes(b.vram_bytes).c_str(),
                   format_bytes(b.ram_bytes).c_str(), b.layers_resident, b.layers_ram, b.layers_disk, b.slots,
-                  b.predicted_decode_tokens_per_s, b.predicted_prefill_tokens_per_s);
+                  b.predicted_decode_tokens_per_s, prefill);
     }
   }
 

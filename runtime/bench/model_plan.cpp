@@ -177,6 +177,8 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   plan.link_gbps = fig.link_gbps;
   plan.disk_gbps = fig.disk_gbps;
   const int n = static_cast<int>(fp.layers.size());
+  bool has_prefill_rates = false;  // without them no prefill prediction (0)
+  for (const auto& [key, point] : fig.rates.points) has_prefill_rates |= key.second == "prefill";
   const int decode_cls = sched::batch_class(fp.n_seq), prefill_cls = sched::batch_class(fp.max_pass_tokens);
   sched::CostModel cost(n);
   for (int i = 0; i < n; ++i) {
@@ -244,7 +246,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     row.placement = sched::describe_plan(p, bytes);
     row.predicted_decode_pass_s = p.predicted_pass_s;
     row.predicted_decode_tokens_per_s = p.predicted_pass_s > 0 ? fp.n_seq / p.predicted_pass_s : 0;
-    if (prefill_plan.ok() && prefill_plan->predicted_pass_s > 0)
+    if (has_prefill_rates && prefill_plan.ok() && prefill_plan->predicted_pass_s > 0)
       row.predicted_prefill_tokens_per_s = fp.max_pass_tokens / prefill_plan->predicted_pass_s;
     plan.budgets.push_back(row);
   }

@@ -36,7 +36,7 @@ struct BudgetPlan {
   std::string placement;                // the planner's plan, for people
   double predicted_decode_pass_s = 0;   // one pass of `sequences` tokens
   double predicted_decode_tokens_per_s = 0;
-  double predicted_prefill_tokens_per_s = 0;  // passes of prefill_chunk tokens
+  double predicted_prefill_tokens_per_s = 0;  // passes of prefill_chunk tokens (0: the box has no prefill rates)
 };
 
 struct MemoryPlan {
