@@ -4,7 +4,9 @@
 #   2. builds with the CUDA backend when nvcc exists (so CUDA code always
 #      compiles and links) and runs every test through ctest,
 #   3. rebuilds the host side with clang, address+undefined sanitizers and the
-#      libFuzzer targets, and runs the unit and integration tests plus a short
+#      libFuzzer targets (clang also checks the thread-safety annotations:
+#      -Werror=thread-safety on the annotated areas, e.g. runtime/llama), and
+#      runs the unit and integration tests plus a short
 #      run of each fuzz target on its seed corpus (label fuzz-smoke,
 #      LAYERSTREAM_FUZZ_SECONDS each, default 20),
 #   4. rebuilds the suites labelled tsan (backends, I/O, scheduler) with
@@ -39,7 +41,7 @@ targets_labelled() {
 }
 
 if [ "${LAYERSTREAM_QUICK:-0}" != 1 ]; then
-  step "build with clang, address,undefined sanitizers and fuzzers (host only)"
+  step "build with clang (thread-safety analysis), address,undefined sanitizers and fuzzers (host only)"
   CC=clang CXX=clang++ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLAYERSTREAM_CUDA=OFF \
     -DLAYERSTREAM_SANITIZE=address,undefined -DLAYERSTREAM_BUILD_FUZZERS=ON -DLAYERSTREAM_BUILD_BENCH=OFF \
     -DLAYERSTREAM_FUZZ_SECONDS="${LAYERSTREAM_FUZZ_SECONDS:-20}"

@@ -7,9 +7,24 @@
 #include <fstream>
 #include <iostream>
 
+#include "layerstream/log.h"
 #include "layerstream/units.h"
 
 namespace layerstream::cli {
+
+namespace {
+bool g_log_level_given = false;
+}  // namespace
+
+void set_log_level_given(bool given) { g_log_level_given = given; }
+bool log_level_given() { return g_log_level_given; }
+
+QuietLogsWhileGenerating::QuietLogsWhileGenerating() : active_(!g_log_level_given) {
+  if (active_) (void)set_log_level("warn");
+}
+QuietLogsWhileGenerating::~QuietLogsWhileGenerating() {
+  if (active_) (void)set_log_level("info");
+}
 
 std::vector<CommandSpec>& command_registry() {
   static std::vector<CommandSpec> registry;

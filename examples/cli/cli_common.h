@@ -70,6 +70,24 @@ Status write_json_file(const std::string& path, const nlohmann::json& value);
 // True when stderr is a terminal (progress bars are drawn only then).
 bool stderr_is_tty();
 
+// Whether the user chose --log-level (main sets it after parsing).
+void set_log_level_given(bool given);
+bool log_level_given();
+
+// While alive, and unless the user chose a log level, the library logs only
+// warnings and errors: for commands whose stdout is text being produced
+// (generated tokens), so that no info line lands inside it.
+class QuietLogsWhileGenerating {
+ public:
+  QuietLogsWhileGenerating();
+  ~QuietLogsWhileGenerating();
+  QuietLogsWhileGenerating(const QuietLogsWhileGenerating&) = delete;
+  QuietLogsWhileGenerating& operator=(const QuietLogsWhileGenerating&) = delete;
+
+ private:
+  bool active_;
+};
+
 }  // namespace layerstream::cli
 
 #define LS_REGISTER_COMMAND(CLASS, NAME, DESCRIPTION)                           \

@@ -5,6 +5,7 @@
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
+#include "runtime/model/disk_space.h"
 #include "runtime/model/example_model.h"
 
 namespace layerstream::cli {
@@ -50,6 +51,11 @@ class ExampleModelCommand : public Command {
       spec = *s;
     }
     if (Status s = validate_example_spec(spec); !s.ok()) return fail(s);
+    {  // Refuse before writing when the file cannot fit the disk.
+      auto layout = example_model_layout(spec);
+      if (!layout.ok()) return fail(layout.status());
+      if (Status s = check_free_disk(out_, layout->file_size(), "the example model"); !s.ok()) return fail(s);
+    }
 
     struct sigaction sa {}, old_int{}, old_term{};
     sa.sa_handler = on_interrupt;

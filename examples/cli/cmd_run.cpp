@@ -64,16 +64,21 @@ class RunCommand : public Command {
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
     sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
-    sub.add_option("--io", mo_.io, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+    sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
     sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
-    sub.add_option("--batch", mo_.batch, "Sequences decoded together (copies of the prompt, seeds seed+i)")
+    sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
-    sub.add_option("--kv-type", mo_.kv_type, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", mo_.strategy, "resident, serial, overlap or planned")->capture_default_str();
-    sub.add_option("--temp", gen_.temperature, "Temperature (0: greedy)")->capture_default_str();
-    sub.add_option("--top-k", gen_.top_k, "Top-k (0: all)")->capture_default_str();
-    sub.add_option("--top-p", gen_.top_p, "Top-p (1: all)")->capture_default_str();
-    sub.add_option("--seed", gen_.seed, "Sampling seed")->capture_default_str();
+    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
+    sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
+    SamplingOptions& so = gen_.sampling;
+    sub.add_option("--temp", so.temperature, "Temperature (0: greedy)")->capture_default_str();
+    sub.add_option("--top-k", so.top_k, "Top-k (0: all)")->capture_default_str();
+    sub.add_option("--top-p", so.top_p, "Top-p (1: all)")->capture_default_str();
+    sub.add_option("--min-p", so.min_p, "Min-p (0: off)")->capture_default_str();
+    sub.add_option("--repeat-penalty", so.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+    sub.add_option("--repeat-last-n", so.repeat_last_n, "Tokens the repetition penalty looks back")
+        ->capture_default_str();
+    sub.add_option("--seed", so.seed, "Sampling seed")->capture_default_str();
     sub.add_option("--trace", trace_, "Write a Chrome trace (chrome://tracing, Perfetto) to FILE");
     sub.add_option("--json", json_, "Write the result as JSON to FILE");
     sub.add_option("--logits", logits_, "Write the logits of every generated position (sequence 0) as float32 .npy");
@@ -91,11 +96,8 @@ class RunCommand : public Command {
       if (!v.ok()) return usage_error(v.status().message());
       mo_.ram_budget = *v;
     }
-    if (backend_ == "auto") mo_.backend = Backend::kAuto;
-    else if (backend_ == "host") mo_.backend = Backend::kHost;
-    else if (backend_ == "cuda") mo_.backend = Backend::kCuda;
-    else return usage_error("--backend: '" + backend_ + "' is not auto, host or cuda");
-    if (mo_.batch < 1) return usage_error("--batch must be >= 1");
+    if (Status s = parse_enums(); !s.ok()) return usage_error(s.message());
+    if (mo_.sequences < 1) return usage_error("--batch must be >= 1");
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
 
@@ -103,11 +105,14 @@ class RunCommand : public Command {
     // error path (no --json/--trace/--logits file is written).
     ScopedInterruptHandler interrupt;
     const auto interrupted = [] { return fail(Status::Cancelled("run was interrupted")); };
+    mo_.progress = [](float) { return !cancel_requested(); };  // SIGINT while loading cancels it
     auto model = Model::open(model_, mo_);
-    if (!model.ok()) return fail(model.status());
+    if (!model.ok()) return cancel_requested() ? interrupted() : fail(model.status());
     if (cancel_requested()) return interrupted();
-    auto session = (*model)->create_session();
-    if (!session.ok()) return fail(session.status());
+    ContextOptions co;
+    co.sequences = mo_.sequences;
+    auto context = (*model)->create_context(co);
+    if (!context.ok()) return fail(context.status());
     if (cancel_requested()) return interrupted();
     std::vector<int32_t> prompt;
     if (!tokens_.empty()) {
@@ -116,10 +121,14 @@ class RunCommand : public Command {
       prompt = *t;
     } else {
       prompt = (*model)->tokenize(prompt_, true);
-      if (mo_.batch == 1) std::cout << prompt_ << std::flush;
     }
-    const int batch = mo_.batch;
-    auto res = (*session)->generate(prompt, gen_, [batch](const TokenEvent& e) {
+    // From here stdout carries the generated text: unless the user chose a
+    // log level, only warnings and errors may reach the terminal meanwhile
+    // (an info line would land in the middle of the text).
+    QuietLogsWhileGenerating quiet;
+    if (mo_.sequences == 1 && tokens_.empty()) std::cout << prompt_ << std::flush;
+    const int batch = mo_.sequences;
+    auto res = (*context)->generate(prompt, gen_, [batch](const TokenEvent& e) {
       if (batch == 1) std::cout << e.piece << std::flush;
       return !cancel_requested();
     });
@@ -136,7 +145,7 @@ class RunCommand : public Command {
     std::cout << "\n" << format_stats(res->stats);
 
     if (!trace_.empty()) {
-      if (Status s = (*session)->write_trace(trace_); !s.ok()) return fail(s);
+      if (Status s = (*context)->write_trace(trace_); !s.ok()) return fail(s);
     }
     if (!logits_.empty()) {
       const size_t rows = res->vocab ? res->logits.size() / res->vocab : 0;
@@ -169,6 +178,7 @@ class RunCommand : public Command {
           {"vram_budget", s.vram_budget},
           {"ram_budget", s.ram_budget},
           {"kv_bytes", s.kv_bytes},
+          {"load_bytes", s.load_bytes},
           {"replans", s.replans},
       };
       if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
@@ -177,7 +187,16 @@ class RunCommand : public Command {
   }
 
  private:
+  Status parse_enums() {
+    LS_ASSIGN_OR_RETURN(mo_.backend, backend_from_name(backend_));
+    LS_ASSIGN_OR_RETURN(mo_.io, io_path_from_name(io_));
+    LS_ASSIGN_OR_RETURN(mo_.kv_type, kv_type_from_name(kv_type_));
+    LS_ASSIGN_OR_RETURN(mo_.strategy, strategy_from_name(strategy_));
+    return Status::OK();
+  }
+
   std::string model_, prompt_, tokens_, vram_, ram_, backend_ = "auto", trace_, json_, logits_;
+  std::string io_ = "auto", kv_type_ = "f32", strategy_ = "planned";
   ModelOptions mo_;
   GenerateOptions gen_;
 };

@@ -13,8 +13,11 @@ int main(int argc, char** argv) {
                ": run transformer models larger than GPU memory by streaming layers"};
   app.require_subcommand(1);
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
-      ->capture_default_str();
+  CLI::Option* log_opt = app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
+                             ->capture_default_str();
+  // Options of the main command are also accepted after the subcommand
+  // (`layerstream run MODEL --log-level debug`).
+  app.fallthrough();
   app.set_version_flag("--version", LAYERSTREAM_VERSION);
 
   auto& registry = cli::command_registry();
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
     return cli::kExitUsage;
   }
   if (Status s = set_log_level(log_level); !s.ok()) return cli::usage_error(s.message());
+  cli::set_log_level_given(log_opt->count() > 0);
   for (auto& [sub, cmd] : commands) {
     if (sub->parsed()) return cmd->run();
   }

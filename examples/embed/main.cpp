@@ -1,5 +1,5 @@
 // A minimal app on the public API: open a model on memory budgets, generate
-// with a per-token callback, print the stats.
+// with a per-token callback, continue the conversation, print the stats.
 //   embed MODEL.gguf [PROMPT] [VRAM]     e.g. embed model.gguf "Hello" 512MiB
 //   embed --self-test                    writes a tiny example model and runs it
 #include <cstdio>
@@ -20,25 +20,27 @@ static int run(const std::string& path, const std::string& prompt, uint64_t vram
   mo.context = 256;
   auto model = ls::Model::open(path, mo);
   if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str()), 1;
-  auto session = (*model)->create_session();
-  if (!session.ok()) return std::fprintf(stderr, "error: %s\n", session.status().ToString().c_str()), 1;
+  auto context = (*model)->create_context();
+  if (!context.ok()) return std::fprintf(stderr, "error: %s\n", context.status().ToString().c_str()), 1;
 
   ls::GenerateOptions go;
   go.max_tokens = 16;
-  go.temperature = 0;  // greedy: the same text every run
+  go.sampling.temperature = 0;  // greedy: the same text every run
   go.stop_at_eog = !self_test;
-  int tokens = 0;
+  auto print = [](const ls::TokenEvent& t) { return std::printf("%s", t.piece.c_str()), std::fflush(stdout), true; };
   std::printf("%s", prompt.c_str());
-  auto result = (*session)->generate(prompt, go, [&](const ls::TokenEvent& t) {
-    ++tokens;
-    std::printf("%s", t.piece.c_str());
-    std::fflush(stdout);
-    return true;
-  });
-  if (!result.ok()) return std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str()), 1;
-  std::printf("\n\n%s", ls::format_stats(result->stats).c_str());
-  if (self_test && (tokens != go.max_tokens || result->stats.layers_disk + result->stats.layers_ram == 0)) {
-    std::fprintf(stderr, "self-test failed: %d tokens, nothing streamed?\n", tokens);
+  auto first = (*context)->generate(prompt, go, print);
+  if (!first.ok()) return std::fprintf(stderr, "error: %s\n", first.status().ToString().c_str()), 1;
+  // The same context continues: only " And then" (and the last token) is new.
+  std::printf(" And then");
+  auto second = (*context)->generate(" And then", go, print);
+  if (!second.ok()) return std::fprintf(stderr, "error: %s\n", second.status().ToString().c_str()), 1;
+  std::printf("\n\n%s", ls::format_stats(second->stats).c_str());
+  const ls::Stats& s = second->stats;
+  if (self_test && (s.generated_tokens != go.max_tokens || s.layers_disk + s.layers_ram == 0 ||
+                    s.prompt_tokens >= (*context)->position(0) - go.max_tokens)) {
+    std::fprintf(stderr, "self-test failed: %d tokens, nothing streamed, or the second turn prefilled everything\n",
+                 s.generated_tokens);
     return 1;
   }
   return 0;

@@ -43,6 +43,7 @@ Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, cons
   e.disk_gbps = o.disk_gbps;
   e.reader = o.reader;
   e.trace = o.trace;
+  e.load_progress = o.load_progress;
   switch (o.strategy) {
     case Strategy::kResident:
       e.auto_replan = false;
@@ -103,6 +104,155 @@ struct Segment {
   int row = 0;  // first row in the pass's activations
 };
 
+// A row of the pass whose logits the head computes: copied to host memory at
+// `host` (n_vocab floats) and, when seq >= 0, to that sequence's device
+// logits (for sample()).
+struct LogitRow {
+  int row = 0;
+  float* host = nullptr;
+  int seq = -1;
+};
+
+
+// Carves the reserved region: per sequence slot a KV cache, then the
+// activations of t_max tokens, the head's n_seq rows and matmul scratch.
+Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, GgmlType kv_type, const Kernels& k) {
+  const LlamaHparams& h = m.hparams;
+  Layout L;
+  const uint64_t T = t_max, S = n_seq, e = h.n_embd, hd = h.head_dim;
+  const uint64_t nq = uint64_t{h.n_head} * hd, nkv = uint64_t{h.n_head_kv} * hd;
+  const uint64_t kv_elt = kv_type == GgmlType::F16 ? 2 : 4;
+  L.kv_plane = sched::round_up(uint64_t(n_ctx) * nkv * kv_elt, kAlign);
+  L.kv_bytes = L.kv_plane * 2 * h.n_layers * S;
+  uint64_t off = L.kv_bytes;
+  auto take = [&](uint64_t bytes) {
+    uint64_t at = off;
+    off += sched::round_up(std::max<uint64_t>(bytes, 1), kAlign);
+    return at;
+  };
+  L.x = take(T * e * 4);
+  L.xb = take(T * e * 4);
+  L.q = take(T * nq * 4);
+  L.k = take(T * nkv * 4);
+  L.v = take(T * nkv * 4);
+  L.att = take(T * nq * 4);
+  L.tmp = take(T * e * 4);
+  L.gate = take(T * uint64_t{h.n_ff} * 4);
+  L.up = take(T * uint64_t{h.n_ff} * 4);
+  L.hrows = take(S * e * 4);
+  L.hlogits = take(S * uint64_t{h.n_vocab} * 4);
+  L.seq_logits = take(S * uint64_t{h.n_vocab} * 4);
+  L.out_norm = take(e * 4);
+  L.tokens = take(T * 4);
+  L.positions = take(T * 4);
+  uint64_t scratch = 0;
+  auto need = [&](const GgufTensorInfo& t, int64_t n_tok) {
+    scratch = std::max(scratch, k.matmul_scratch_bytes(t.type, t.dims.size() > 1 ? t.dims[1] : 1, t.dims[0], n_tok));
+  };
+  for (const LlamaBlock& b : m.blocks)
+    for (const GgufTensorInfo* t : {&b.attn_q, &b.attn_k, &b.attn_v, &b.attn_output, &b.ffn_gate, &b.ffn_up, &b.ffn_down})
+      need(*t, T);
+  need(m.output, S);
+  L.scratch_bytes = scratch;
+  L.scratch = scratch ? take(scratch) : off;
+  L.total = off;
+  return L;
+}
+
+// The file bytes one executor layer streams: its span, or for a tied head
+// token_embd's (output_norm then lives in the reserve).
+std::pair<uint64_t, uint64_t> layer_extent(const LlamaModel& m, const ModelLayer& ml) {
+  if (ml.kind == LayerKind::kHead && m.output_tied) return {m.token_embd.offset, m.token_embd.n_bytes};
+  return {ml.span_begin, ml.span_bytes()};
+}
+
+// Positions per sequence, and tokens per pass, that these options give.
+int context_for(const LlamaHparams& h, int n_ctx) {
+  const int model_ctx = h.n_ctx_train ? static_cast<int>(std::min<uint32_t>(h.n_ctx_train, 1u << 30)) : 2048;
+  return n_ctx ? n_ctx : std::min(model_ctx, 2048);
+}
+int pass_tokens_for(int n_ctx, int n_seq, int prefill_chunk) {
+  return static_cast<int>(std::max(std::min<int64_t>(prefill_chunk, int64_t{n_ctx} * n_seq), int64_t{n_seq}));
+}
+
+
+// The smallest VRAM budget at which the executor finds a placement for
+// `layers` next to a reserve of `reserve_bytes` under the strategy: all
+// resident for kResident, else the least budget the planner (or the
+// baseline the strategy uses) accepts. Feasibility does not depend on costs,
+// only on sizes, so a cost model without measurements serves.
+uint64_t min_vram_for(const std::vector<LayerSpec>& layers, uint64_t reserve_bytes, const RunnerOptions& o,
+                      bool disk_direct) {
+  const uint64_t reserve = sched::round_up(reserve_bytes, sched::kSlotAlignment);
+  uint64_t largest = 0, all = 0;
+  for (const LayerSpec& l : layers) {
+    largest = std::max(largest, sched::slot_span(l));
+    all += sched::round_up(l.bytes, sched::kSlotAlignment);
+  }
+  if (o.strategy == Strategy::kResident) return reserve + all;
+  const sched::ExecutorOptions defaults;
+  sched::CostModel cost(static_cast<int>(layers.size()));
+  sched::PlannerInput in;
+  for (const LayerSpec& l : layers) {
+    in.bytes.push_back(l.bytes);
+    in.spans.push_back(sched::slot_span(l));
+    in.from_file.push_back(l.from_file());
+    in.pins.push_back(l.pin);
+  }
+  in.ram_budget = o.ram_budget;
+  in.staging_bytes = uint64_t{defaults.staging_buffers} * sched::round_up(defaults.staging_buffer_bytes, 4096);
+  in.cost = &cost;
+  in.disk_direct = disk_direct;
+  in.chunk_bytes = defaults.copy_chunk_bytes;
+  in.max_slots = defaults.max_slots;
+  in.serial = o.strategy == Strategy::kSerial;
+  auto fits = [&](uint64_t budget) {
+    in.vram_budget = budget - reserve;
+    if (o.strategy == Strategy::kOverlap) return sched::plan_first_fit(in, o.overlap_slots).ok();
+    return sched::make_plan(in).ok();
+  };
+  uint64_t lo = reserve + largest, hi = std::max(reserve + all, lo);
+  if (fits(lo)) return lo;
+  while (!fits(hi) && hi < (uint64_t{1} << 50)) hi *= 2;  // pins or RAM limits: look further
+  while (hi - lo > 1) {  // fits(hi), !fits(lo)
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+// OutOfBudget for a budget below the minimum: names what the options need
+// (the KV cache among it) and what would fit at this budget: a shorter
+// context, or an f16 KV cache.
+Status budget_too_small(const LlamaModel& m, const RunnerOptions& o, int n_ctx, const std::vector<LayerSpec>& layers,
+                        bool disk_direct, const Layout& L, const Kernels& k) {
+  const uint64_t budget = o.vram_budget, need = min_vram_for(layers, L.total, o, disk_direct);
+  uint64_t largest = 0;
+  for (const LayerSpec& l : layers) largest = std::max(largest, sched::slot_span(l));
+  std::string msg = "vram budget " + format_bytes(budget) + " (" + std::to_string(budget) +
+                    " bytes) cannot hold the KV cache and activations (" + format_bytes(L.total) + ", of which KV " +
+                    format_bytes(L.kv_bytes) + " " + std::string(o.kv_type == GgmlType::F16 ? "f16" : "f32") +
+                    " for " + std::to_string(n_ctx) + " positions x " + std::to_string(o.n_seq) +
+                    " sequences) plus one window (largest layer " + format_bytes(largest) + ", strategy " +
+                    std::string(strategy_name(o.strategy)) + "): need at least " + std::to_string(need) + " bytes (" +
+                    format_bytes(need) + ")";
+  // What fits at this budget: the longest context (halving) per KV type.
+  std::vector<std::string> fits;
+  for (GgmlType kv : {o.kv_type, GgmlType::F16}) {
+    if (kv == GgmlType::F16 && o.kv_type == GgmlType::F16) break;
+    for (int c = n_ctx; c >= 16; c /= 2) {
+      const int t = pass_tokens_for(c, o.n_seq, o.prefill_chunk);
+      if (min_vram_for(layers, reserve_layout(m, c, o.n_seq, t, kv, k).total, o, disk_direct) <= budget) {
+        fits.push_back("context " + std::to_string(c) + " with " + (kv == GgmlType::F16 ? "f16" : "f32") +
+                       " KV (--ctx " + std::to_string(c) + (kv == GgmlType::F16 ? " --kv-type f16)" : ")"));
+        break;
+      }
+    }
+  }
+  if (!fits.empty()) msg += "; at this budget fits " + fits[0] + (fits.size() > 1 ? ", or " + fits[1] : "");
+  return Status::OutOfBudget(msg);
+}
+
 }  // namespace
 
 struct LlamaRunner::Impl {
@@ -121,6 +271,7 @@ struct LlamaRunner::Impl {
   int32_t sampled = 0;
   // The pass being run.
   std::vector<Segment> segs;
+  std::vector<LogitRow> logit_rows;
   int pass_tokens = 0;
 
   explicit Impl(Device& d) : dev(d) {}
@@ -139,6 +290,8 @@ struct LlamaRunner::Impl {
   Status block(const LayerRun& run, Stream& s, int b);
   Status head(const LayerRun& run, Stream& s);
   Status run_segments(std::vector<Segment> segs, const std::vector<const int32_t*>& toks);
+  Status run_pass(std::vector<Segment> segs, const std::vector<const int32_t*>& toks, std::vector<LogitRow> rows);
+  void clear_kv_suffix(int seq, int from);
   Status matmul(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens);
 };
 
@@ -244,27 +397,43 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
 Status LlamaRunner::Impl::head(const LayerRun& run, Stream& s) {
   const LlamaHparams& h = m.hparams;
   const int64_t e = h.n_embd, V = h.n_vocab;
-  const int S = static_cast<int>(segs.size());
   float *hrows = f(lay.hrows), *hl = f(lay.hlogits);
-  for (int i = 0; i < S; ++i) {
-    const Segment& sg = segs[i];
-    LS_RETURN_IF_ERROR(s.copy_d2d(hrows + i * e, f(lay.x) + int64_t(sg.row + sg.n - 1) * e, e * sizeof(float)));
-  }
   const float* norm_w = m.output_tied ? f(lay.out_norm)
                                       : static_cast<const float*>(tensor(run, run.layer, m.output_norm));
-  kernels::RmsNormParams np{hrows, norm_w, hrows, S, e, h.rms_eps};
-  LS_RETURN_IF_ERROR(k->rmsnorm(np, s));
-  LS_RETURN_IF_ERROR(matmul(s, tensor(run, run.layer, m.output), m.output, hrows, hl, S));
-  for (int i = 0; i < S; ++i) {
-    float* dst = f(lay.seq_logits) + int64_t(segs[i].seq) * V;
-    LS_RETURN_IF_ERROR(s.copy_d2d(dst, hl + i * V, V * sizeof(float)));
-    LS_RETURN_IF_ERROR(
-        s.copy_d2h(static_cast<float*>(logits_host.data()) + int64_t(segs[i].seq) * V, dst, V * sizeof(float)));
+  // The head buffers hold n_seq rows: larger requests go in groups (the
+  // stream is in order, so a group's copies finish before the next overwrites).
+  for (size_t first = 0; first < logit_rows.size(); first += n_seq) {
+    const int R = static_cast<int>(std::min<size_t>(n_seq, logit_rows.size() - first));
+    for (int i = 0; i < R; ++i)
+      LS_RETURN_IF_ERROR(s.copy_d2d(hrows + i * e, f(lay.x) + int64_t(logit_rows[first + i].row) * e, e * sizeof(float)));
+    kernels::RmsNormParams np{hrows, norm_w, hrows, R, e, h.rms_eps};
+    LS_RETURN_IF_ERROR(k->rmsnorm(np, s));
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, run.layer, m.output), m.output, hrows, hl, R));
+    for (int i = 0; i < R; ++i) {
+      const LogitRow& lr = logit_rows[first + i];
+      if (lr.seq >= 0) LS_RETURN_IF_ERROR(s.copy_d2d(f(lay.seq_logits) + int64_t(lr.seq) * V, hl + i * V, V * sizeof(float)));
+      LS_RETURN_IF_ERROR(s.copy_d2h(lr.host, hl + i * V, V * sizeof(float)));
+    }
   }
   return Status::OK();
 }
 
+// The legacy pass: logits for the last token of each segment, into
+// logits_host and the device logits of its sequence.
 Status LlamaRunner::Impl::run_segments(std::vector<Segment> sg, const std::vector<const int32_t*>& toks) {
+  std::vector<LogitRow> rows;
+  int row = 0;
+  for (const Segment& s : sg) {
+    row += s.n;
+    rows.push_back({row - 1, static_cast<float*>(logits_host.data()) + int64_t(s.seq) * m.hparams.n_vocab, s.seq});
+  }
+  return run_pass(std::move(sg), toks, std::move(rows));
+}
+
+// One executor pass over `sg` (rows assigned here, in order); `rows` name
+// the pass rows whose logits the head computes.
+Status LlamaRunner::Impl::run_pass(std::vector<Segment> sg, const std::vector<const int32_t*>& toks,
+                                   std::vector<LogitRow> rows) {
   int row = 0;
   auto* th = static_cast<int32_t*>(tokens_host.data());
   auto* ph = static_cast<int32_t*>(pos_host.data());
@@ -281,10 +450,12 @@ Status LlamaRunner::Impl::run_segments(std::vector<Segment> sg, const std::vecto
     row += sg[i].n;
   }
   segs = std::move(sg);
+  logit_rows = std::move(rows);
   pass_tokens = row;
   Status st = exec->run_pass(row);
   for (const Segment& s : segs)
     if (st.ok()) pos[s.seq] = s.start_pos + s.n;
+  logit_rows.clear();
   return st;
 }
 
@@ -312,10 +483,9 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
   if (o.prefill_chunk < 1)
     return Status::InvalidArgument("prefill chunk must be >= 1, got " + std::to_string(o.prefill_chunk));
   if (o.n_ctx < 0) return Status::InvalidArgument("context length must be >= 0, got " + std::to_string(o.n_ctx));
-  const int model_ctx = h.n_ctx_train ? static_cast<int>(std::min<uint32_t>(h.n_ctx_train, 1u << 30)) : 2048;
-  I.n_ctx = o.n_ctx ? o.n_ctx : std::min(model_ctx, 2048);
+  I.n_ctx = context_for(h, o.n_ctx);
   I.n_seq = o.n_seq;
-  I.t_max = std::max(std::min<int64_t>(o.prefill_chunk, int64_t{I.n_ctx} * I.n_seq), int64_t{I.n_seq});
+  I.t_max = pass_tokens_for(I.n_ctx, I.n_seq, o.prefill_chunk);
   I.pos.assign(I.n_seq, 0);
 
   const DeviceInfo& info = device.info();
@@ -325,46 +495,9 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     I.k = std::move(*kk);
   }
 
-  // Reserve layout.
-  Layout& L = I.lay;
-  const uint64_t T = I.t_max, S = I.n_seq, e = h.n_embd, hd = h.head_dim;
-  const uint64_t nq = uint64_t{h.n_head} * hd, nkv = uint64_t{h.n_head_kv} * hd;
-  const uint64_t kv_elt = o.kv_type == GgmlType::F16 ? 2 : 4;
-  L.kv_plane = sched::round_up(uint64_t(I.n_ctx) * nkv * kv_elt, kAlign);
-  L.kv_bytes = L.kv_plane * 2 * h.n_layers * S;
-  uint64_t off = L.kv_bytes;
-  auto take = [&](uint64_t bytes) {
-    uint64_t at = off;
-    off += sched::round_up(std::max<uint64_t>(bytes, 1), kAlign);
-    return at;
-  };
-  L.x = take(T * e * 4);
-  L.xb = take(T * e * 4);
-  L.q = take(T * nq * 4);
-  L.k = take(T * nkv * 4);
-  L.v = take(T * nkv * 4);
-  L.att = take(T * nq * 4);
-  L.tmp = take(T * e * 4);
-  L.gate = take(T * uint64_t{h.n_ff} * 4);
-  L.up = take(T * uint64_t{h.n_ff} * 4);
-  L.hrows = take(S * e * 4);
-  L.hlogits = take(S * uint64_t{h.n_vocab} * 4);
-  L.seq_logits = take(S * uint64_t{h.n_vocab} * 4);
-  L.out_norm = take(e * 4);
-  L.tokens = take(T * 4);
-  L.positions = take(T * 4);
-  uint64_t scratch = 0;
-  auto need = [&](const GgufTensorInfo& t, int64_t n_tok) {
-    scratch = std::max(scratch, I.k->matmul_scratch_bytes(t.type, t.dims.size() > 1 ? t.dims[1] : 1, t.dims[0], n_tok));
-  };
-  for (const LlamaBlock& b : I.m.blocks)
-    for (const GgufTensorInfo* t : {&b.attn_q, &b.attn_k, &b.attn_v, &b.attn_output, &b.ffn_gate, &b.ffn_up, &b.ffn_down})
-      need(*t, T);
-  need(I.m.output, S);
-  L.scratch_bytes = scratch;
-  L.scratch = scratch ? take(scratch) : off;
-  L.total = off;
-
+  I.lay = reserve_layout(I.m, I.n_ctx, I.n_seq, I.t_max, o.kv_type, *I.k);
+  const Layout& L = I.lay;
+  const uint64_t T = I.t_max, S = I.n_seq;
   // Layers: embedding, blocks, head.
   std::vector<LayerSpec> layers;
   Impl* ip = &I;
@@ -373,14 +506,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     LayerSpec spec;
     spec.name = ml.name;
     spec.file = path;
-    if (ml.kind == LayerKind::kHead && I.m.output_tied) {
-      // Stream token_embd's span; output_norm lives in the reserve.
-      spec.file_offset = I.m.token_embd.offset;
-      spec.bytes = I.m.token_embd.n_bytes;
-    } else {
-      spec.file_offset = ml.span_begin;
-      spec.bytes = ml.span_bytes();
-    }
+    std::tie(spec.file_offset, spec.bytes) = layer_extent(I.m, ml);
     I.span_begin.push_back(spec.file_offset);
     if (li < o.pins.size()) spec.pin = o.pins[li];
     if (o.strategy == Strategy::kResident && !spec.pin) spec.pin = Tier::kResident;
@@ -416,13 +542,9 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     LS_LOG_INFO("llama: no VRAM budget given; using {} ({} free on {})", format_bytes(o.vram_budget),
                 format_bytes(info.free_memory_bytes), info.name);
   }
-  if (o.vram_budget < L.total + largest)
-    return Status::OutOfBudget("vram budget " + format_bytes(o.vram_budget) + " (" + std::to_string(o.vram_budget) +
-                               " bytes) cannot hold one window (largest layer " + format_bytes(largest) +
-                               ") plus KV cache and activations (" + format_bytes(L.total) + ", KV " +
-                               format_bytes(L.kv_bytes) + " for " + std::to_string(I.n_ctx) + " positions x " +
-                               std::to_string(I.n_seq) + " sequences): need at least " +
-                               std::to_string(L.total + largest) + " bytes");
+  const bool disk_direct = info.host_addressable;  // as the executor decides (no force_staging here)
+  if (o.vram_budget < min_vram_for(layers, L.total, o, disk_direct))
+    return budget_too_small(I.m, o, I.n_ctx, layers, disk_direct, L, *I.k);
   I.opt = o;
 
   // Host buffers.
@@ -455,6 +577,47 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
               I.n_seq, format_bytes(L.total), format_bytes(L.kv_bytes),
               sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
   return std::unique_ptr<LlamaRunner>(new LlamaRunner(std::move(impl)));
+}
+
+Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const RunnerOptions& o, BackendKind backend) {
+  LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
+  auto mm = load_llama_model(file);
+  if (!mm.ok()) return mm.status().WithContext(path);
+  const LlamaModel& m = *mm;
+  if (o.n_seq < 1) return Status::InvalidArgument("number of sequences must be >= 1, got " + std::to_string(o.n_seq));
+  if (o.prefill_chunk < 1)
+    return Status::InvalidArgument("prefill chunk must be >= 1, got " + std::to_string(o.prefill_chunk));
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<Kernels> k, kernels::make_kernels(backend));
+  RunnerFootprint f;
+  f.n_ctx = context_for(m.hparams, o.n_ctx);
+  f.n_seq = o.n_seq;
+  f.max_pass_tokens = pass_tokens_for(f.n_ctx, f.n_seq, o.prefill_chunk);
+  const Layout L = reserve_layout(m, f.n_ctx, f.n_seq, f.max_pass_tokens, o.kv_type, *k);
+  f.reserve = {L.kv_bytes, L.total - L.kv_bytes};
+  uint64_t largest = 0;
+  for (const ModelLayer& ml : m.layers) {
+    LayerSpec spec;
+    spec.name = ml.name;
+    spec.file = path;
+    std::tie(spec.file_offset, spec.bytes) = layer_extent(m, ml);
+    spec.compute = [](const LayerRun&, Stream&) { return Status::OK(); };
+    largest = std::max(largest, sched::slot_span(spec));
+    std::vector<RunnerFootprint::Matmul> mats;
+    auto add = [&](const GgufTensorInfo& t) {
+      mats.push_back({t.type, int64_t(t.dims.size() > 1 ? t.dims[1] : 1), int64_t(t.dims[0]), t.n_bytes});
+    };
+    if (ml.kind == LayerKind::kBlock) {
+      const LlamaBlock& b = m.blocks[ml.block];
+      for (const GgufTensorInfo* t : {&b.attn_q, &b.attn_k, &b.attn_v, &b.attn_output, &b.ffn_gate, &b.ffn_up, &b.ffn_down})
+        add(*t);
+    } else if (ml.kind == LayerKind::kHead) {
+      add(m.output);
+    }
+    f.layers.push_back(std::move(spec));
+    f.matmuls.push_back(std::move(mats));
+  }
+  f.min_vram_budget = min_vram_for(f.layers, L.total, o, backend == BackendKind::kHost);
+  return f;
 }
 
 Status LlamaRunner::prefill(int seq, std::span<const int32_t> tokens) {
@@ -518,6 +681,97 @@ Status LlamaRunner::decode(std::span<const int> seqs, std::span<const int32_t> t
     toks.push_back(&tokens[i]);
   }
   return I.run_segments(std::move(sg), toks);
+}
+
+Status LlamaRunner::decode_tokens(std::span<const PassToken> tokens, float* logits_out) {
+  Impl& I = *impl_;
+  if (tokens.empty()) return Status::InvalidArgument("decode: the batch has no tokens");
+  // Per sequence, in order of first appearance: its tokens (batch indices).
+  std::vector<int> order;
+  std::vector<std::vector<int>> of_seq(I.n_seq);
+  int n_logits = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const PassToken& t = tokens[i];
+    if (t.seq < 0 || t.seq >= I.n_seq)
+      return Status::InvalidArgument("decode: token " + std::to_string(i) + " has sequence " + std::to_string(t.seq) +
+                                     ", outside [0, " + std::to_string(I.n_seq) + ")");
+    std::vector<int>& mine = of_seq[t.seq];
+    const int want = I.pos[t.seq] + static_cast<int>(mine.size());
+    if (t.pos != want)
+      return Status::InvalidArgument("decode: token " + std::to_string(i) + " of sequence " + std::to_string(t.seq) +
+                                     " is at position " + std::to_string(t.pos) + " but the sequence continues at " +
+                                     std::to_string(want) + " (positions must follow on; remove a suffix first)");
+    if (t.pos >= I.n_ctx)
+      return Status::InvalidArgument("decode: sequence " + std::to_string(t.seq) + " is full: the context holds " +
+                                     std::to_string(I.n_ctx) + " tokens");
+    if (mine.empty()) order.push_back(t.seq);
+    mine.push_back(static_cast<int>(i));
+    if (t.logits) ++n_logits;
+  }
+  if (n_logits > 0 && logits_out == nullptr) return Status::InvalidArgument("decode: logits requested but no output");
+  // Logits row of each requested token: its rank among requested tokens, in batch order.
+  std::vector<int> out_row(tokens.size(), -1);
+  for (int i = 0, k = 0; i < static_cast<int>(tokens.size()); ++i)
+    if (tokens[i].logits) out_row[i] = k++;
+  const size_t V = I.m.hparams.n_vocab;
+  // Passes of at most t_max tokens, sequences in order, long ones split.
+  std::vector<size_t> done(I.n_seq, 0);
+  size_t next_seq = 0;
+  std::vector<std::vector<int32_t>> ids;  // per segment (kept alive for the pass)
+  while (next_seq < order.size()) {
+    std::vector<Segment> sg;
+    std::vector<const int32_t*> toks;
+    std::vector<LogitRow> rows;
+    ids.clear();
+    ids.reserve(order.size());
+    int budget = I.t_max, row = 0;
+    while (next_seq < order.size() && budget > 0) {
+      const int seq = order[next_seq];
+      const std::vector<int>& mine = of_seq[seq];
+      const size_t n = std::min<size_t>(mine.size() - done[seq], budget);
+      std::vector<int32_t>& seg_ids = ids.emplace_back();
+      for (size_t j = 0; j < n; ++j) {
+        const int bi = mine[done[seq] + j];
+        seg_ids.push_back(tokens[bi].token);
+        if (out_row[bi] >= 0) rows.push_back({row + static_cast<int>(j), logits_out + out_row[bi] * V, -1});
+      }
+      sg.push_back({seq, I.pos[seq], static_cast<int>(n), 0});
+      toks.push_back(seg_ids.data());
+      done[seq] += n;
+      budget -= static_cast<int>(n);
+      row += static_cast<int>(n);
+      if (done[seq] == mine.size()) ++next_seq;
+    }
+    LS_RETURN_IF_ERROR(I.run_pass(std::move(sg), toks, std::move(rows)));
+  }
+  return Status::OK();
+}
+
+Status LlamaRunner::copy_sequence(int src, int dst) {
+  Impl& I = *impl_;
+  if (src < 0 || src >= I.n_seq || dst < 0 || dst >= I.n_seq)
+    return Status::InvalidArgument("copy_sequence: " + std::to_string(src) + " -> " + std::to_string(dst) +
+                                   " outside [0, " + std::to_string(I.n_seq) + ")");
+  if (src == dst) return Status::OK();
+  const LlamaHparams& h = I.m.hparams;
+  const uint64_t row_bytes = uint64_t{h.n_head_kv} * h.head_dim * (I.opt.kv_type == GgmlType::F16 ? 2 : 4);
+  const uint64_t bytes = row_bytes * I.pos[src];
+  Stream& s = I.exec->compute_stream();
+  for (uint32_t layer = 0; layer < h.n_layers; ++layer)
+    for (int which = 0; which < 2; ++which)
+      LS_RETURN_IF_ERROR(s.copy_d2d(I.kv_plane(dst, layer, which), I.kv_plane(src, layer, which), bytes));
+  LS_RETURN_IF_ERROR(s.synchronize());
+  I.pos[dst] = I.pos[src];
+  return Status::OK();
+}
+
+Status LlamaRunner::truncate(int seq, int n_positions) {
+  Impl& I = *impl_;
+  if (seq < 0 || seq >= I.n_seq)
+    return Status::InvalidArgument("sequence " + std::to_string(seq) + " is outside [0, " + std::to_string(I.n_seq) + ")");
+  if (n_positions < 0) return Status::InvalidArgument("truncate: negative position " + std::to_string(n_positions));
+  I.pos[seq] = std::min(I.pos[seq], n_positions);
+  return Status::OK();
 }
 
 std::span<const float> LlamaRunner::logits(int seq) const {

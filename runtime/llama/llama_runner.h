@@ -5,21 +5,24 @@
 // span; the compute callback finds each tensor at run.data + (tensor offset -
 // span start).
 //
-// Reserved region (carved first in the arena): per sequence a KV cache
+// Reserved region (carved first in the arena): per sequence slot a KV cache
 // [layer][pos][n_kv_head][head_dim] of kv_type for K and V, positions
-// 0..n_ctx-1; activations for max_pass_tokens() tokens; logits for
-// n_seq rows; tokens/positions; matmul scratch.
+// 0..n_ctx-1 (a Model lends these slots to its contexts); activations for
+// max_pass_tokens() tokens; head rows and logits for n_seq rows;
+// tokens/positions; matmul scratch.
 //
 // A pass runs a list of segments, one per sequence: (seq, n tokens) appended
-// at that sequence's current position. Prefill is one segment (chunked into
-// passes of at most prefill_chunk tokens); decode is one token for each of
-// the sequences, all in one pass. Logits are produced for the last token of
-// each segment and copied to host memory (logits(seq)).
+// at that sequence's current position. prefill/decode produce logits for the
+// last token of each segment (logits(seq), and on the device for sample());
+// decode_tokens() takes a batch of (token, position, sequence, wants logits)
+// and writes the logits of every token that asks, in groups of n_seq rows
+// through the head buffers.
 //
 // Thread safety: one thread uses a runner. The Device must outlive it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -62,6 +65,8 @@ struct RunnerOptions {
   bool trace = true;
   std::vector<std::optional<sched::Tier>> pins;  // per layer (empty = none), overrides the strategy
   std::optional<sched::Plan> plan;               // explicit plan (kPlanned only)
+  // Resident / RAM-tier load progress (ExecutorOptions::load_progress).
+  std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`
@@ -79,20 +84,50 @@ struct ReserveSize {
   uint64_t total() const { return kv_bytes + activation_bytes; }
 };
 
+// One token of a decode_tokens() batch: appended to sequence slot `seq` at
+// position `pos`; `logits`: the caller wants its logits row.
+struct PassToken {
+  int32_t token = 0;
+  int32_t pos = 0;
+  int32_t seq = 0;
+  bool logits = false;
+};
+
 struct SampleOptions {
   float temperature = 0;  // <= 0: greedy
   int32_t top_k = 0;
   float top_p = 1.0f;
 };
 
+// What a runner with given options needs, from the file alone (no device,
+// nothing loaded): for `layerstream plan` and Model::plan.
+struct RunnerFootprint {
+  int n_ctx = 0, n_seq = 0, max_pass_tokens = 0;
+  ReserveSize reserve;
+  std::vector<sched::LayerSpec> layers;  // the executor's layers (compute is a no-op)
+  struct Matmul {
+    GgmlType type = GgmlType::F32;
+    int64_t n_out = 0, n_in = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<std::vector<Matmul>> matmuls;  // per layer: the weight matrices it multiplies
+  // The smallest budget create() accepts: the reserve plus the least the
+  // strategy's placement needs (the planner: usually two window slots).
+  uint64_t min_vram_budget = 0;
+};
+
 class LlamaRunner {
  public:
   // Opens `path`, validates the Llama view, sizes the reserve and creates the
   // executor. Errors: the model layer's (with the path), InvalidArgument for
-  // options, OutOfBudget "budget ... cannot hold one window (X) plus KV cache
-  // and activations (Y)" naming bytes, from the executor otherwise.
+  // options, OutOfBudget "budget ... cannot hold the KV cache and activations
+  // (Y) plus one window (X)" naming the minimum budget and what fits at this
+  // one (a shorter context, an f16 KV cache), from the executor otherwise.
   static Result<std::unique_ptr<LlamaRunner>> create(Device& device, const std::string& path,
                                                      RunnerOptions options);
+  // The footprint create() would work from for these options on `backend`.
+  static Result<RunnerFootprint> footprint(const std::string& path, const RunnerOptions& options,
+                                           BackendKind backend);
   ~LlamaRunner();
   LlamaRunner(const LlamaRunner&) = delete;
   LlamaRunner& operator=(const LlamaRunner&) = delete;
@@ -107,6 +142,19 @@ class LlamaRunner {
   Status prefill_many(std::span<const int> seqs, std::span<const std::vector<int32_t>> prompts);
   // One pass: tokens[i] appended to sequence seqs[i] (distinct seqs).
   Status decode(std::span<const int> seqs, std::span<const int32_t> tokens);
+
+  // Decodes a batch in as few passes as max_pass_tokens() allows (the tokens
+  // of a sequence stay in order; a sequence's tokens must continue it:
+  // positions position(seq), position(seq)+1, ...). The logits of the k-th
+  // token with logits = true go to logits_out + k * n_vocab (host memory of
+  // the caller, written before this returns). Does not touch logits(seq).
+  // InvalidArgument (naming the token) on a bad sequence, position or id.
+  Status decode_tokens(std::span<const PassToken> tokens, float* logits_out);
+  // Sequence slot dst := the KV cache of src (its position(src) positions).
+  Status copy_sequence(int src, int dst);
+  // Forgets positions >= n_positions of `seq` (the KV cache is positional:
+  // only a suffix can be removed).
+  Status truncate(int seq, int n_positions);
 
   // Host copy of the last logits computed for `seq` [n_vocab].
   std::span<const float> logits(int seq) const;

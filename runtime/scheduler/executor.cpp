@@ -220,10 +220,17 @@ Status Executor::load_layer_to_host(int i, void* dst) {
   const LayerSpec& l = layers_[i];
   if (l.host_data) {
     std::memcpy(dst, l.host_data, l.bytes);
-    return Status::OK();
+  } else {
+    LS_ASSIGN_OR_RETURN(io::Reader * rd, reader_for(l.file));
+    LS_RETURN_IF_ERROR(
+        rd->read_span(l.file_offset, l.bytes, dst).WithContext(fmt::format("load layer {} ({})", i, l.name)));
   }
-  LS_ASSIGN_OR_RETURN(io::Reader * rd, reader_for(l.file));
-  return rd->read_span(l.file_offset, l.bytes, dst).WithContext(fmt::format("load layer {} ({})", i, l.name));
+  load_bytes_ += l.bytes;
+  load_done_ += l.bytes;
+  if (opt_.load_progress && !opt_.load_progress(load_done_, std::max(load_total_, load_done_)))
+    return Status::Cancelled(fmt::format("loading was cancelled after {} of {}", format_bytes(load_done_),
+                                         format_bytes(std::max(load_total_, load_done_))));
+  return Status::OK();
 }
 
 Status Executor::drain() {
@@ -279,6 +286,13 @@ Status Executor::apply_plan(Plan p) {
                                            format_bytes(p.ram_bytes), p.ram_bytes, format_bytes(in.ram_budget),
                                            in.ram_budget));
   evaluate_plan(in, p);
+  load_done_ = 0;
+  load_total_ = 0;
+  for (int i = 0; i < n_; ++i) {  // what the loads below read (progress)
+    const bool in_ram = i < static_cast<int>(ram_.size()) && ram_[i].data();
+    if ((p.tiers[i] == Tier::kResident && !in_ram && !layers_[i].host_data) || (p.tiers[i] == Tier::kRam && !in_ram))
+      load_total_ += bytes_[i];
+  }
 
   LS_RETURN_IF_ERROR(drain());
   // Re-carve the arena (bookkeeping only: no device allocation).

@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,10 @@ struct ExecutorOptions {
   unsigned staging_buffers = 4;
   io::ReaderOptions reader;
   bool trace = true;
+  // Called after each layer loaded into the resident or RAM tier with the
+  // bytes loaded so far and the bytes this placement loads; returning false
+  // cancels (create/apply_plan return Cancelled).
+  std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
 };
 
 // Measured costs of one finished pass.
@@ -103,6 +108,9 @@ class Executor {
   const PassStats& last_pass() const { return last_; }
   uint64_t passes_run() const { return pass_; }
   int replans() const { return replans_; }
+  // Bytes loaded into the resident and RAM tiers since creation (streamed
+  // window loads not counted): what sharing one executor saves.
+  uint64_t load_bytes() const { return load_bytes_; }
   const std::vector<uint64_t>& layer_bytes() const { return bytes_; }
   // The caller's reserved region (reserved_vram bytes; ptr null when 0).
   const ArenaRegion& reserved() const { return reserved_; }
@@ -164,6 +172,9 @@ class Executor {
   uint64_t g_compute_ = 0;        // next streamed layer to compute (global within the plan epoch)
   uint64_t g_copy_ = 0;           // next streamed layer to enqueue a load for
   int replans_ = 0;
+  uint64_t load_bytes_ = 0;      // resident + RAM tier loads (load_layer_to_host)
+  uint64_t load_total_ = 0;      // bytes the current apply_plan loads (progress)
+  uint64_t load_done_ = 0;
 
   // Disk tier: one thread owns the readers; counters coordinate it with the streams.
   std::map<std::string, std::unique_ptr<io::Reader>> readers_;

@@ -79,7 +79,7 @@ TEST(CliRun, BadInputExitsWithError) {
   };
   const std::vector<Case> cases = {
       {"run " + model + " --tokens 1,2,3,4,5,6,7,8,9 --ctx 8 --backend host", "longer than the context"},
-      {"run " + model + " --tokens 1,2 --vram 64KiB --backend host", "cannot hold one window"},
+      {"run " + model + " --tokens 1,2 --vram 64KiB --backend host", "cannot hold the KV cache"},
       {"run " + dir.file("missing.gguf") + " --tokens 1,2", "missing.gguf"},
       {"run " + model + " --tokens 1,x", "not a token id"},
       {"run " + model + " --tokens 1,100000 --backend host", "outside the vocabulary"},

@@ -88,7 +88,7 @@ TEST(LlamaErrors, BudgetCannotHoldWindowPlusKv) {
   auto r = LlamaRunner::create(*dev, path, o);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsOutOfBudget()) << r.status().ToString();
-  EXPECT_THAT(r.status().message(), HasSubstr("cannot hold one window"));
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot hold the KV cache and activations"));
   EXPECT_THAT(r.status().message(), HasSubstr("KV cache"));
   EXPECT_THAT(r.status().message(), HasSubstr("262144 bytes"));
 }

@@ -1,0 +1,256 @@
+// Model::plan (layerstream/memory_plan.h): the runner's footprint for the
+// options (reserve, layers), box figures (a probe file, or measured now), a
+// cost model made from them, and the planner run at each budget. Nothing of
+// the model is loaded and no pass runs.
+//
+// Compute estimates per layer: decode is memory-bound (each weight byte read
+// once per pass: bytes / the probe's decode GB/s for that type); prefill is
+// compute-bound (2 x n_out x n_in x tokens / the probe's prefill GFLOP/s).
+// Lives in the bench area because it measures the box with probe_box.
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "layerstream/model.h"
+#include "layerstream/units.h"
+#include "runtime/bench/box_probe.h"
+#include "runtime/core/log.h"
+#include "runtime/llama/llama_runner.h"
+#include "runtime/llama/model_impl.h"
+#include "runtime/scheduler/planner.h"
+
+namespace layerstream {
+namespace {
+
+using nlohmann::json;
+
+// Matmul rates per weight type name and shape ("decode" / "prefill").
+struct Rates {
+  std::map<std::pair<std::string, std::string>, bench::ComputePoint> points;
+  // The point for `type` and `shape`; else the same shape of any type (scaled
+  // by bytes per weight for decode); nullptr when the box has none.
+  const bench::ComputePoint* find(const std::string& type, const std::string& shape) const {
+    auto it = points.find({type, shape});
+    if (it != points.end()) return &it->second;
+    for (const auto& [k, p] : points)
+      if (k.second == shape) return &p;
+    return nullptr;
+  }
+};
+
+struct Figures {
+  double link_gbps = 0, disk_gbps = 0;
+  Rates rates;
+  std::string source;
+};
+
+Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
+  std::ifstream f(path);
+  if (!f) return Status::NotFound("box file " + path + " cannot be opened");
+  json doc = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status::Corruption("box file " + path + " is not JSON");
+  LS_ASSIGN_OR_RETURN(bench::BoxPrior prior, bench::box_prior_from_json(doc, "box file " + path, io));
+  Figures fig;
+  fig.link_gbps = prior.link_gbps;
+  fig.disk_gbps = prior.disk_gbps;
+  fig.source = prior.source;
+  if (doc.contains("compute") && doc["compute"].is_array())
+    for (const json& c : doc["compute"]) {
+      bench::ComputePoint p;
+      p.type = c.value("type", "");
+      p.shape = c.value("shape", "");
+      p.n_tokens = c.value("n_tokens", 0);
+      p.weight_gbps = c.value("weight_gbps", 0.0);
+      p.gflops = c.value("gflops", 0.0);
+      if (p.weight_gbps > 0 && p.gflops > 0) fig.rates.points[{p.type, p.shape}] = p;
+    }
+  if (fig.rates.points.empty())
+    return Status::Corruption("box file " + path + " has no compute figures (run `layerstream probe --json` with compute)");
+  return fig;
+}
+
+// Measures what the plan needs now: link, the model file's disk rate through
+// the chosen path, and matmul rates of the model's weight types: decode on a
+// matrix of at least 256 MiB (a pass reads every weight once, from memory,
+// not from a cache that holds one small matrix), prefill at the model's
+// largest shape and pass size.
+Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
+                                io::IoPath io) {
+  bench::ProbeOptions po;
+  po.device = device_options_for(o.backend, o.sim_link_gbps, o.host_threads);
+  po.chunk_bytes = {1 << 20, 16 << 20};
+  po.seconds_per_point = 0.15;
+  po.disk_file = model_path;
+  po.disk_region_bytes = 256ull << 20;
+  po.disk_seconds_per_path = 1.0;
+  po.io_paths = {io == io::IoPath::kAuto ? io::IoPath::kUring : io};
+  po.types.clear();
+  int64_t n_out = 0, n_in = 0;
+  for (const auto& layer : fp.matmuls)
+    for (const auto& m : layer) {
+      if (std::find(po.types.begin(), po.types.end(), m.type) == po.types.end()) po.types.push_back(m.type);
+      if (m.n_out * m.n_in > n_out * n_in && m.n_in % 32 == 0) n_out = m.n_out, n_in = m.n_in;
+    }
+  if (n_in == 0) n_out = 4096, n_in = 4096;
+  LS_LOG_INFO("plan: measuring link, disk and matmul rates (no --box given)");
+  // Pass 1: link, disk, decode rates (prefill_tokens 1: both points decode-shaped).
+  po.matmul_n_in = n_in;
+  po.matmul_n_out = static_cast<int64_t>(std::max<uint64_t>(n_out, (256ull << 20) / std::max<int64_t>(n_in, 1)));
+  po.prefill_tokens = 1;
+  auto box = bench::probe_box(po);
+  if (!box.ok()) return box.status().WithContext("measuring the box for the plan");
+  Figures fig;
+  fig.link_gbps = box->link_gbps;
+  fig.disk_gbps = box->disk_gbps;
+  for (const bench::DiskPoint& d : box->disk)
+    if (d.error.empty() && d.gbps > 0) fig.disk_gbps = d.gbps;
+  for (const bench::ComputePoint& c : box->compute) fig.rates.points[{c.type, "decode"}] = c;
+  // Pass 2: prefill rates at the model's shape.
+  po.h2d = false;
+  po.disk = false;
+  po.matmul_n_out = n_out;
+  po.prefill_tokens = std::max(2, fp.max_pass_tokens);
+  auto pre = bench::probe_box(po);
+  if (!pre.ok()) return pre.status().WithContext("measuring prefill rates for the plan");
+  for (const bench::ComputePoint& c : pre->compute)
+    if (c.shape == "prefill") fig.rates.points[{c.type, c.shape}] = c;
+  fig.source = "measured now";
+  return fig;
+}
+
+// Seconds of layer `i`'s matmuls for `tokens` tokens (decode: bytes / GB/s
+// for one token, scaled by tokens when compute-bound is slower).
+double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, const Rates& r, int tokens) {
+  double s = 0;
+  for (const auto& m : mats) {
+    const std::string type = ggml_type_name(static_cast<uint32_t>(m.type));
+    const bench::ComputePoint* dec = r.find(type, "decode");
+    const bench::ComputePoint* pre = r.find(type, "prefill");
+    const double mem_s = dec && dec->weight_gbps > 0 ? m.bytes / (dec->weight_gbps * 1e9) : 0;
+    const double flop_s = pre && pre->gflops > 0 ? 2.0 * m.n_out * m.n_in * tokens / (pre->gflops * 1e9) : 0;
+    s += tokens <= 1 ? mem_s : std::max(mem_s, flop_s);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
+  if (o.budgets < 1) return Status::InvalidArgument("budgets must be >= 1, got " + std::to_string(o.budgets));
+  ModelOptions mo;
+  mo.context = o.context;
+  mo.sequences = o.sequences;
+  mo.prefill_chunk = o.prefill_chunk;
+  mo.kv_type = o.kv_type;
+  mo.io = o.io;
+  LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
+  BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
+  if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
+  LS_ASSIGN_OR_RETURN(llama::RunnerFootprint fp, llama::LlamaRunner::footprint(path, ro, backend));
+
+  MemoryPlan plan;
+  plan.model = path;
+  plan.context = fp.n_ctx;
+  plan.sequences = fp.n_seq;
+  plan.pass_tokens = fp.max_pass_tokens;
+  plan.kv_type = o.kv_type;
+  plan.kv_bytes = fp.reserve.kv_bytes;
+  plan.activation_bytes = fp.reserve.activation_bytes;
+  const uint64_t reserve = sched::round_up(fp.reserve.total(), sched::kSlotAlignment);
+  uint64_t all_layers = 0;
+  for (const sched::LayerSpec& l : fp.layers) {
+    plan.weight_bytes += l.bytes;
+    plan.largest_layer_bytes = std::max(plan.largest_layer_bytes, sched::slot_span(l));
+    all_layers += sched::round_up(l.bytes, sched::kSlotAlignment);
+  }
+  plan.min_vram_bytes = fp.min_vram_budget;
+  plan.all_resident_vram_bytes = reserve + all_layers;
+
+  // Figures, and a cost model for decode (one token per sequence) and prefill.
+  Figures fig;
+  if (!o.box.empty()) {
+    LS_ASSIGN_OR_RETURN(fig, figures_from_box(o.box, ro.reader.path));
+  } else {
+    LS_ASSIGN_OR_RETURN(fig, measure_figures(path, o, fp, ro.reader.path));
+  }
+  plan.figures_source = fig.source;
+  plan.link_gbps = fig.link_gbps;
+  plan.disk_gbps = fig.disk_gbps;
+  const int n = static_cast<int>(fp.layers.size());
+  bool has_prefill_rates = false;  // without them no prefill prediction (0)
+  for (const auto& [key, point] : fig.rates.points) has_prefill_rates |= key.second == "prefill";
+  const int decode_cls = sched::batch_class(fp.n_seq), prefill_cls = sched::batch_class(fp.max_pass_tokens);
+  sched::CostModel cost(n);
+  for (int i = 0; i < n; ++i) {
+    cost.record_compute(i, decode_cls, layer_seconds(fp.matmuls[i], fig.rates, fp.n_seq));
+    if (prefill_cls != decode_cls)
+      cost.record_compute(i, prefill_cls, layer_seconds(fp.matmuls[i], fig.rates, fp.max_pass_tokens));
+  }
+  cost.set_link_bw(fig.link_gbps * 1e9);
+  cost.set_disk_bw(fig.disk_gbps * 1e9);
+
+  // The budgets: the one asked for, or a range from the minimum to all resident.
+  std::vector<uint64_t> budgets;
+  if (o.vram_budget) {
+    budgets.push_back(o.vram_budget);
+  } else {
+    const uint64_t lo = plan.min_vram_bytes, hi = std::max(plan.all_resident_vram_bytes, lo);
+    for (int i = 0; i < o.budgets; ++i) {
+      uint64_t b = o.budgets == 1 ? hi : lo + (hi - lo) * i / (o.budgets - 1);
+      if (i > 0 && i + 1 < o.budgets) b = sched::round_up(b, 1 << 20);
+      if (budgets.empty() || b > budgets.back()) budgets.push_back(b);
+    }
+  }
+  const bool disk_direct = backend == BackendKind::kHost;  // host memory is addressable: reads land in slots
+  sched::ExecutorOptions eo;  // the executor's defaults for staging and chunks
+  for (uint64_t b : budgets) {
+    BudgetPlan row;
+    row.vram_bytes = b;
+    row.ram_bytes = o.ram_budget;
+    if (b < plan.min_vram_bytes) {
+      row.placement = "below the minimum " + format_bytes(plan.min_vram_bytes) + " (KV + activations " +
+                      format_bytes(fp.reserve.total()) + " + one slot " + format_bytes(plan.largest_layer_bytes) + ")";
+      plan.budgets.push_back(row);
+      continue;
+    }
+    sched::PlannerInput in;
+    for (const sched::LayerSpec& l : fp.layers) {
+      in.bytes.push_back(l.bytes);
+      in.spans.push_back(sched::slot_span(l));
+      in.from_file.push_back(true);
+      in.pins.push_back(std::nullopt);
+    }
+    in.vram_budget = b - reserve;
+    in.ram_budget = o.ram_budget;
+    in.staging_bytes = uint64_t{eo.staging_buffers} * sched::round_up(eo.staging_buffer_bytes, 4096);
+    in.cost = &cost;
+    in.disk_direct = disk_direct;
+    in.chunk_bytes = disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
+    in.max_slots = eo.max_slots;
+    in.batch_class = decode_cls;
+    auto decode_plan = sched::make_plan(in);
+    if (!decode_plan.ok()) {
+      row.placement = decode_plan.status().message();
+      plan.budgets.push_back(row);
+      continue;
+    }
+    in.batch_class = prefill_cls;
+    auto prefill_plan = sched::make_plan(in);
+    const sched::Plan& p = *decode_plan;
+    row.fits = true;
+    row.layers_resident = p.count(sched::Tier::kResident);
+    row.layers_ram = p.count(sched::Tier::kRam);
+    row.layers_disk = p.count(sched::Tier::kDisk);
+    row.slots = p.slots;
+    std::vector<uint64_t> bytes(in.bytes);
+    row.placement = sched::describe_plan(p, bytes);
+    row.predicted_decode_pass_s = p.predicted_pass_s;
+    row.predicted_decode_tokens_per_s = p.predicted_pass_s > 0 ? fp.n_seq / p.predicted_pass_s : 0;
+    if (has_prefill_rates && prefill_plan.ok() && prefill_plan->predicted_pass_s > 0)
+      row.predicted_prefill_tokens_per_s = fp.max_pass_tokens / prefill_plan->predicted_pass_s;
+    plan.budgets.push_back(row);
+  }
+  return plan;
+}
+
+}  // namespace layerstream

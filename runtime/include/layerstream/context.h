@@ -1,0 +1,117 @@
+// Context: one conversation state on a Model: a KV cache of
+// ContextOptions::sequences sequences that persists between calls, so a
+// second generate() or decode() continues where the last one stopped and
+// runs only the new tokens.
+//
+// Thread safety: one thread uses a Context at a time; different contexts of
+// one model may be used from different threads at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "layerstream/batch.h"
+#include "layerstream/sampler.h"
+#include "layerstream/status.h"
+
+namespace layerstream {
+
+class Model;
+
+struct GenerateOptions {
+  int max_tokens = 32;        // per sequence
+  SamplingOptions sampling;   // sequence i samples with seed sampling.seed + i
+  bool stop_at_eog = true;    // stop a sequence at an end-of-generation token
+  bool keep_logits = false;   // GenerateResult::logits (sequence 0)
+};
+
+// One generated token. `piece` is the UTF-8 text it completes (may be empty
+// while a multibyte character is incomplete).
+struct TokenEvent {
+  int sequence = 0;
+  int32_t token = 0;
+  std::string piece;
+};
+// Return false to stop generating.
+using TokenCallback = std::function<bool(const TokenEvent&)>;
+
+// What one generate() did, measured.
+struct Stats {
+  std::string backend, device, plan;  // plan: human-readable placement
+  int prompt_tokens = 0;              // tokens this call prefilled per sequence (new tokens only)
+  int generated_tokens = 0;           // all sequences
+  int batch = 1;
+  double prefill_s = 0, decode_s = 0;
+  double prefill_tokens_per_s = 0;    // prefilled tokens (all sequences) / prefill_s
+  double decode_tokens_per_s = 0;     // generated tokens after the first / decode_s
+  double mean_decode_pass_ms = 0;     // measured
+  double mean_predicted_pass_ms = 0;  // the planner's simulator
+  double mean_lower_bound_ms = 0;     // max(sum compute, streamed bytes / link bw)
+  double overlap_efficiency = 0;      // lower bound / measured, mean over decode passes
+  uint64_t bytes_streamed_per_pass = 0;
+  double bytes_streamed_per_token = 0;  // per generated token (a pass serves `batch` tokens)
+  int layers_resident = 0, layers_ram = 0, layers_disk = 0;
+  uint64_t model_bytes = 0, vram_budget = 0, ram_budget = 0, kv_bytes = 0;
+  uint64_t load_bytes = 0;            // resident + RAM tier bytes the model loaded (once, at open)
+  int replans = 0;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_tokens;           // the tokens this call prefilled (sequence 0)
+  std::vector<std::vector<int32_t>> generated;  // per sequence
+  std::vector<std::string> text;                // per sequence
+  std::vector<float> logits;                    // [positions][vocab] of sequence 0 when keep_logits
+  int vocab = 0;
+  Stats stats;
+};
+
+class Context {
+ public:
+  ~Context();  // returns its sequences to the model's pool
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int sequences() const;
+  int n_context() const;
+  // Tokens sequence `seq` holds (its next position).
+  int position(int seq) const;
+
+  // Runs `batch` (split into passes of at most ModelOptions::prefill_chunk
+  // tokens when larger). InvalidArgument naming the token for a bad id,
+  // sequence or position, or a full sequence; nothing is decoded then.
+  Status decode(const Batch& batch);
+  // The logits of token `i` of the last decode() (n_vocab floats); empty when
+  // that token did not ask for logits.
+  std::span<const float> logits(int i) const;
+
+  // KV cache edits. clear: forget every token of `seq` (-1: all sequences);
+  // copy: dst becomes a copy of src (a shared prefix, decoded once);
+  // remove: forget positions >= from (the cache is positional: a suffix).
+  Status clear(int seq = -1);
+  Status copy_sequence(int src, int dst);
+  Status remove(int seq, int from);
+
+  // Generates from `prompt` appended to every sequence: the first call
+  // prefills it (with BOS; one sequence prefilled, the others copied), later
+  // calls continue the conversation and prefill only the tokens that are
+  // new (the last sampled token of the previous call, then the prompt).
+  // InvalidArgument when the prompt plus max_tokens passes the context.
+  Result<GenerateResult> generate(const std::string& prompt, const GenerateOptions& options,
+                                  const TokenCallback& on_token = nullptr);
+  Result<GenerateResult> generate(const std::vector<int32_t>& prompt_tokens, const GenerateOptions& options,
+                                  const TokenCallback& on_token = nullptr);
+  // Chrome trace-event JSON of the model's passes so far (needs ModelOptions::trace).
+  Status write_trace(const std::string& path) const;
+
+  struct Impl;
+  explicit Context(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace layerstream

@@ -1,0 +1,59 @@
+// Model::plan: how much device memory a model needs and how fast it runs at
+// each budget, worked out from the file and measured box figures without
+// running the model ("how much VRAM do I really need?" as a table).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layerstream/options.h"
+
+namespace layerstream {
+
+struct PlanOptions {
+  int context = 0;            // positions per sequence (0 = min(model context, 2048))
+  int sequences = 1;          // sequences decoded together (the batch)
+  int prefill_chunk = 256;
+  KvType kv_type = KvType::kF32;
+  Backend backend = Backend::kAuto;
+  double sim_link_gbps = 0;
+  int host_threads = 0;
+  IoPath io = IoPath::kAuto;
+  // A `layerstream probe --json` file with the box's figures; empty: measure
+  // them now (link and disk bandwidth, matmul rates of the model's types).
+  std::string box;
+  uint64_t vram_budget = 0;   // > 0: answer for this one budget only
+  uint64_t ram_budget = 0;    // pinned RAM for RAM-tier layers in every row
+  int budgets = 8;            // rows between the minimum and all-resident budgets
+};
+
+// One budget's placement and predicted speed.
+struct BudgetPlan {
+  uint64_t vram_bytes = 0, ram_bytes = 0;
+  bool fits = false;                    // false: below the minimum (why in `placement`)
+  int layers_resident = 0, layers_ram = 0, layers_disk = 0, slots = 0;
+  std::string placement;                // the planner's plan, for people
+  double predicted_decode_pass_s = 0;   // one pass of `sequences` tokens
+  double predicted_decode_tokens_per_s = 0;
+  double predicted_prefill_tokens_per_s = 0;  // passes of prefill_chunk tokens (0: the box has no prefill rates)
+};
+
+struct MemoryPlan {
+  std::string model;
+  int context = 0, sequences = 0, pass_tokens = 0;
+  KvType kv_type = KvType::kF32;
+  // The parts (bytes).
+  uint64_t weight_bytes = 0;         // every layer's file bytes
+  uint64_t largest_layer_bytes = 0;  // one window slot
+  uint64_t kv_bytes = 0;             // KV cache of context x sequences
+  uint64_t activation_bytes = 0;     // activations, logits, scratch
+  uint64_t min_vram_bytes = 0;       // KV + activations + one slot: the least that runs
+  uint64_t all_resident_vram_bytes = 0;  // KV + activations + every layer resident
+  // The figures predictions come from.
+  std::string figures_source;        // "box file X" or "measured now"
+  double link_gbps = 0, disk_gbps = 0;
+  std::vector<BudgetPlan> budgets;   // increasing vram_bytes
+};
+
+}  // namespace layerstream

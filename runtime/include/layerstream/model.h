@@ -1,0 +1,72 @@
+// Model: one GGUF file opened on a device within memory budgets. It owns the
+// weights and their placement: resident layers are loaded once, when the
+// model opens, and every Context of the model shares them (and the window
+// that streams the rest). It also owns the KV cache pool its contexts take
+// sequences from (ModelOptions::context x ModelOptions::sequences).
+//
+// Thread safety: a Model may be used from several threads; contexts on
+// different threads decode concurrently, their passes run one at a time on
+// the model's executor (a pass is one walk over every layer).
+// Ownership: contexts keep their model alive (shared_ptr).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layerstream/memory_plan.h"
+#include "layerstream/options.h"
+#include "layerstream/status.h"
+
+namespace layerstream {
+
+class Context;
+
+// What a model file is, from its metadata.
+struct ModelInfo {
+  std::string path, architecture;
+  uint64_t file_bytes = 0;
+  int layers = 0, embedding = 0, heads = 0, kv_heads = 0, vocab = 0, context = 0;
+};
+
+class Model : public std::enable_shared_from_this<Model> {
+ public:
+  // Parses the file and its tokenizer, opens the device, places the layers
+  // within the budgets and loads the resident and RAM tiers (reporting to
+  // options.progress). Errors: IOError, Corruption, Unsupported (architecture,
+  // tensor type), NotFound (no tokenizer), InvalidArgument (options),
+  // OutOfBudget (bytes needed, available, and what would fit), Cancelled.
+  static Result<std::shared_ptr<Model>> open(const std::string& path, const ModelOptions& options = {});
+  // Without loading anything: each part's bytes, the smallest budget that
+  // runs, the all-resident budget and, per budget, the placement and the
+  // predicted decode and prefill tokens/s (from options.box, or figures
+  // measured now). Errors: as open's for the file; the box file's.
+  static Result<MemoryPlan> plan(const std::string& path, const PlanOptions& options = {});
+  ~Model();
+
+  const ModelInfo& info() const;
+  const ModelOptions& options() const;
+  std::vector<int32_t> tokenize(const std::string& text, bool add_bos = true) const;
+  std::string detokenize(const std::vector<int32_t>& tokens) const;
+  bool is_end_of_generation(int32_t token) const;
+  int n_vocab() const;
+  int n_context() const;  // positions per sequence
+
+  // A context with options.sequences sequences from the pool. OutOfBudget
+  // when the pool has fewer free (names the pool and what is in use).
+  Result<std::unique_ptr<Context>> create_context(const ContextOptions& options = {});
+  int free_sequences() const;
+  // Bytes loaded into the resident and RAM tiers since open (contexts add none).
+  uint64_t load_bytes() const;
+  // The placement, for people ("12 resident [...], 4 disk; 2 slots ...").
+  std::string placement() const;
+
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace layerstream

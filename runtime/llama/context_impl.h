@@ -1,0 +1,39 @@
+// Context::Impl, shared by context.cpp (decode and KV edits) and
+// generate.cpp (the generate loop).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "layerstream/context.h"
+#include "runtime/llama/model_impl.h"
+
+namespace layerstream {
+
+struct Context::Impl {
+  std::shared_ptr<Model> model;  // keeps m alive
+  Model::Impl* m = nullptr;
+  std::vector<int> slots;        // runner sequence slot of each of our sequences
+
+  // The last decode(): its logits rows, and which row each batch token got.
+  std::vector<float> logits;
+  std::vector<int> row_of;       // per batch token: logits row, or -1
+  // Per sequence: the logits of its latest token that asked for them
+  // (generate samples from these), and tokens sampled but not yet decoded
+  // (the next generate feeds them first).
+  std::vector<std::vector<float>> last_logits;
+  std::vector<std::vector<int32_t>> pending;
+
+  // Pass figures of the passes this context ran since the last take_pass_sums().
+  struct PassSums {
+    int passes = 0;
+    double measured_s = 0, predicted_s = 0, lower_bound_s = 0, efficiency = 0;
+    uint64_t streamed_bytes = 0;
+  } decode_sums;
+
+  // Runs `batch` under the model's pass lock; `timing`: add the passes'
+  // figures to decode_sums.
+  Status run(const Batch& batch, bool timing);
+};
+
+}  // namespace layerstream

@@ -1,0 +1,199 @@
+// Context::generate: feed what is new, then sample and decode one token per
+// sequence per pass until each sequence stops (layerstream/context.h).
+#include <chrono>
+
+#include "layerstream/model.h"
+#include "runtime/llama/context_impl.h"
+#include "runtime/scheduler/plan.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace layerstream {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+Result<GenerateResult> Context::generate(const std::string& prompt, const GenerateOptions& o, const TokenCallback& cb) {
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
+  const bool fresh = position(0) == 0 && impl_->pending[0].empty();
+  return generate(impl_->model->tokenize(prompt, /*add_bos=*/fresh), o, cb);
+}
+
+namespace {
+
+// The tokens each sequence needs decoded before sampling: what the last call
+// sampled but did not feed, then the prompt.
+std::vector<std::vector<int32_t>> new_tokens(const Context::Impl& c, const std::vector<int32_t>& prompt) {
+  std::vector<std::vector<int32_t>> out(c.slots.size());
+  for (size_t s = 0; s < out.size(); ++s) {
+    out[s] = c.pending[s];
+    out[s].insert(out[s].end(), prompt.begin(), prompt.end());
+  }
+  return out;
+}
+
+Status check_fits(Context& ctx, const std::vector<std::vector<int32_t>>& feed, const GenerateOptions& o) {
+  if (o.max_tokens < 0) return Status::InvalidArgument("max_tokens must be >= 0");
+  for (int s = 0; s < ctx.sequences(); ++s) {
+    if (feed[s].empty())
+      return Status::InvalidArgument("sequence " + std::to_string(s) + " has no tokens to continue from");
+    const size_t at = ctx.position(s);
+    if (at + feed[s].size() > static_cast<size_t>(ctx.n_context()))
+      return Status::InvalidArgument("prompt of " + std::to_string(feed[s].size()) + " tokens at position " +
+                                     std::to_string(at) + " is longer than the context (" +
+                                     std::to_string(ctx.n_context()) + " tokens; raise --ctx)");
+  }
+  return Status::OK();
+}
+
+
+// One generate() call: per sequence its sampler, text decoder and whether
+// it still generates; the steps, in order, are prefill(), then sample() and
+// decode() until sample() finds nothing left, then stats().
+class Generation {
+ public:
+  Generation(Context& ctx, Context::Impl& c, const GenerateOptions& o, const TokenCallback& cb)
+      : ctx_(ctx), c_(c), opt_(o), cb_(cb), B_(ctx.sequences()) {
+    res_.generated.assign(B_, {});
+    res_.text.assign(B_, "");
+    res_.vocab = c.m->info.vocab;
+    for (int i = 0; i < B_; ++i) {
+      SamplingOptions so = o.sampling;
+      so.seed += i;
+      samplers_.push_back(SamplerChain::from(so));
+      decoders_.push_back(std::make_unique<TokenStreamDecoder>(*c.m->tokenizer));
+    }
+    active_.assign(B_, o.max_tokens > 0);
+    c.decode_sums = {};
+  }
+
+  // Decodes only what is new. When every sequence starts empty with the same
+  // tokens they share them: decoded once, the KV cache copied to the others.
+  Status prefill(const std::vector<std::vector<int32_t>>& feed) {
+    const auto t0 = Clock::now();
+    res_.prompt_tokens = feed[0];
+    if (opt_.max_tokens > 0) {
+      bool shared = B_ > 1;
+      for (int s = 0; s < B_ && shared; ++s) shared = ctx_.position(s) == 0 && feed[s] == feed[0];
+      Batch batch;
+      for (int s = 0; s < (shared ? 1 : B_); ++s) batch.add_sequence(feed[s], ctx_.position(s), s);
+      LS_RETURN_IF_ERROR(c_.run(batch, /*timing=*/false));
+      for (int s = 1; shared && s < B_; ++s) LS_RETURN_IF_ERROR(ctx_.copy_sequence(0, s));
+      for (auto& p : c_.pending) p.clear();
+    }
+    res_.stats.prefill_s = seconds_since(t0);
+    res_.stats.prompt_tokens = static_cast<int>(feed[0].size());
+    return Status::OK();
+  }
+
+  // Samples every active sequence from its latest logits, reports the
+  // tokens, and returns those to decode next (empty: done). A token that
+  // ends its sequence is kept pending: the next generate() feeds it first.
+  Batch sample(int step) {
+    Batch next;
+    for (int s = 0; s < B_ && !stopped_; ++s) {
+      if (!active_[s]) continue;
+      const std::vector<float>& logits = c_.last_logits[s];
+      if (s == 0 && opt_.keep_logits) res_.logits.insert(res_.logits.end(), logits.begin(), logits.end());
+      const int32_t t = samplers_[s].sample(logits);
+      samplers_[s].accept(t);
+      res_.generated[s].push_back(t);
+      ++res_.stats.generated_tokens;
+      if (step > 0) ++decode_tokens_;
+      const bool eog = opt_.stop_at_eog && c_.m->tokenizer->is_eog(t);
+      std::string piece = eog ? std::string() : decoders_[s]->push(t);
+      const int at = ctx_.position(s);
+      if (eog || static_cast<int>(res_.generated[s].size()) >= opt_.max_tokens || at >= ctx_.n_context()) {
+        active_[s] = false;
+        piece += decoders_[s]->finish();
+        c_.pending[s] = {t};
+      } else {
+        next.add(t, at, s, true);
+      }
+      res_.text[s] += piece;
+      if (cb_ && !cb_(TokenEvent{s, t, piece})) stopped_ = true;
+    }
+    if (stopped_) {  // sampled, not decoded: pending
+      for (size_t i = 0; i < next.size(); ++i) c_.pending[next.sequences[i]] = {next.tokens[i]};
+      next.clear();
+    }
+    return next;
+  }
+
+  Status decode(const Batch& next) {
+    const auto d0 = Clock::now();
+    LS_RETURN_IF_ERROR(c_.run(next, /*timing=*/true));
+    res_.stats.decode_s += seconds_since(d0);
+    return Status::OK();
+  }
+
+  // The figures of this call, and the model's placement.
+  GenerateResult stats() {
+    Stats& st = res_.stats;
+    const Context::Impl::PassSums& ps = c_.decode_sums;
+    {
+      MutexLock lock(c_.m->pass_mu);
+      llama::LlamaRunner& r = *c_.m->runner;
+      const sched::Plan& plan = r.plan();
+      st.plan = sched::describe_plan(plan, r.executor().layer_bytes());
+      st.layers_resident = plan.count(sched::Tier::kResident);
+      st.layers_ram = plan.count(sched::Tier::kRam);
+      st.layers_disk = plan.count(sched::Tier::kDisk);
+      st.vram_budget = r.options().vram_budget;
+      st.ram_budget = r.options().ram_budget;
+      st.kv_bytes = r.reserve().kv_bytes;
+      st.replans = r.executor().replans();
+      st.load_bytes = r.executor().load_bytes();
+      if (!ps.passes) st.bytes_streamed_per_pass = r.streamed_bytes_per_pass();
+    }
+    st.backend = std::string(backend_name(c_.m->device->info().backend));
+    st.device = c_.m->device->info().name;
+    st.batch = B_;
+    st.model_bytes = c_.m->info.file_bytes;
+    st.prefill_tokens_per_s = st.prefill_s > 0 ? double(st.prompt_tokens) * B_ / st.prefill_s : 0;
+    st.decode_tokens_per_s = st.decode_s > 0 ? decode_tokens_ / st.decode_s : 0;
+    if (ps.passes) {
+      st.mean_decode_pass_ms = ps.measured_s / ps.passes * 1e3;
+      st.mean_predicted_pass_ms = ps.predicted_s / ps.passes * 1e3;
+      st.mean_lower_bound_ms = ps.lower_bound_s / ps.passes * 1e3;
+      st.overlap_efficiency = ps.efficiency / ps.passes;
+      st.bytes_streamed_per_pass = ps.streamed_bytes / ps.passes;
+      st.bytes_streamed_per_token = decode_tokens_ ? double(ps.streamed_bytes) / decode_tokens_ : 0;
+    }
+    return std::move(res_);
+  }
+
+ private:
+  Context& ctx_;
+  Context::Impl& c_;
+  const GenerateOptions& opt_;
+  const TokenCallback& cb_;
+  const int B_;
+  GenerateResult res_;
+  std::vector<SamplerChain> samplers_;
+  std::vector<std::unique_ptr<TokenStreamDecoder>> decoders_;
+  std::vector<bool> active_;
+  int decode_tokens_ = 0;  // generated tokens after each sequence's first
+  bool stopped_ = false;   // the callback asked to stop
+};
+
+}  // namespace
+
+Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                                         const TokenCallback& cb) {
+  if (prompt.empty() && impl_->pending[0].empty()) return Status::InvalidArgument("the prompt has no tokens");
+  const std::vector<std::vector<int32_t>> feed = new_tokens(*impl_, prompt);
+  LS_RETURN_IF_ERROR(check_fits(*this, feed, o));
+  Generation g(*this, *impl_, o, cb);
+  LS_RETURN_IF_ERROR(g.prefill(feed));
+  for (int step = 0;; ++step) {
+    const Batch next = g.sample(step);
+    if (next.empty()) break;
+    LS_RETURN_IF_ERROR(g.decode(next));
+  }
+  return g.stats();
+}
+
+}  // namespace layerstream

@@ -1,0 +1,131 @@
+// `layerstream plan` end to end, and the terminal hygiene of `run`:
+//  - plan --box: the JSON keys; its minimum budget runs, one byte less fails
+//    with the error that names the minimum and what fits; the all-resident
+//    budget holds every layer with --strategy resident;
+//  - run at the default log level: no log line inside the generated text
+//    (stderr merged into stdout, as on a terminal), --log-level accepted
+//    after the subcommand;
+//  - example-model refuses a size larger than the free disk before writing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/common/cli.h"
+#include "tests/common/testing.h"
+
+namespace layerstream {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::CliResult;
+using testing::CliStderr;
+using testing::run_cli;
+using testing::TempDir;
+
+// A box file as `layerstream probe --json` writes it (the fields plan reads).
+std::string write_box(TempDir& dir) {
+  const nlohmann::json box = {
+      {"probe_version", 1},
+      {"link_gbps", 10.0},
+      {"pageable_link_gbps", 5.0},
+      {"disk_gbps", 2.0},
+      {"compute",
+       {{{"type", "F32"}, {"shape", "decode"}, {"n_tokens", 1}, {"weight_gbps", 8.0}, {"gflops", 4.0}},
+        {{"type", "F32"}, {"shape", "prefill"}, {"n_tokens", 32}, {"weight_gbps", 40.0}, {"gflops", 20.0}}}}};
+  const std::string path = dir.file("box.json");
+  std::ofstream(path) << box.dump();
+  return path;
+}
+
+std::string make_model(TempDir& dir, const std::string& extra = "") {
+  const std::string model = dir.file("m.gguf");
+  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
+                         "--dtype f32 --ctx 128 --seed " + std::to_string(testing::fresh_seed() % 100000) + extra);
+  EXPECT_EQ(mk.exit_code, 0) << mk.err;
+  return model;
+}
+
+TEST(CliPlan, MinimumRunsOneByteLessFailsAllResidentHoldsEverything) {
+  TempDir dir;
+  const std::string model = make_model(dir), box = write_box(dir), json = dir.file("plan.json");
+  CliResult p = run_cli("plan " + model + " --box " + box + " --ctx 64 --backend host --json " + json);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  EXPECT_THAT(p.out, HasSubstr("minimum VRAM budget"));
+  std::ifstream jf(json);
+  const nlohmann::json j = nlohmann::json::parse(jf);
+  const uint64_t lo = j["min_vram_bytes"], hi = j["all_resident_vram_bytes"];
+  ASSERT_GT(lo, 0u);
+  ASSERT_GT(hi, lo);
+  ASSERT_GE(j["budgets"].size(), 2u);
+  EXPECT_EQ(j["budgets"].front()["vram_bytes"], lo);
+  EXPECT_EQ(j["budgets"].back()["vram_bytes"], hi);
+  for (const auto& b : j["budgets"]) {
+    EXPECT_TRUE(b["fits"].get<bool>());
+    EXPECT_GT(b["predicted_decode_tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(b["predicted_prefill_tokens_per_s"].get<double>(), 0);
+    EXPECT_EQ(b["ram_bytes"], 0);
+  }
+  // More memory never predicts slower decoding.
+  EXPECT_GE(j["budgets"].back()["predicted_decode_tokens_per_s"].get<double>(),
+            j["budgets"].front()["predicted_decode_tokens_per_s"].get<double>());
+
+  const std::string run = "run " + model + " --tokens 1,2,3 -n 3 --ctx 64 --backend host ";
+  CliResult at_min = run_cli(run + "--vram " + std::to_string(lo));
+  EXPECT_EQ(at_min.exit_code, 0) << at_min.err;
+  CliResult below = run_cli(run + "--vram " + std::to_string(lo - 1));
+  EXPECT_NE(below.exit_code, 0);
+  EXPECT_THAT(below.err, HasSubstr("need at least " + std::to_string(lo) + " bytes"));
+  EXPECT_THAT(below.err, HasSubstr("fits context"));
+  CliResult resident = run_cli(run + "--strategy resident --vram " + std::to_string(hi));
+  EXPECT_EQ(resident.exit_code, 0) << resident.err;
+  CliResult resident_below = run_cli(run + "--strategy resident --vram " + std::to_string(hi - 1));
+  EXPECT_NE(resident_below.exit_code, 0);
+
+  // One budget: --vram answers for it; below the minimum it says so.
+  CliResult one = run_cli("plan " + model + " --box " + box + " --ctx 64 --backend host --vram " +
+                          std::to_string(lo - 1));
+  EXPECT_NE(one.exit_code, 0);
+  EXPECT_THAT(one.err, HasSubstr("below the minimum"));
+}
+
+TEST(CliRunTerminal, NoLogLineInsideTheGeneratedText) {
+  TempDir dir;
+  const std::string model = make_model(dir);
+  // Streaming at a small budget: the planner re-plans while decoding (info logs).
+  const std::string args = "run " + model + " -p Hello -n 24 --temp 0 --ctx 64 --backend host --vram 600KiB";
+  for (const std::string& level : {std::string(), std::string(" --log-level debug")}) {
+    CliResult r = run_cli(args + level, CliStderr::kMerged);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const size_t start = r.out.find("\nHello"), end = r.out.find("\nprefill:");
+    ASSERT_NE(start, std::string::npos) << r.out;
+    ASSERT_NE(end, std::string::npos) << r.out;
+    const std::string text = r.out.substr(start, end - start);
+    if (level.empty()) {
+      EXPECT_THAT(text, Not(HasSubstr("[info]"))) << r.out;
+    } else {
+      // The user's choice, accepted after the subcommand, is kept: the
+      // re-plans' lines then do land inside the text (what the default avoids).
+      EXPECT_THAT(text, HasSubstr("] [")) << r.out;
+    }
+  }
+}
+
+TEST(CliExampleModel, LargerThanTheFreeDiskIsRefusedBeforeWriting) {
+  TempDir dir;
+  const std::string out = dir.file("huge.gguf");
+  const auto space = std::filesystem::space(dir.path());
+  const uint64_t size = (space.available + (64ull << 30)) >> 30;  // GiB, beyond what is free
+  CliResult r = run_cli("example-model " + out + " --size " + std::to_string(size) + "GiB --dtype q4_0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("free"));
+  EXPECT_THAT(r.err, HasSubstr("the example model needs"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+}
+
+}  // namespace
+}  // namespace layerstream

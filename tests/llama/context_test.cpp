@@ -1,0 +1,252 @@
+// The public API's Model / Context / Batch on the host backend:
+//  - a multi-turn conversation continues in its KV cache: the second turn
+//    prefills only its new tokens, and its logits equal those of one pass
+//    over the whole conversation (generate() and the Batch API);
+//  - two contexts on one model from two threads at once: the resident bytes
+//    are loaded once (load_bytes), both generate what each generates alone;
+//  - sequence copy (shared prefix) and remove; batch errors name the token.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "layerstream/layerstream.h"
+#include "runtime/model/example_model.h"
+#include "tests/common/testing.h"
+#include "tests/common/tiny_model.h"
+
+namespace layerstream {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n) {
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(1 + rng() % 500);
+  return t;
+}
+
+ModelOptions host_options(int sequences) {
+  ModelOptions o;
+  o.backend = Backend::kHost;
+  o.host_threads = 2;
+  o.context = 96;
+  o.sequences = sequences;
+  return o;
+}
+
+GenerateOptions greedy(int n, bool keep_logits) {
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.sampling.temperature = 0;
+  g.stop_at_eog = false;
+  g.keep_logits = keep_logits;
+  return g;
+}
+
+// Every row of `logits` (n_vocab each) of one pass over `tokens` on sequence `seq`.
+std::vector<std::vector<float>> one_pass_logits(Context& ctx, int seq, const std::vector<int32_t>& tokens) {
+  Batch b;
+  for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), seq, true);
+  Status st = ctx.decode(b);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  std::vector<std::vector<float>> rows;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    auto l = ctx.logits(static_cast<int>(i));
+    rows.emplace_back(l.begin(), l.end());
+  }
+  return rows;
+}
+
+class ContextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = testing::fresh_seed();
+    path_ = dir_.file("m.gguf");
+    ASSERT_TRUE(write_example_model(path_, testing::tiny_llama_spec(GgmlType::F32, seed_, 128)).ok());
+  }
+  uint64_t seed_ = 0;
+  TempDir dir_;
+  std::string path_;
+};
+
+TEST_F(ContextTest, SecondTurnPrefillsOnlyNewTokensAndMatchesOnePass) {
+  std::mt19937_64 rng(seed_);
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(2)));
+  LS_ASSERT_OK_AND_ASSIGN(auto chat, model->create_context());
+  const auto turn1 = random_tokens(rng, 7), turn2 = random_tokens(rng, 5);
+
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult r1, chat->generate(turn1, greedy(4, false)));
+  EXPECT_EQ(r1.stats.prompt_tokens, 7);
+  EXPECT_EQ(chat->position(0), 7 + 3);  // the 4th token is sampled, not yet decoded
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult r2, chat->generate(turn2, greedy(4, true)));
+  // New tokens only: turn 1's last sampled token, then turn 2.
+  EXPECT_EQ(r2.stats.prompt_tokens, 1 + 5);
+  EXPECT_EQ(r2.prompt_tokens.front(), r1.generated[0].back());
+  EXPECT_EQ(chat->position(0), 7 + 4 + 5 + 3);
+
+  // One pass over the whole conversation, on a second context.
+  std::vector<int32_t> all = turn1;
+  all.insert(all.end(), r1.generated[0].begin(), r1.generated[0].end());
+  all.insert(all.end(), turn2.begin(), turn2.end());
+  all.insert(all.end(), r2.generated[0].begin(), r2.generated[0].end() - 1);
+  LS_ASSERT_OK_AND_ASSIGN(auto whole, model->create_context());
+  const auto rows = one_pass_logits(*whole, 0, all);
+  ASSERT_EQ(r2.logits.size(), 4u * model->n_vocab());
+  const size_t first = turn1.size() + 4 + turn2.size() - 1;  // the row turn 2's first token came from
+  for (int j = 0; j < 4; ++j) {
+    std::vector<float> got(r2.logits.begin() + j * model->n_vocab(), r2.logits.begin() + (j + 1) * model->n_vocab());
+    EXPECT_EQ(got, rows[first + j]) << "generated token " << j << " of turn 2";
+  }
+
+  // The same with the Batch API: turn 2's new tokens with logits for each.
+  ASSERT_TRUE(chat->clear().ok());
+  std::vector<int32_t> history(all.begin(), all.begin() + turn1.size() + 4);
+  Batch b1;
+  b1.add_sequence(history, 0, 0);
+  LS_ASSERT_OK(chat->decode(b1));
+  Batch b2;
+  for (size_t i = 0; i < turn2.size(); ++i) b2.add(turn2[i], static_cast<int32_t>(history.size() + i), 0, true);
+  LS_ASSERT_OK(chat->decode(b2));
+  for (size_t i = 0; i < turn2.size(); ++i) {
+    auto l = chat->logits(static_cast<int>(i));
+    EXPECT_EQ(std::vector<float>(l.begin(), l.end()), rows[history.size() + i]) << "turn 2 token " << i;
+  }
+}
+
+TEST_F(ContextTest, TwoContextsOnTwoThreadsShareResidentsAndMatchAlone) {
+  std::mt19937_64 rng(seed_);
+  ModelOptions o = host_options(2);
+  o.strategy = Strategy::kResident;
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, o));
+  const uint64_t loaded = model->load_bytes();
+  EXPECT_GE(loaded, model->info().file_bytes / 2) << "every layer is resident: the weights were loaded";
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(rng, 6), random_tokens(rng, 9)};
+
+  // Alone, one after the other: the reference.
+  std::vector<GenerateResult> alone(2);
+  for (int i = 0; i < 2; ++i) {
+    LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+    LS_ASSERT_OK_AND_ASSIGN(alone[i], ctx->generate(prompts[i], greedy(12, true)));
+  }
+  // Together: two contexts, two threads, two turns each.
+  LS_ASSERT_OK_AND_ASSIGN(auto c0, model->create_context());
+  LS_ASSERT_OK_AND_ASSIGN(auto c1, model->create_context());
+  EXPECT_EQ(model->free_sequences(), 0);
+  std::vector<Context*> ctx = {c0.get(), c1.get()};
+  std::vector<Result<GenerateResult>> together(2, Status::Internal("not run"));
+  std::vector<Status> second(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      together[i] = ctx[i]->generate(prompts[i], greedy(12, true));
+      second[i] = ctx[i]->generate(prompts[1 - i], greedy(3, false)).status();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(together[i].ok()) << together[i].status().ToString();
+    LS_EXPECT_OK(second[i]);
+    EXPECT_EQ(together[i]->generated, alone[i].generated) << "context " << i;
+    EXPECT_EQ(together[i]->logits, alone[i].logits) << "context " << i;
+    EXPECT_EQ(together[i]->stats.load_bytes, loaded);
+  }
+  EXPECT_EQ(model->load_bytes(), loaded) << "contexts load no weights";
+}
+
+TEST_F(ContextTest, CopiedPrefixContinuesLikeTheOriginal) {
+  std::mt19937_64 rng(seed_);
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(3)));
+  ContextOptions co;
+  co.sequences = 3;
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context(co));
+  const auto prefix = random_tokens(rng, 8), tail = random_tokens(rng, 3);
+  Batch b;
+  b.add_sequence(prefix, 0, 0);
+  LS_ASSERT_OK(ctx->decode(b));
+  LS_ASSERT_OK(ctx->copy_sequence(0, 2));
+  EXPECT_EQ(ctx->position(2), 8);
+  // The same tail on 0 and on the copy, in one batch, interleaved.
+  Batch t;
+  for (size_t i = 0; i < tail.size(); ++i) {
+    t.add(tail[i], static_cast<int32_t>(8 + i), 2, i + 1 == tail.size());
+    t.add(tail[i], static_cast<int32_t>(8 + i), 0, i + 1 == tail.size());
+  }
+  LS_ASSERT_OK(ctx->decode(t));
+  auto a = ctx->logits(static_cast<int>(t.size()) - 2), c = ctx->logits(static_cast<int>(t.size()) - 1);
+  ASSERT_EQ(a.size(), static_cast<size_t>(model->n_vocab()));
+  EXPECT_EQ(std::vector<float>(a.begin(), a.end()), std::vector<float>(c.begin(), c.end()));
+  EXPECT_TRUE(ctx->logits(0).empty()) << "token 0 asked for no logits";
+  // Removing the tail and decoding it again gives the same logits.
+  LS_ASSERT_OK(ctx->remove(0, 8));
+  EXPECT_EQ(ctx->position(0), 8);
+  Batch again;
+  again.add_sequence(tail, 8, 0);
+  LS_ASSERT_OK(ctx->decode(again));
+  auto r = ctx->logits(static_cast<int>(tail.size()) - 1);
+  EXPECT_EQ(std::vector<float>(r.begin(), r.end()), std::vector<float>(a.begin(), a.end()));
+}
+
+TEST_F(ContextTest, BadBatchesAndPoolErrorsAreClear) {
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(1)));
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+  auto second = model->create_context();
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(second.status().IsOutOfBudget());
+  EXPECT_THAT(second.status().message(), HasSubstr("sequences >= 2"));
+  Batch b;
+  b.add(5, 3, 0, true);
+  Status st = ctx->decode(b);
+  EXPECT_TRUE(st.IsInvalidArgument());
+  EXPECT_THAT(st.message(), HasSubstr("at position 3 but the sequence continues at 0"));
+  b.clear();
+  b.add(5, 0, 1, true);
+  EXPECT_THAT(ctx->decode(b).message(), HasSubstr("sequence 1 is outside this context's [0, 1)"));
+  b.clear();
+  b.add(512, 0, 0, true);
+  EXPECT_THAT(ctx->decode(b).message(), HasSubstr("token id 512 is outside the vocabulary"));
+  EXPECT_EQ(ctx->position(0), 0) << "a refused batch decodes nothing";
+}
+
+TEST_F(ContextTest, LoadProgressReportsAndCancels) {
+  ModelOptions o = host_options(1);
+  o.strategy = Strategy::kResident;
+  std::vector<float> seen;
+  o.progress = [&](float f) { return seen.push_back(f), true; };
+  LS_ASSERT_OK(Model::open(path_, o).status());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_FLOAT_EQ(seen.back(), 1.0f);
+  EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  o.progress = [](float) { return false; };
+  auto m = Model::open(path_, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(m.status().IsCancelled()) << m.status().ToString();
+}
+
+TEST(SamplerChain, GreedyPenaltyAndSeededDraws) {
+  std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f};
+  SamplerChain greedy = SamplerChain::from({.temperature = 0});
+  EXPECT_EQ(greedy.sample(logits), 1);
+  // The penalty divides token 1's positive logit: 2.0 / 1.5 < 1.9.
+  SamplerChain pen = SamplerChain::from({.temperature = 0, .repeat_penalty = 1.5f});
+  pen.accept(1);
+  EXPECT_EQ(pen.sample(logits), 2);
+  // top-k 1 leaves only the best, whatever the draw.
+  SamplerChain k1 = SamplerChain::from({.temperature = 1.0f, .top_k = 1, .seed = 7});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.sample(logits), 1);
+  // min-p 0.5 keeps tokens 1 and 2 (e^-0.1 of the top), never 0 or 3.
+  SamplerChain mp = SamplerChain::from({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.5f, .seed = 3});
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 400; ++i) ++counts[mp.sample(logits)];
+  EXPECT_EQ(counts[0] + counts[3], 0);
+  EXPECT_GT(counts[1], 100);
+  EXPECT_GT(counts[2], 100);
+  // The same seed gives the same draws.
+  SamplerChain a = SamplerChain::from({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = 11});
+  SamplerChain b = SamplerChain::from({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = 11});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(logits), b.sample(logits));
+}
+
+}  // namespace
+}  // namespace layerstream
