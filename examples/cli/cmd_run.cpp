@@ -65,6 +65,10 @@ class RunCommand : public Command {
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
     sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
     sub.add_option("--io", mo_.io, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+    sub.add_option("--staging", mo_.staging,
+                   "auto, or always: device memory only copies reach, disk reads through pinned staging buffers "
+                   "(the GPU path, on the host backend)")
+        ->capture_default_str();
     sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
     sub.add_option("--batch", mo_.batch, "Sequences decoded together (copies of the prompt, seeds seed+i)")
         ->capture_default_str();
@@ -170,6 +174,7 @@ class RunCommand : public Command {
           {"ram_budget", s.ram_budget},
           {"kv_bytes", s.kv_bytes},
           {"replans", s.replans},
+          {"load_bytes", s.load_bytes},
       };
       if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
     }

@@ -69,6 +69,9 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
                                                      : BackendKind::kAuto;
   impl->dopt.sim_link_gbps = o.sim_link_gbps;
   impl->dopt.host_threads = o.host_threads;
+  if (o.staging != "auto" && o.staging != "always")
+    return Status::InvalidArgument("staging must be auto or always, got '" + o.staging + "'");
+  impl->dopt.copies_only = o.staging == "always";
   return std::make_shared<Model>(std::move(impl));
 }
 
@@ -212,6 +215,7 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt, con
   st.ram_budget = r.options().ram_budget;
   st.kv_bytes = r.reserve().kv_bytes;
   st.replans = r.executor().replans();
+  st.load_bytes = r.executor().load_bytes();
   return res;
 }
 

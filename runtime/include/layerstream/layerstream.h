@@ -39,6 +39,11 @@ struct ModelOptions {
   std::string strategy = "planned";  // resident, serial, overlap, planned
   bool trace = false;            // record a trace (Session::write_trace)
   int host_threads = 0;          // host backend compute threads (0 = all)
+  // "auto": disk reads go straight into device memory when the CPU can
+  // address it (host backend); "always": the host backend's device memory is
+  // reached only by copies, disk reads go through pinned staging buffers (the
+  // path every GPU takes).
+  std::string staging = "auto";
 };
 
 // What a Model file is, from its metadata.
@@ -85,6 +90,9 @@ struct Stats {
   int layers_resident = 0, layers_ram = 0, layers_disk = 0;
   uint64_t model_bytes = 0, vram_budget = 0, ram_budget = 0, kv_bytes = 0;
   int replans = 0;
+  // Bytes loaded into resident layers and RAM-tier buffers over the session
+  // (start-up and re-plans; a re-plan moves only what changes placement).
+  uint64_t load_bytes = 0;
 };
 
 struct GenerateResult {
