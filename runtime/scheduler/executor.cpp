@@ -459,7 +459,7 @@ Status Executor::apply_plan(Plan p) {
   plan_measured_ = cost_.fully_measured(plan_.batch_class);
   epoch_pass_ = pass_;
   g_compute_ = g_copy_ = 0;
-  ring_place_ = WindowRing(std::max<uint64_t>(1, plan_.window_bytes));
+  ring_place_ = WindowRing(std::max<uint64_t>(1, plan_.window_bytes), static_cast<uint64_t>(plan_.window()));
   placed_.clear();
   placed_base_ = 0;
   {

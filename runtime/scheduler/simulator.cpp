@@ -37,7 +37,7 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
   std::vector<double> loaded(done.size(), 0.0), copy_start(done.size(), 0.0);
   double copy_end = 0, disk_end = 0;
   int next_copy = 0;  // next global streamed index to simulate the load of
-  WindowRing ring(o.window_bytes > 0 ? o.window_bytes : 1);
+  WindowRing ring(o.window_bytes > 0 ? o.window_bytes : 1, static_cast<uint64_t>(W));
   auto load = [&](int g) {
     const SimLayer& l = layers[streamed[g % m]];
     double slot_free = g - W >= 0 ? done[g - W] : 0.0;

@@ -8,18 +8,12 @@ namespace layerstream::sched {
 
 WindowRing::Placement WindowRing::place(uint64_t g, uint64_t span) {
   LS_CHECK(span > 0 && span <= capacity_);
+  while (!live_.empty() && live_.front().g + horizon_ < g) live_.pop_front();
   Placement p;
   p.offset = head_ + span <= capacity_ ? head_ : 0;
   const uint64_t end = p.offset + span;
-  size_t last = 0;  // live entries [0, last) are overwritten or older than one that is
-  for (size_t i = 0; i < live_.size(); ++i) {
-    const Live& l = live_[i];
-    if (l.offset < end && p.offset < l.offset + l.span) {
-      p.overlaps = static_cast<int64_t>(l.g);
-      last = i + 1;
-    }
-  }
-  live_.erase(live_.begin(), live_.begin() + static_cast<std::ptrdiff_t>(last));
+  for (const Live& l : live_)
+    if (l.offset < end && p.offset < l.offset + l.span) p.overlaps = static_cast<int64_t>(l.g);
   live_.push_back({g, p.offset, span});
   head_ = end;
   return p;

@@ -5,10 +5,13 @@
 // Streamed layers are placed in streaming order (g = 0, 1, 2, ... over
 // passes). A layer goes at the ring's head when it fits before the end, else
 // at offset 0 (the tail is left unused until the head passes it again). The
-// placement reports the latest earlier layer whose region it overwrites:
-// that layer's compute must finish before this layer's load may start (the
-// executor waits on its "done" event; the simulator on its end time). Every
-// layer before that one finished too, since compute runs in order.
+// placement reports the latest earlier layer, among the last `horizon`, whose
+// region it overwrites: that layer's compute must finish before this layer's
+// load may start (the executor waits on its "done" event; the simulator on
+// its end time). Layers older than the horizon must be known finished by the
+// caller (the executor waits for the compute of g - W anyway). Loads run on
+// more than one stream (RAM-tier copies, staged disk copies), so one load's
+// wait does not order another's: every overlap within the horizon counts.
 //
 // The executor and the simulator both use this class, so the simulator's
 // window matches the executor's byte for byte.
@@ -29,7 +32,8 @@ class WindowRing {
   };
   WindowRing() = default;
   // REQUIRES: capacity > 0.
-  explicit WindowRing(uint64_t capacity) : capacity_(capacity) {}
+  // REQUIRES: horizon >= 1.
+  WindowRing(uint64_t capacity, uint64_t horizon) : capacity_(capacity), horizon_(horizon) {}
 
   // Places layer g (REQUIRES: g one more than the previous call's, starting
   // at 0; 0 < span <= capacity).
@@ -41,6 +45,7 @@ class WindowRing {
     uint64_t g, offset, span;
   };
   uint64_t capacity_ = 0;
+  uint64_t horizon_ = 1;
   uint64_t head_ = 0;
   std::deque<Live> live_;  // oldest first
 };
