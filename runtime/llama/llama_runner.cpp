@@ -47,6 +47,8 @@ Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, cons
   e.disk_gbps = o.disk_gbps;
   e.reader = o.reader;
   e.trace = o.trace;
+  if (o.staging_buffer_bytes) e.staging_buffer_bytes = o.staging_buffer_bytes;
+  if (o.staging_buffers) e.staging_buffers = o.staging_buffers;
   switch (o.strategy) {
     case Strategy::kResident:
       e.auto_replan = false;

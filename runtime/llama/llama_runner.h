@@ -62,6 +62,11 @@ struct RunnerOptions {
   double link_gbps = 0;        // 0 = probe (see ExecutorOptions)
   double disk_gbps = 0;
   io::ReaderOptions reader;
+  // Staged disk path (devices that are not host-addressable): bytes per
+  // staging buffer (one read each) and buffer count (reads in flight); 0 =
+  // the executor's defaults (4 MiB, 24).
+  uint64_t staging_buffer_bytes = 0;
+  unsigned staging_buffers = 0;
   bool trace = true;
   // Per model layer (LlamaModel::layers, embedding first; empty = none),
   // overrides the strategy. The embedding's entry is ignored (never streamed).

@@ -247,18 +247,36 @@ Status Executor::load_layer_to_host(int i, void* dst) {
 }
 
 Status Executor::drain() {
+  // Staged jobs read ahead of the compute frontier can never start their
+  // copies now: the disk thread drops them (after their reads land).
   {
     std::unique_lock l(dmu_);
+    abandon_ = true;
+    dcv_.notify_all();
     dcv_.wait(l, [&] { return finished_ == posted_ || !disk_error_.ok() || stop_; });
+    abandon_ = false;
   }
   Status s1 = copy_->synchronize();
   Status s2 = compute_->synchronize();
   Status s3 = disk_copy_ ? disk_copy_->synchronize() : Status::OK();
+  reset_stream_state();
   if (!s1.ok()) return s1;
   if (!s2.ok()) return s2;
   if (!s3.ok()) return s3;
   std::lock_guard l(dmu_);
   return disk_error_;
+}
+
+// A new epoch of streamed-layer numbering (g from 0) at this pass boundary.
+// REQUIRES: drained (nothing in flight, no disk job pending).
+void Executor::reset_stream_state() {
+  epoch_pass_ = pass_;
+  g_compute_ = g_copy_ = 0;
+  ring_place_ = WindowRing(std::max<uint64_t>(1, plan_.window_bytes), static_cast<uint64_t>(std::max(1, plan_.window())));
+  placed_.clear();
+  placed_base_ = 0;
+  std::lock_guard l(dmu_);
+  computed_ = disk_ready_ = done_recorded_ = 0;
 }
 
 std::vector<std::string> Executor::layer_names() const {
@@ -457,15 +475,7 @@ Status Executor::apply_plan(Plan p) {
   LS_RETURN_IF_ERROR(create_events());
   plan_compute_ = cost_.compute_all(plan_.batch_class);
   plan_measured_ = cost_.fully_measured(plan_.batch_class);
-  epoch_pass_ = pass_;
-  g_compute_ = g_copy_ = 0;
-  ring_place_ = WindowRing(std::max<uint64_t>(1, plan_.window_bytes), static_cast<uint64_t>(plan_.window()));
-  placed_.clear();
-  placed_base_ = 0;
-  {
-    std::lock_guard l(dmu_);
-    computed_ = disk_ready_ = 0;
-  }
+  reset_stream_state();
   LS_LOG_INFO("scheduler plan: {} (loaded {})", describe_plan(plan_, bytes_), format_bytes(moved + loaded));
   return Status::OK();
 }
@@ -511,10 +521,19 @@ const Executor::Placed& Executor::placed(uint64_t g) {
 
 Status Executor::enqueue_ready_copies(uint64_t computing) {
   // Loads run up to W streamed layers ahead, and only once the compute they
-  // wait for is enqueued (its "done" event recorded).
+  // wait for is enqueued (its "done" event recorded). Staged disk layers are
+  // handed over further ahead: the disk thread reads them into the staging
+  // buffers at once and issues their copies when that "done" is recorded.
   const uint64_t W = plan_.window();
-  while (g_copy_ < computing + W && placed(g_copy_).need < static_cast<int64_t>(computing))
+  const uint64_t L = W + static_cast<uint64_t>(std::max(0, opt_.read_ahead_layers));
+  const uint64_t m = streamed_.size();
+  for (;;) {
+    const uint64_t g = g_copy_;
+    const bool staged_disk = !disk_direct_ && plan_.tiers[streamed_[g % m]] == Tier::kDisk;
+    if (staged_disk ? g >= computing + L : (g >= computing + W || placed(g).need >= static_cast<int64_t>(computing)))
+      break;
     LS_RETURN_IF_ERROR(enqueue_copy(g_copy_++));
+  }
   while (placed_base_ < g_copy_ && placed_base_ + 1 < computing) {  // keep the placements still needed
     placed_.pop_front();
     ++placed_base_;
@@ -633,6 +652,8 @@ void Executor::disk_staged_loop() {
     uint64_t chunks = 0, next_read = 0, landed_count = 0, copied = 0;
     std::deque<std::pair<uint64_t, unsigned>> landed;  // (chunk, buffer) waiting for their copy
     bool started = false;
+    bool dropped = false;    // abandoned by drain(): no more reads, no copies
+    uint64_t reading = 0;    // reads in flight
     Clock::time_point t0{}, t_last{};
   };
   struct InFlight {
@@ -655,6 +676,7 @@ void Executor::disk_staged_loop() {
     std::unique_lock l(dmu_);
     dcv_.wait(l, [&] { return stop_; });
   };
+  uint64_t done_rec = 0;  // done_recorded_ as last seen
   for (;;) {
     {
       std::unique_lock l(dmu_);
@@ -665,8 +687,28 @@ void Executor::disk_staged_loop() {
         jobs_.pop_front();
         active.push_back(a);
       }
+      done_rec = done_recorded_;
+      if (abandon_) {
+        // Jobs whose copies wait for a compute that was never enqueued (need
+        // is non-decreasing in g, so they are a tail of the list).
+        for (Active& a : active)
+          if (!a.started && a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec) a.dropped = true;
+      }
+      while (!active.empty() && active.back().dropped) {
+        Active& a = active.back();
+        for (auto& [c, b] : a.landed) free_bufs.push_back(b);
+        a.landed.clear();
+        if (a.reading > 0) break;  // its reads must land first (they write staging buffers)
+        active.pop_back();
+        ++finished_;
+        dcv_.notify_all();
+      }
       if (active.empty() && inflight.empty() && busy_bufs.empty()) {
-        dcv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
+        dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || abandon_; });
+        if (jobs_.empty() && !stop_) {  // abandon_ with nothing to drop: let drain() see it
+          dcv_.notify_all();
+          dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || !abandon_; });
+        }
         continue;
       }
     }
@@ -687,6 +729,7 @@ void Executor::disk_staged_loop() {
     }
     // 2. Reads into every free buffer, layers in order.
     for (Active& a : active) {
+      if (a.dropped) break;
       const LayerSpec& l = layers_[a.job.layer];
       const uint64_t span = spans_[a.job.layer];
       if (a.chunks == 0) a.chunks = (span + cb - 1) / cb;
@@ -700,6 +743,7 @@ void Executor::disk_staged_loop() {
         free_bufs.pop_back();
         inflight[b] = {a.job.g, a.next_read, off, n, rd, Clock::now()};
         ++a.next_read;
+        ++a.reading;
         progress = true;
       }
       if (free_bufs.empty()) break;
@@ -712,7 +756,10 @@ void Executor::disk_staged_loop() {
     while (!active.empty()) {
       Active& a = active.front();
       if (!a.started) {
-        if (a.landed.empty()) break;
+        if (a.landed.empty() || a.dropped) break;
+        // Its region is free once the compute it overwrites is done; that
+        // "done" must be recorded before the copy stream can wait on it.
+        if (a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec) break;
         if (a.job.need_done) st = disk_copy_->wait(*a.job.need_done);
         if (st.ok()) st = disk_copy_->record(*a.job.k_start);
         if (!st.ok()) return fail(st, a.job.layer);
@@ -763,6 +810,11 @@ void Executor::disk_staged_loop() {
         for (Active& x : active)
           if (x.job.g == f.g) a = &x;
         if (a == nullptr) continue;
+        --a->reading;
+        if (a->dropped) {
+          free_bufs.push_back(static_cast<unsigned>(c.tag));
+          continue;
+        }
         const LayerSpec& l = layers_[a->job.layer];
         if (!c.status.ok()) return fail(c.status, a->job.layer);
         if (c.bytes_read < f.bytes && f.offset + c.bytes_read < l.file_offset + l.bytes)
@@ -779,6 +831,10 @@ void Executor::disk_staged_loop() {
     } else if (!busy_bufs.empty()) {
       st = buf_done_[busy_bufs.front()]->synchronize();
       if (!st.ok()) return fail(st, active.empty() ? 0 : active.front().job.layer);
+    } else {
+      // Waiting for a "done" to be recorded, a new job, or drain().
+      std::unique_lock l(dmu_);
+      dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || done_recorded_ != done_rec || abandon_; });
     }
   }
 }
@@ -801,6 +857,7 @@ Status Executor::run_pass(int batch_tokens) {
   const int par = static_cast<int>(pass & 1);
   const int E = events_per_ring();
   const bool disk_counters = disk_direct_ && plan_.count(Tier::kDisk) > 0;
+  const bool staged_disk = !disk_direct_ && plan_.count(Tier::kDisk) > 0;
   LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[par]));
   for (int i = 0; i < n_; ++i) {
     LayerRun run;
@@ -838,6 +895,13 @@ Status Executor::run_pass(int batch_tokens) {
     LS_RETURN_IF_ERROR(compute_->record(*c_end_[par][i]));
     if (run.slot >= 0) {
       LS_RETURN_IF_ERROR(compute_->record(*done_[g % E]));
+      if (staged_disk) {
+        {
+          std::lock_guard lk(dmu_);
+          done_recorded_ = g + 1;
+        }
+        dcv_.notify_all();
+      }
       if (disk_counters) {
         LS_RETURN_IF_ERROR(compute_->host_func([this, g] {
           {

@@ -84,6 +84,10 @@ struct ExecutorOptions {
   // of ram_budget), one read request each; reads in flight <= staging_buffers.
   uint64_t staging_buffer_bytes = 4 << 20;
   unsigned staging_buffers = 24;
+  // Staged disk path: disk layers are handed to the disk thread up to this
+  // many streamed layers beyond the window, so reads run ahead into the
+  // staging buffers (a read needs no window region; only its copy does).
+  int read_ahead_layers = 8;
   io::ReaderOptions reader;
   bool trace = true;
 };
@@ -157,6 +161,7 @@ class Executor {
   Status enqueue_copy(uint64_t g);
   const Placed& placed(uint64_t g);
   Status enqueue_ready_copies(uint64_t computing);
+  void reset_stream_state();
   Status post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k);
   void disk_direct_loop();
   void disk_staged_loop();
@@ -219,7 +224,9 @@ class Executor {
   std::mutex dmu_;
   std::condition_variable dcv_;
   std::deque<DiskJob> jobs_;    // posted, not yet taken by the disk thread
-  uint64_t posted_ = 0, finished_ = 0;  // disk jobs posted / fully issued
+  uint64_t posted_ = 0, finished_ = 0;  // disk jobs posted / fully issued (or abandoned)
+  uint64_t done_recorded_ = 0;  // streamed layers whose "done" event is recorded (+1 past g)
+  bool abandon_ = false;        // drain: drop staged jobs whose copies can never start
   bool stop_ = false;
   Status disk_error_;
   uint64_t computed_ = 0;       // direct: streamed layers whose compute finished (+1 past g)
