@@ -522,7 +522,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     LS_RETURN_IF_ERROR(s.copy_h2d(I.f(L.out_norm), I.out_norm_host.data(), t.n_bytes));
     LS_RETURN_IF_ERROR(s.synchronize());
   }
-  LS_LOG_INFO("llama: {} layers, ctx {} x {} seq, reserve {} (KV {}), plan: {}", I.m.layers.size(), I.n_ctx,
+  LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
+              I.exec->layer_bytes().size(), I.n_ctx,
               I.n_seq, format_bytes(L.total), format_bytes(L.kv_bytes),
               sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
   return std::unique_ptr<LlamaRunner>(new LlamaRunner(std::move(impl)));
