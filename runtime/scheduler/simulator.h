@@ -13,9 +13,10 @@
 // - a disk layer is first read by the disk thread (in order over disk
 //   layers). Direct reads (host-addressable device) go into the slot, so they
 //   wait for the slot like a copy and need no H2D; staged reads go into the
-//   staging buffers up to W - 1 layers ahead of the copies (the disk thread
-//   reads the layers the executor has handed it, W ahead), and the H2D copy
-//   of the layer ends no earlier than one chunk after its read ends.
+//   staging buffers up to W - 1 layers ahead of the copies, and the H2D copy
+//   of the layer ends no earlier than one chunk after its read ends. (The
+//   executor hands disk layers over further ahead, so reads may run ahead
+//   as far as the staging buffers allow: the simulator is conservative there.)
 // Units: seconds.
 #pragma once
 
