@@ -35,6 +35,10 @@ void DeviceFlags::add_to(CLI::App& sub) {
   sub.add_option("--backend", backend, "auto, host or cuda")->capture_default_str();
   sub.add_option("--sim-link", sim_link_gbps, "Host backend: throttle H2D copies to GBPS (0 = off)");
   sub.add_option("--host-threads", host_threads, "Host backend compute threads (0 = all cores)");
+  sub.add_option("--staging", staging,
+                 "auto: disk reads go straight into device memory when the CPU can address it (host backend); "
+                 "always: device memory only copies reach, disk reads go through pinned staging buffers (the GPU path)")
+      ->capture_default_str();
 }
 
 Result<DeviceOptions> DeviceFlags::options() const {
@@ -45,6 +49,9 @@ Result<DeviceOptions> DeviceFlags::options() const {
   o.backend = *be;
   o.sim_link_gbps = sim_link_gbps;
   o.host_threads = host_threads;
+  if (staging != "auto" && staging != "always")
+    return Status::InvalidArgument("--staging: expected auto or always, got '" + staging + "'");
+  o.copies_only = staging == "always";
   return o;
 }
 

@@ -51,6 +51,7 @@ struct DeviceFlags {
   std::string backend = "auto";
   double sim_link_gbps = 0;
   int host_threads = 0;
+  std::string staging = "auto";  // auto | always (host backend: device memory only copies reach)
   void add_to(CLI::App& sub);
   // The DeviceOptions they ask for; InvalidArgument naming the flag otherwise.
   Result<DeviceOptions> options() const;

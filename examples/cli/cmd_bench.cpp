@@ -32,6 +32,10 @@ class BenchCommand : public Command {
     sub.add_option("--ram", ram_, "Pinned host RAM budget for RAM-tier layers and staging")->capture_default_str();
     device_.add_to(sub);
     sub.add_option("--io", io_, "Disk I/O path: auto, uring, pread, buffered")->capture_default_str();
+    sub.add_option("--staging-chunk", staging_chunk_,
+                   "Staged disk path: bytes per staging buffer / read (default: the --box probe's best, else 4MiB)");
+    sub.add_option("--staging-buffers", staging_buffers_, "Staged disk path: staging buffers = reads in flight")
+        ->capture_default_str();
     sub.add_option("--mode", mode_, "decode or prefill")->capture_default_str();
     sub.add_option("--prompt-len", prompt_len_, "Prefill: tokens per sequence")->capture_default_str();
     sub.add_option("--batch", batch_, "Sequences per pass")->capture_default_str();
@@ -99,6 +103,7 @@ class BenchCommand : public Command {
     box.device = info.name;
     box.sim_link_gbps = info.sim_link_gbps;
     double link_gbps = 0, disk_gbps = 0;
+    uint64_t staging_chunk = 0;
     box.link_source = box.disk_source = "measured by the runners";
     if (!box_.empty()) {
       auto prior = bench::load_box_prior(box_, *io_path);
@@ -107,7 +112,15 @@ class BenchCommand : public Command {
       disk_gbps = prior->disk_gbps > 0 ? prior->disk_gbps : 0;
       box.link_source = prior->source;
       if (disk_gbps > 0) box.disk_source = prior->source;
+      staging_chunk = prior->staging_chunk_bytes;
     }
+    if (!staging_chunk_.empty()) {
+      auto c = parse_size_flag("--staging-chunk", staging_chunk_);
+      if (!c.ok()) return usage_error(c.status().message());
+      if (*c < 4096) return usage_error("--staging-chunk must be at least 4KiB");
+      staging_chunk = *c;
+    }
+    if (staging_buffers_ < 1 || staging_buffers_ > 64) return usage_error("--staging-buffers must be in [1, 64]");
     if (dopt->sim_link_gbps > 0 && info.backend == BackendKind::kHost) {
       link_gbps = dopt->sim_link_gbps;
       box.link_source = "--sim-link";
@@ -124,6 +137,8 @@ class BenchCommand : public Command {
     ro.link_gbps = link_gbps;
     ro.disk_gbps = disk_gbps;
     ro.reader.path = *io_path;
+    ro.staging_buffer_bytes = staging_chunk;
+    ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
     ro.trace = true;
     if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = ctx_;
     const uint64_t footprint = info.backend == BackendKind::kHost ? vram + *ram : vram;
@@ -199,7 +214,8 @@ class BenchCommand : public Command {
   std::string strategies_ = "resident,serial,overlap,planned";
   std::string box_, json_path_, trace_path_, report_path_;
   DeviceFlags device_;
-  int prompt_len_ = 64, batch_ = 1, ctx_ = 256, passes_ = 5, warmup_ = 2, overlap_slots_ = 2;
+  std::string staging_chunk_;
+  int prompt_len_ = 64, batch_ = 1, ctx_ = 256, passes_ = 5, warmup_ = 2, overlap_slots_ = 2, staging_buffers_ = 24;
   bool force_blocks_ = false;
 };
 

@@ -65,6 +65,10 @@ class RunCommand : public Command {
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
     sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
     sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+    sub.add_option("--staging", staging_,
+                   "auto, or always: device memory only copies reach, disk reads through pinned staging buffers "
+                   "(the GPU path, on the host backend)")
+        ->capture_default_str();
     sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
     sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
@@ -190,13 +194,14 @@ class RunCommand : public Command {
   Status parse_enums() {
     LS_ASSIGN_OR_RETURN(mo_.backend, backend_from_name(backend_));
     LS_ASSIGN_OR_RETURN(mo_.io, io_path_from_name(io_));
+    LS_ASSIGN_OR_RETURN(mo_.staging, staging_from_name(staging_));
     LS_ASSIGN_OR_RETURN(mo_.kv_type, kv_type_from_name(kv_type_));
     LS_ASSIGN_OR_RETURN(mo_.strategy, strategy_from_name(strategy_));
     return Status::OK();
   }
 
   std::string model_, prompt_, tokens_, vram_, ram_, backend_ = "auto", trace_, json_, logits_;
-  std::string io_ = "auto", kv_type_ = "f32", strategy_ = "planned";
+  std::string io_ = "auto", kv_type_ = "f32", strategy_ = "planned", staging_ = "auto";
   ModelOptions mo_;
   GenerateOptions gen_;
 };

@@ -26,6 +26,15 @@ void finalize(BenchResult& r) {
     s.predicted_ms = s.passes.back().predicted_s * 1e3;
     s.tokens_per_s = s.pass_ms.median > 0 ? r.workload.tokens_per_pass / (s.pass_ms.median * 1e-3) : 0;
     s.overlap_efficiency = s.pass_ms.median > 0 ? s.lower_bound_ms / s.pass_ms.median : 0;
+    uint64_t db = 0;
+    double ds = 0;
+    s.max_reads_in_flight = 0;
+    for (const PassRecord& p : s.passes) {
+      db += p.disk_bytes;
+      ds += p.disk_s;
+      s.max_reads_in_flight = std::max(s.max_reads_in_flight, p.max_reads_in_flight);
+    }
+    s.disk_gbps = ds > 0 ? db / ds / 1e9 : 0;
     if (!best || s.pass_ms.median < best->pass_ms.median) best = &s;
   }
   r.best = best ? best->name : "";
@@ -40,6 +49,7 @@ void finalize(BenchResult& r) {
   r.lower_bound_ms = ref ? ref->lower_bound_ms : 0;
   r.predicted_ms = ref ? ref->predicted_ms : 0;
   r.overlap_efficiency = ref ? ref->overlap_efficiency : 0;
+  r.disk_gbps = ref ? ref->disk_gbps : 0;
 }
 
 nlohmann::json to_json(const BenchResult& r) {
@@ -59,7 +69,10 @@ nlohmann::json to_json(const BenchResult& r) {
                         {"streamed_bytes", p.streamed_bytes},
                         {"predicted_ms", p.predicted_s * 1e3},
                         {"lower_bound_ms", p.lower_bound_s * 1e3},
-                        {"compute_ms", p.sum_compute_s * 1e3}});
+                        {"compute_ms", p.sum_compute_s * 1e3},
+                        {"disk_bytes", p.disk_bytes},
+                        {"disk_ms", p.disk_s * 1e3},
+                        {"max_reads_in_flight", p.max_reads_in_flight}});
     }
     json layers = json::array();
     for (const LayerTiming& l : s.layers)
@@ -74,6 +87,9 @@ nlohmann::json to_json(const BenchResult& r) {
               {"predicted_ms", s.predicted_ms},
               {"overlap_efficiency", s.overlap_efficiency},
               {"ratio_to_best", s.ratio_to_best},
+              {"disk_gbps", s.disk_gbps},
+              {"max_reads_in_flight", s.max_reads_in_flight},
+              {"load_bytes", s.load_bytes},
               {"passes", std::move(passes)},
               {"layers", std::move(layers)}});
     strategies.push_back(std::move(j));
@@ -111,6 +127,7 @@ nlohmann::json to_json(const BenchResult& r) {
       {"lower_bound_ms", r.lower_bound_ms},
       {"predicted_ms", r.predicted_ms},
       {"overlap_efficiency", r.overlap_efficiency},
+      {"disk_gbps", r.disk_gbps},
   };
 }
 
@@ -141,6 +158,10 @@ std::string format_table(const BenchResult& r) {
   out += "\n";
   for (const StrategyResult& s : r.strategies)
     if (!s.skipped && !s.plan.empty()) out += fmt::format("plan {:<8} {}\n", s.name + ":", s.plan);
+  for (const StrategyResult& s : r.strategies)
+    if (!s.skipped && (s.disk_gbps > 0 || s.load_bytes > 0))
+      out += fmt::format("io   {:<8} disk {:.3f} GB/s, up to {} reads in flight; loaded {} into residents/RAM\n",
+                         s.name + ":", s.disk_gbps, s.max_reads_in_flight, format_bytes(s.load_bytes));
   if (!r.reference.empty())
     out += fmt::format("\n{}: lower bound {:.2f} ms, predicted {:.2f} ms, overlap efficiency {:.0f}% (bound / median); best: {}\n",
                        r.reference, r.lower_bound_ms, r.predicted_ms, r.overlap_efficiency * 100, r.best);

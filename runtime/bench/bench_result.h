@@ -25,6 +25,9 @@ struct PassRecord {
   double predicted_s = 0;     // the simulator's prediction for the plan in force
   double lower_bound_s = 0;   // max(sum compute, streamed bytes / link, disk bytes / disk)
   double sum_compute_s = 0;
+  uint64_t disk_bytes = 0;    // read from disk for the pass's layers
+  double disk_s = 0;          // time the disk was busy with those reads
+  int max_reads_in_flight = 0;
 };
 
 // One layer in the report's per-layer bars (one pass).
@@ -56,6 +59,9 @@ struct StrategyResult {
   double predicted_ms = 0;            // last pass
   double overlap_efficiency = 0;      // lower_bound_ms / median pass
   double ratio_to_best = 0;           // median / best strategy's median (1 for the best)
+  double disk_gbps = 0;               // measured: disk bytes / disk busy time over the passes (0: no disk)
+  int max_reads_in_flight = 0;        // most disk reads outstanding at once over the passes
+  uint64_t load_bytes = 0;            // bytes loaded into residents and the RAM tier (start-up + re-plans)
 };
 
 struct BoxInfo {
@@ -103,6 +109,7 @@ struct BenchResult {
   double lower_bound_ms = 0;
   double predicted_ms = 0;
   double overlap_efficiency = 0;
+  double disk_gbps = 0;               // the reference strategy's measured disk rate
 };
 
 // Computes every "filled by finalize()" field from the pass records.

@@ -43,6 +43,8 @@ class BenchRunner {
   // Bandwidths in the runner's cost model now (GB/s; 0 = unknown/unused).
   virtual double link_gbps() const = 0;
   virtual double disk_gbps() const = 0;
+  // Bytes loaded into residents and the RAM tier so far (0 = not tracked).
+  virtual uint64_t load_bytes() const { return 0; }
 };
 
 // A strategy the session runs: a name, how to make its runner, and what the

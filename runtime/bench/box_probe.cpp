@@ -147,13 +147,14 @@ Status write_scratch(const std::string& path, uint64_t bytes) {
   return Status::OK();
 }
 
-DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPath path, const ProbeOptions& o) {
+DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPath path, const ProbeOptions& o,
+                          uint64_t req_bytes = 8 << 20, int in_flight_max = 4, size_t reader_chunk = 1 << 20) {
   DiskPoint p;
   p.path = std::string(io::io_path_name(path));
   io::ReaderOptions ro;
   ro.path = path;
-  ro.queue_depth = 16;
-  ro.chunk_bytes = 1 << 20;
+  ro.queue_depth = std::max(16, in_flight_max);
+  ro.chunk_bytes = reader_chunk;
   auto rd = io::open_reader(file, ro);
   if (!rd.ok()) {
     p.error = rd.status().message();
@@ -169,8 +170,8 @@ DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPa
     return p;
   }
   p.cached_before = drop_and_check_cache(file, region, &p.cache_dropped);
-  constexpr uint64_t kReq = 8 << 20;
-  constexpr int kInFlight = 4;
+  const uint64_t kReq = req_bytes;
+  const int kInFlight = in_flight_max;
   auto buf = aligned(kReq * kInFlight);
   if (!buf.ok()) {
     p.error = buf.status().message();
@@ -251,10 +252,6 @@ Status probe_disk(const ProbeOptions& o, BoxProfile& out) {
       note(o, fmt::format("disk {}: not measured: {}", p.path, p.error));
     out.disk.push_back(std::move(p));
   }
-  if (!scratch.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(scratch, ec);
-  }
   double best_direct = 0, best = 0;
   for (const DiskPoint& p : out.disk) {
     if (!p.error.empty()) continue;
@@ -262,6 +259,30 @@ Status probe_disk(const ProbeOptions& o, BoxProfile& out) {
     if (p.direct) best_direct = std::max(best_direct, p.gbps);
   }
   out.disk_gbps = best_direct > 0 ? best_direct : best;
+  // The staged path's read size: one read per staging buffer, 16 in flight,
+  // as the executor issues them (io_uring, O_DIRECT). The fastest chunk wins
+  // (the smaller one on a tie within 3%).
+  if (o.staging_sweep) {
+    double best_gbps = 0;
+    for (uint64_t chunk : {uint64_t{4} << 20, uint64_t{8} << 20, uint64_t{16} << 20}) {
+      DiskPoint p = probe_disk_path(file, out.disk_file_bytes, io::IoPath::kUring, o, chunk, 16, chunk);
+      if (!p.error.empty() || !p.direct) {
+        note(o, fmt::format("staging chunk {}: not measured: {}", format_bytes(chunk),
+                            p.error.empty() ? "no O_DIRECT" : p.error));
+        continue;
+      }
+      note(o, fmt::format("staging chunk {} x 16 in flight: {:.2f} GB/s", format_bytes(chunk), p.gbps));
+      out.staging_gbps_by_chunk.push_back({chunk, p.gbps});
+      if (p.gbps > best_gbps * 1.03) {
+        best_gbps = p.gbps;
+        out.staging_chunk_bytes = chunk;
+      }
+    }
+  }
+  if (!scratch.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(scratch, ec);
+  }
   return Status::OK();
 }
 
@@ -377,6 +398,8 @@ nlohmann::json to_json(const BoxProfile& b) {
     else by_path[p.path] = p.gbps;
     disk.push_back(std::move(j));
   }
+  json staging = json::array();
+  for (const auto& [chunk, gbps] : b.staging_gbps_by_chunk) staging.push_back({{"chunk_bytes", chunk}, {"gbps", gbps}});
   json compute = json::array();
   for (const ComputePoint& c : b.compute)
     compute.push_back({{"type", c.type}, {"shape", c.shape}, {"n_out", c.n_out}, {"n_in", c.n_in},
@@ -394,6 +417,8 @@ nlohmann::json to_json(const BoxProfile& b) {
           {"pageable_link_gbps", b.pageable_link_gbps},
           {"disk_gbps", b.disk_gbps},
           {"disk_gbps_by_path", by_path},
+          {"staging_chunk_bytes", b.staging_chunk_bytes},
+          {"staging_gbps_by_chunk", staging},
           {"h2d", h2d},
           {"disk", {{"file", b.disk_file}, {"file_bytes", b.disk_file_bytes}, {"scratch", b.disk_scratch},
                     {"points", disk}}},
@@ -456,6 +481,15 @@ Result<BoxPrior> box_prior_from_json(const nlohmann::json& doc, const std::strin
     if (by.is_object() && by.contains(name)) {
       LS_ASSIGN_OR_RETURN(p.disk_gbps, rate(by, name.c_str()));
     }
+  }
+  if (doc.contains("staging_chunk_bytes")) {
+    const auto& v = doc.at("staging_chunk_bytes");
+    if (!v.is_number_unsigned())
+      return Status::Corruption(fmt::format("{}: \"staging_chunk_bytes\" is not a byte count: {}", source, v.dump()));
+    p.staging_chunk_bytes = v.get<uint64_t>();
+    if (p.staging_chunk_bytes != 0 && (p.staging_chunk_bytes < 4096 || p.staging_chunk_bytes > (1ull << 30)))
+      return Status::Corruption(fmt::format("{}: staging_chunk_bytes {} is outside [4 KiB, 1 GiB]", source,
+                                            p.staging_chunk_bytes));
   }
   if (p.link_gbps <= 0) return Status::Corruption(fmt::format("{}: link_gbps is 0 (H2D was not measured)", source));
   return p;

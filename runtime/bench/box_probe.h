@@ -41,6 +41,7 @@ struct ProbeOptions {
   uint64_t scratch_bytes = 256ull << 20;
   uint64_t disk_region_bytes = 1ull << 30;  // at most this much of the file is read per path
   double disk_seconds_per_path = 3.0;       // and for at most about this long
+  bool staging_sweep = true;                // also time staged reads of 4/8/16 MiB chunks (io_uring, O_DIRECT)
   std::vector<io::IoPath> io_paths = {io::IoPath::kUring, io::IoPath::kPread, io::IoPath::kBuffered};
   bool compute = true;
   std::vector<GgmlType> types = {GgmlType::F32, GgmlType::F16, GgmlType::BF16,
@@ -94,6 +95,10 @@ struct BoxProfile {
   bool disk_scratch = false;      // the file was a scratch file written by the probe
   std::vector<DiskPoint> disk;
   double disk_gbps = 0;           // best O_DIRECT rate (page-cache independent); else best rate
+  // Staged path tuning: io_uring O_DIRECT reads of one chunk each, 16 in
+  // flight, per chunk size; the fastest (0: not measured).
+  uint64_t staging_chunk_bytes = 0;
+  std::vector<std::pair<uint64_t, double>> staging_gbps_by_chunk;  // (chunk bytes, GB/s)
   std::vector<ComputePoint> compute;
 };
 
@@ -112,6 +117,7 @@ std::string format_probe_table(const BoxProfile& profile);
 struct BoxPrior {
   double link_gbps = 0;
   double disk_gbps = 0;
+  uint64_t staging_chunk_bytes = 0;  // the probe's best staged read size (0: not in the file)
   std::string source;  // "box file <path>"
 };
 Result<BoxPrior> load_box_prior(const std::string& path, io::IoPath io_path = io::IoPath::kAuto);

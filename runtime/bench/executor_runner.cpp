@@ -45,5 +45,6 @@ std::vector<LayerDesc> ExecutorRunner::layers() const {
 
 double ExecutorRunner::link_gbps() const { return ex_.cost_model().link_bw() / 1e9; }
 double ExecutorRunner::disk_gbps() const { return ex_.cost_model().disk_bw() / 1e9; }
+uint64_t ExecutorRunner::load_bytes() const { return ex_.load_bytes(); }
 
 }  // namespace layerstream::bench

@@ -26,6 +26,7 @@ class ExecutorRunner : public BenchRunner {
   std::vector<LayerDesc> layers() const override;
   double link_gbps() const override;
   double disk_gbps() const override;
+  uint64_t load_bytes() const override;
 
  private:
   std::shared_ptr<void> owner_;

@@ -18,8 +18,7 @@ Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, con
   }
   LS_ASSIGN_OR_RETURN(auto runner, llama::LlamaRunner::create(device, path, o));
   std::shared_ptr<llama::LlamaRunner> owner(std::move(runner));
-  std::vector<std::string> names;
-  for (const ModelLayer& l : owner->model().layers) names.push_back(l.name);
+  std::vector<std::string> names = owner->executor().layer_names();
   llama::LlamaRunner* r = owner.get();
   std::function<Status()> step;
   if (work.mode == BenchMode::kDecode)

@@ -77,7 +77,11 @@ Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
 Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
                                 io::IoPath io) {
   bench::ProbeOptions po;
-  po.device = device_options_for(o.backend, o.sim_link_gbps, o.host_threads);
+  ModelOptions mo;
+  mo.backend = o.backend;
+  mo.sim_link_gbps = o.sim_link_gbps;
+  mo.host_threads = o.host_threads;
+  po.device = device_options_for(mo);
   po.chunk_bytes = {1 << 20, 16 << 20};
   po.seconds_per_point = 0.15;
   po.disk_file = model_path;

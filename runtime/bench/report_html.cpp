@@ -29,6 +29,7 @@ const char* kind_color(sched::TraceKind k) {
     case sched::TraceKind::kCompute: return "#3b7dd8";
     case sched::TraceKind::kCopy: return "#e8912d";
     case sched::TraceKind::kDiskRead: return "#7a5cc4";
+    case sched::TraceKind::kDiskChunk: return "#a58be0";
     case sched::TraceKind::kStall: return "#d93c3c";
     case sched::TraceKind::kCopyWait: return "#bbbbbb";
   }
@@ -41,7 +42,8 @@ int row_of(sched::TraceKind k) {
     case sched::TraceKind::kStall: return 1;
     case sched::TraceKind::kCopy:
     case sched::TraceKind::kCopyWait: return 2;
-    case sched::TraceKind::kDiskRead: return 3;
+    case sched::TraceKind::kDiskRead:
+    case sched::TraceKind::kDiskChunk: return 3;
   }
   return 0;
 }

@@ -31,6 +31,9 @@ PassRecord record_of(const sched::PassSummary& s) {
   r.predicted_s = s.predicted_s;
   r.lower_bound_s = s.lower_bound_s;
   r.sum_compute_s = s.sum_compute_s;
+  r.disk_bytes = s.disk_bytes;
+  r.disk_s = s.disk_s;
+  r.max_reads_in_flight = s.max_reads_in_flight;
   return r;
 }
 
@@ -49,6 +52,7 @@ void close_runner(Slot& slot, SessionOutput& out) {
   if (!slot.runner) return;
   slot.result.plan = slot.runner->plan_description();
   slot.layers = slot.runner->layers();
+  slot.result.load_bytes = slot.runner->load_bytes();
   out.link_gbps = slot.runner->link_gbps();
   out.disk_gbps = slot.runner->disk_gbps();
   slot.runner.reset();

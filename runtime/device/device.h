@@ -134,6 +134,11 @@ struct DeviceOptions {
   int cuda_device = 0;
   double sim_link_gbps = 0;  // host backend: throttle H2D copies to this rate (0 = off)
   int host_threads = 0;      // host backend compute threads (0 = hardware concurrency)
+  // Host backend: device memory that only copies reach, as on a GPU
+  // (DeviceInfo::host_addressable false), so the scheduler takes the staged
+  // disk path it takes on CUDA; and, as with cudaStreamWaitEvent, a wait on
+  // an event carries no error from the waited-on stream. (`--staging always`)
+  bool copies_only = false;
 };
 
 // Opens the backend asked for. kAuto picks cuda when a device is present, else

@@ -1,6 +1,10 @@
 #include "runtime/llama/llama_runner.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -44,6 +48,8 @@ Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, cons
   e.reader = o.reader;
   e.trace = o.trace;
   e.load_progress = o.load_progress;
+  if (o.staging_buffer_bytes) e.staging_buffer_bytes = o.staging_buffer_bytes;
+  if (o.staging_buffers) e.staging_buffers = o.staging_buffers;
   switch (o.strategy) {
     case Strategy::kResident:
       e.auto_replan = false;
@@ -93,6 +99,7 @@ struct Layout {
   uint64_t kv = 0, kv_plane = 0;  // KV base, bytes of one [n_ctx][n_kv][hd] plane
   uint64_t x = 0, xb = 0, q = 0, k = 0, v = 0, att = 0, tmp = 0, gate = 0, up = 0;
   uint64_t hrows = 0, hlogits = 0, seq_logits = 0, out_norm = 0, tokens = 0, positions = 0;
+  uint64_t emb_rows = 0;  // the pass's token_embd rows, gathered on the host [T][row bytes]
   uint64_t scratch = 0, scratch_bytes = 0;
   uint64_t kv_bytes = 0, total = 0;
 };
@@ -145,6 +152,7 @@ Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, Ggml
   L.out_norm = take(e * 4);
   L.tokens = take(T * 4);
   L.positions = take(T * 4);
+  L.emb_rows = take(T * ggml_row_bytes(ggml_type_traits(m.token_embd.type), e));
   uint64_t scratch = 0;
   auto need = [&](const GgufTensorInfo& t, int64_t n_tok) {
     scratch = std::max(scratch, k.matmul_scratch_bytes(t.type, t.dims.size() > 1 ? t.dims[1] : 1, t.dims[0], n_tok));
@@ -267,6 +275,15 @@ struct LlamaRunner::Impl {
   int n_ctx = 0, n_seq = 1, t_max = 1;
   std::vector<int> pos;  // per sequence
   HostBuffer tokens_host, pos_host, logits_host;
+  // Token embedding: never a streamed layer. Each pass gathers its tokens'
+  // rows on the host (from the tied head's RAM copy or host-readable resident
+  // region when there is one, else from the file) and sends them with the
+  // activations; the device embeds them from that small table.
+  HostBuffer emb_rows_host, row_ids_host;  // [T][emb_row_bytes], ids 0..T-1
+  uint64_t emb_row_bytes = 0;
+  int emb_fd = -1;
+  int head_layer = -1;  // executor index of the head
+  std::string path;
   std::vector<float> out_norm_host;  // tied head: output_norm weights
   int32_t sampled = 0;
   // The pass being run.
@@ -275,6 +292,10 @@ struct LlamaRunner::Impl {
   int pass_tokens = 0;
 
   explicit Impl(Device& d) : dev(d) {}
+  ~Impl() {
+    exec.reset();
+    if (emb_fd >= 0) ::close(emb_fd);
+  }
 
   char* base() const { return static_cast<char*>(exec->reserved().ptr); }
   float* f(uint64_t off) const { return reinterpret_cast<float*>(base() + off); }
@@ -286,7 +307,8 @@ struct LlamaRunner::Impl {
     return static_cast<const char*>(run.data) + (t.offset - span_begin[layer]);
   }
 
-  Status embed(const LayerRun& run, Stream& s);
+  Status gather_embedding_rows(int n_tokens);
+  Status embed(Stream& s);
   Status block(const LayerRun& run, Stream& s, int b);
   Status head(const LayerRun& run, Stream& s);
   Status run_segments(std::vector<Segment> segs, const std::vector<const int32_t*>& toks);
@@ -312,14 +334,48 @@ Status LlamaRunner::Impl::matmul(Stream& s, const void* w, const GgufTensorInfo&
   return k->matmul(p, s);
 }
 
-Status LlamaRunner::Impl::embed(const LayerRun& run, Stream& s) {
+Status LlamaRunner::Impl::gather_embedding_rows(int T) {
+  const auto* ids = static_cast<const int32_t*>(tokens_host.data());
+  auto* rows = static_cast<uint8_t*>(emb_rows_host.data());
+  const GgufTensorInfo& te = m.token_embd;
+  // A host-readable copy of token_embd: the tied head's RAM-tier buffer or
+  // its resident region on a host-addressable device.
+  const uint8_t* table = nullptr;
+  if (m.output_tied && head_layer >= 0) {
+    const void* base = exec->ram_copy(head_layer);
+    if (!base) base = exec->resident_host_view(head_layer);
+    if (base) table = static_cast<const uint8_t*>(base) + (te.offset - span_begin[head_layer]);
+  }
+  for (int t = 0; t < T; ++t) {
+    const uint64_t off = static_cast<uint64_t>(ids[t]) * emb_row_bytes;
+    if (table) {
+      std::memcpy(rows + t * emb_row_bytes, table + off, emb_row_bytes);
+      continue;
+    }
+    uint64_t done = 0;
+    while (done < emb_row_bytes) {
+      const ssize_t r = ::pread(emb_fd, rows + t * emb_row_bytes + done, emb_row_bytes - done,
+                                static_cast<off_t>(te.offset + off + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Status::FromErrno("read of token_embd row " + std::to_string(ids[t]) + " from " + path, errno);
+      if (r == 0)
+        return Status::IOError(path + ": token_embd row " + std::to_string(ids[t]) + " at offset " +
+                               std::to_string(te.offset + off) + " is past the end of the file");
+      done += static_cast<uint64_t>(r);
+    }
+  }
+  return Status::OK();
+}
+
+Status LlamaRunner::Impl::embed(Stream& s) {
   const int T = pass_tokens;
-  LS_RETURN_IF_ERROR(s.copy_h2d(base() + lay.tokens, tokens_host.data(), T * sizeof(int32_t)));
+  LS_RETURN_IF_ERROR(s.copy_h2d(base() + lay.emb_rows, emb_rows_host.data(), T * emb_row_bytes));
+  LS_RETURN_IF_ERROR(s.copy_h2d(base() + lay.tokens, row_ids_host.data(), T * sizeof(int32_t)));
   LS_RETURN_IF_ERROR(s.copy_h2d(base() + lay.positions, pos_host.data(), T * sizeof(int32_t)));
   kernels::EmbeddingParams p;
-  p.table = tensor(run, run.layer, m.token_embd);
+  p.table = base() + lay.emb_rows;
   p.type = m.token_embd.type;
-  p.n_vocab = m.hparams.n_vocab;
+  p.n_vocab = T;  // the gathered rows: row t holds token t's embedding
   p.n_embd = m.hparams.n_embd;
   p.tokens = reinterpret_cast<const int32_t*>(base() + lay.tokens);
   p.n_tokens = T;
@@ -452,6 +508,8 @@ Status LlamaRunner::Impl::run_pass(std::vector<Segment> sg, const std::vector<co
   segs = std::move(sg);
   logit_rows = std::move(rows);
   pass_tokens = row;
+  LS_RETURN_IF_ERROR(gather_embedding_rows(row));
+  LS_RETURN_IF_ERROR(embed(exec->compute_stream()));
   Status st = exec->run_pass(row);
   for (const Segment& s : segs)
     if (st.ok()) pos[s.seq] = s.start_pos + s.n;
@@ -498,11 +556,21 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
   I.lay = reserve_layout(I.m, I.n_ctx, I.n_seq, I.t_max, o.kv_type, *I.k);
   const Layout& L = I.lay;
   const uint64_t T = I.t_max, S = I.n_seq;
-  // Layers: embedding, blocks, head.
+  I.emb_row_bytes = ggml_row_bytes(ggml_type_traits(I.m.token_embd.type), h.n_embd);
+  if (I.emb_row_bytes * h.n_vocab != I.m.token_embd.n_bytes)
+    return Status::Corruption(path + ": token_embd.weight holds " + std::to_string(I.m.token_embd.n_bytes) +
+                              " bytes, not " + std::to_string(h.n_vocab) + " rows of " + std::to_string(I.emb_row_bytes));
+
+  // Layers: blocks, head. The token embedding is not a layer (gathered per
+  // pass, see gather_embedding_rows); a tied head is the one layer holding
+  // token_embd's bytes.
   std::vector<LayerSpec> layers;
   Impl* ip = &I;
+  I.path = path;
   for (size_t li = 0; li < I.m.layers.size(); ++li) {
     const ModelLayer& ml = I.m.layers[li];
+    if (ml.kind == LayerKind::kEmbedding) continue;
+    if (ml.kind == LayerKind::kHead) I.head_layer = static_cast<int>(layers.size());
     LayerSpec spec;
     spec.name = ml.name;
     spec.file = path;
@@ -512,7 +580,6 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     if (o.strategy == Strategy::kResident && !spec.pin) spec.pin = Tier::kResident;
     switch (ml.kind) {
       case LayerKind::kEmbedding:
-        spec.compute = [ip](const LayerRun& r, Stream& s) { return ip->embed(r, s); };
         break;
       case LayerKind::kBlock: {
         const int b = ml.block;
@@ -525,9 +592,9 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     }
     layers.push_back(std::move(spec));
   }
-  if (!o.pins.empty() && o.pins.size() != layers.size())
+  if (!o.pins.empty() && o.pins.size() != I.m.layers.size())
     return Status::InvalidArgument("pins has " + std::to_string(o.pins.size()) + " entries, the model has " +
-                                   std::to_string(layers.size()) + " layers");
+                                   std::to_string(I.m.layers.size()) + " layers");
 
   // Default VRAM budget and the window + reserve check, before any allocation.
   uint64_t largest = 0, all_layers = 0;
@@ -551,6 +618,11 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
   LS_ASSIGN_OR_RETURN(I.tokens_host, device.alloc_pinned(T * 4));
   LS_ASSIGN_OR_RETURN(I.pos_host, device.alloc_pinned(T * 4));
   LS_ASSIGN_OR_RETURN(I.logits_host, device.alloc_pinned(S * h.n_vocab * 4));
+  LS_ASSIGN_OR_RETURN(I.emb_rows_host, device.alloc_pinned(T * I.emb_row_bytes));
+  LS_ASSIGN_OR_RETURN(I.row_ids_host, device.alloc_pinned(T * 4));
+  for (uint64_t t = 0; t < T; ++t) static_cast<int32_t*>(I.row_ids_host.data())[t] = static_cast<int32_t>(t);
+  I.emb_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (I.emb_fd < 0) return Status::FromErrno("open " + path, errno);
   std::memset(I.logits_host.data(), 0, I.logits_host.size());
 
   LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(o, layers, info, L.total));
@@ -573,7 +645,8 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     LS_RETURN_IF_ERROR(s.copy_h2d(I.f(L.out_norm), I.out_norm_host.data(), t.n_bytes));
     LS_RETURN_IF_ERROR(s.synchronize());
   }
-  LS_LOG_INFO("llama: {} layers, ctx {} x {} seq, reserve {} (KV {}), plan: {}", I.m.layers.size(), I.n_ctx,
+  LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
+              I.exec->layer_bytes().size(), I.n_ctx,
               I.n_seq, format_bytes(L.total), format_bytes(L.kv_bytes),
               sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
   return std::unique_ptr<LlamaRunner>(new LlamaRunner(std::move(impl)));
@@ -596,6 +669,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const Ru
   f.reserve = {L.kv_bytes, L.total - L.kv_bytes};
   uint64_t largest = 0;
   for (const ModelLayer& ml : m.layers) {
+    if (ml.kind == LayerKind::kEmbedding) continue;  // gathered per pass, never a layer (as in create)
     LayerSpec spec;
     spec.name = ml.name;
     spec.file = path;

@@ -1,9 +1,12 @@
 // LlamaRunner: a Llama-family model (llama_model.h) run on the streaming
-// scheduler. Layers: embedding, block 0..n-1, head (output_norm + output;
-// with a tied output the head streams token_embd's span and output_norm is
-// kept in the reserved region). Each is one scheduler layer over its file
-// span; the compute callback finds each tensor at run.data + (tensor offset -
-// span start).
+// scheduler. Scheduler layers: block 0..n-1, head (output_norm + output; with
+// a tied output the head is token_embd's span, the only copy of those bytes,
+// and output_norm is kept in the reserved region). Each is one scheduler
+// layer over its file span; the compute callback finds each tensor at
+// run.data + (tensor offset - span start). The token embedding is not a
+// layer: each pass gathers its tokens' rows on the host (from the tied head's
+// RAM copy or host-readable resident region, else from the file) and sends
+// them with the tokens; the device embeds from those rows.
 //
 // Reserved region (carved first in the arena): per sequence slot a KV cache
 // [layer][pos][n_kv_head][head_dim] of kv_type for K and V, positions
@@ -62,8 +65,15 @@ struct RunnerOptions {
   double link_gbps = 0;        // 0 = probe (see ExecutorOptions)
   double disk_gbps = 0;
   io::ReaderOptions reader;
+  // Staged disk path (devices that are not host-addressable): bytes per
+  // staging buffer (one read each) and buffer count (reads in flight); 0 =
+  // the executor's defaults (4 MiB, 24).
+  uint64_t staging_buffer_bytes = 0;
+  unsigned staging_buffers = 0;
   bool trace = true;
-  std::vector<std::optional<sched::Tier>> pins;  // per layer (empty = none), overrides the strategy
+  // Per model layer (LlamaModel::layers, embedding first; empty = none),
+  // overrides the strategy. The embedding's entry is ignored (never streamed).
+  std::vector<std::optional<sched::Tier>> pins;
   std::optional<sched::Plan> plan;               // explicit plan (kPlanned only)
   // Resident / RAM-tier load progress (ExecutorOptions::load_progress).
   std::function<bool(uint64_t loaded, uint64_t total)> load_progress;

@@ -38,12 +38,14 @@ Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
   return ro;
 }
 
-DeviceOptions device_options_for(Backend backend, double sim_link_gbps, int host_threads) {
+DeviceOptions device_options_for(const ModelOptions& o) {
   DeviceOptions d;
-  d.backend = backend == Backend::kHost ? BackendKind::kHost : backend == Backend::kCuda ? BackendKind::kCuda
-                                                                                          : BackendKind::kAuto;
-  d.sim_link_gbps = sim_link_gbps;
-  d.host_threads = host_threads;
+  d.backend = o.backend == Backend::kHost   ? BackendKind::kHost
+              : o.backend == Backend::kCuda ? BackendKind::kCuda
+                                            : BackendKind::kAuto;
+  d.sim_link_gbps = o.sim_link_gbps;
+  d.host_threads = o.host_threads;
+  d.copies_only = o.staging == Staging::kAlways;
   return d;
 }
 
@@ -94,7 +96,7 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   }
   // The device, the placement and the resident / RAM-tier loads.
   LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(o));
-  LS_ASSIGN_OR_RETURN(impl->device, open_device(device_options_for(o.backend, o.sim_link_gbps, o.host_threads)));
+  LS_ASSIGN_OR_RETURN(impl->device, open_device(device_options_for(o)));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaRunner> runner,
                       llama::LlamaRunner::create(*impl->device, path, ro));
   impl->n_ctx = runner->n_ctx();

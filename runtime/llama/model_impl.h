@@ -44,6 +44,6 @@ struct Model::Impl {
 // The runner options a Model's options ask for (InvalidArgument on junk).
 Result<llama::RunnerOptions> runner_options_for(const ModelOptions& options);
 // The device options they ask for.
-DeviceOptions device_options_for(Backend backend, double sim_link_gbps, int host_threads);
+DeviceOptions device_options_for(const ModelOptions& options);
 
 }  // namespace layerstream

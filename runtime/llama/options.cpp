@@ -51,6 +51,8 @@ std::string_view name_of(Strategy v) {
   return "?";
 }
 
+std::string_view name_of(Staging v) { return v == Staging::kAlways ? "always" : "auto"; }
+
 Result<Backend> backend_from_name(std::string_view n) {
   return from_name(n, std::array{Backend::kAuto, Backend::kHost, Backend::kCuda}, "backend");
 }
@@ -63,6 +65,10 @@ Result<KvType> kv_type_from_name(std::string_view n) {
 Result<Strategy> strategy_from_name(std::string_view n) {
   return from_name(n, std::array{Strategy::kResident, Strategy::kSerial, Strategy::kOverlap, Strategy::kPlanned},
                    "strategy");
+}
+
+Result<Staging> staging_from_name(std::string_view n) {
+  return from_name(n, std::array{Staging::kAuto, Staging::kAlways}, "staging");
 }
 
 }  // namespace layerstream

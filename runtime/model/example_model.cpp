@@ -92,7 +92,7 @@ std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
     out.push_back({n("ffn_down.weight"), {s.n_ff, e}, s.dtype});
   }
   out.push_back({"output_norm.weight", {e}, GgmlType::F32});
-  out.push_back({"output.weight", {e, s.n_vocab}, s.dtype});
+  if (!s.tied_output) out.push_back({"output.weight", {e, s.n_vocab}, s.dtype});
   return out;
 }
 

@@ -24,6 +24,7 @@ struct ExampleModelSpec {
   uint32_t n_ctx = 2048;
   GgmlType dtype = GgmlType::F16;  // type of every matrix; norms are F32
   uint64_t seed = 1;
+  bool tied_output = false; // no output.weight: the head reuses token_embd (as SmolLM2 does)
 };
 
 // InvalidArgument naming the field when the spec is not a valid Llama model

@@ -17,11 +17,17 @@ using Clock = std::chrono::steady_clock;
 struct Executor::DiskJob {
   uint64_t g = 0;          // global streamed index (this plan epoch)
   int layer = 0;
-  void* slot = nullptr;    // direct: read destination
-  uint64_t chunk0 = 0;     // staged: first chunk number
-  uint64_t chunks = 0;     // staged: chunk count
+  uint8_t* dst = nullptr;  // the layer's region in the window
+  int64_t need = -1;       // streamed layer whose compute must finish before dst is written
   uint64_t pass = 0;
-  int slot_index = 0;
+  int slot_index = 0;      // for traces
+  int k = 0;               // index in streamed_ (timing events)
+  // Staged path: events the disk thread records / waits on (fixed while the
+  // job is live: a new plan drains every job first).
+  Event* loaded = nullptr;     // recorded after the layer's last copy
+  Event* need_done = nullptr;  // compute of `need` done (nullptr: none)
+  Event* k_start = nullptr;
+  Event* k_end = nullptr;
 };
 
 namespace {
@@ -50,6 +56,7 @@ Executor::~Executor() {
   if (copy_) (void)copy_->synchronize();
   if (small_) (void)small_->synchronize();
   if (disk_thread_.joinable()) disk_thread_.join();
+  if (disk_copy_) (void)disk_copy_->synchronize();
   for (auto& [path, r] : readers_) r->cancel();
 }
 
@@ -64,7 +71,7 @@ PlannerInput Executor::planner_input(int cls) const {
   uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
   in.vram_budget = opt_.vram_budget > reserve ? opt_.vram_budget - reserve : 0;
   in.ram_budget = opt_.ram_budget;
-  in.staging_bytes = static_cast<uint64_t>(opt_.staging_buffers) * round_up(opt_.staging_buffer_bytes, 4096);
+  in.staging_bytes = 0;  // the staging buffers are their own allocation, outside ram_budget
   in.cost = &cost_;
   in.batch_class = cls;
   in.disk_direct = disk_direct_;
@@ -80,6 +87,10 @@ Status Executor::init() {
   n_ = static_cast<int>(layers_.size());
   if (n_ == 0) return Status::InvalidArgument("executor: no layers");
   if (opt_.copy_chunk_bytes == 0) return Status::InvalidArgument("executor: copy_chunk_bytes must be > 0");
+  if (opt_.staging_buffers < 1 || opt_.staging_buffers > 64)
+    return Status::InvalidArgument(fmt::format("executor: staging_buffers must be in [1, 64], got {}", opt_.staging_buffers));
+  if (opt_.staging_buffer_bytes < 4096)
+    return Status::InvalidArgument(fmt::format("executor: staging_buffer_bytes must be >= 4096, got {}", opt_.staging_buffer_bytes));
   uint64_t total = 0;
   for (int i = 0; i < n_; ++i) {
     LayerSpec& l = layers_[i];
@@ -105,6 +116,9 @@ Status Executor::init() {
   LS_ASSIGN_OR_RETURN(compute_, dev_.create_stream(StreamRole::kCompute));
   LS_ASSIGN_OR_RETURN(copy_, dev_.create_stream(StreamRole::kCopy));
   LS_ASSIGN_OR_RETURN(small_, dev_.create_stream(StreamRole::kCopy));
+  if (!disk_direct_) {
+    LS_ASSIGN_OR_RETURN(disk_copy_, dev_.create_stream(StreamRole::kCopy));
+  }
   LS_ASSIGN_OR_RETURN(ref_, dev_.create_event());
   for (int p = 0; p < 2; ++p) {
     LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
@@ -162,7 +176,13 @@ Status Executor::init() {
 Result<io::Reader*> Executor::reader_for(const std::string& path) {
   auto it = readers_.find(path);
   if (it != readers_.end()) return it->second.get();
-  LS_ASSIGN_OR_RETURN(auto r, io::open_reader(path, opt_.reader));
+  io::ReaderOptions ro = opt_.reader;
+  if (!disk_direct_) {
+    // One request per staging buffer, all of them in flight at once.
+    ro.chunk_bytes = std::max<size_t>(ro.chunk_bytes, round_up(opt_.staging_buffer_bytes, 4096));
+    ro.queue_depth = std::max(ro.queue_depth, opt_.staging_buffers);
+  }
+  LS_ASSIGN_OR_RETURN(auto r, io::open_reader(path, ro));
   io::Reader* raw = r.get();
   readers_.emplace(path, std::move(r));
   return raw;
@@ -234,16 +254,52 @@ Status Executor::load_layer_to_host(int i, void* dst) {
 }
 
 Status Executor::drain() {
-  Status s1 = copy_->synchronize();
-  Status s2 = compute_->synchronize();
+  // Staged jobs read ahead of the compute frontier can never start their
+  // copies now: the disk thread drops them (after their reads land).
   {
     std::unique_lock l(dmu_);
-    dcv_.wait(l, [&] { return jobs_.empty() || !disk_error_.ok(); });
+    abandon_ = true;
+    dcv_.notify_all();
+    dcv_.wait(l, [&] { return finished_ == posted_ || !disk_error_.ok() || stop_; });
+    abandon_ = false;
   }
+  Status s1 = copy_->synchronize();
+  Status s2 = compute_->synchronize();
+  Status s3 = disk_copy_ ? disk_copy_->synchronize() : Status::OK();
+  reset_stream_state();
   if (!s1.ok()) return s1;
   if (!s2.ok()) return s2;
+  if (!s3.ok()) return s3;
   std::lock_guard l(dmu_);
   return disk_error_;
+}
+
+// A new epoch of streamed-layer numbering (g from 0) at this pass boundary.
+// REQUIRES: drained (nothing in flight, no disk job pending).
+void Executor::reset_stream_state() {
+  epoch_pass_ = pass_;
+  g_compute_ = g_copy_ = 0;
+  ring_place_ = WindowRing(std::max<uint64_t>(1, plan_.window_bytes), static_cast<uint64_t>(std::max(1, plan_.window())));
+  placed_.clear();
+  placed_base_ = 0;
+  std::lock_guard l(dmu_);
+  computed_ = disk_ready_ = done_recorded_ = 0;
+}
+
+std::vector<std::string> Executor::layer_names() const {
+  std::vector<std::string> v;
+  for (const LayerSpec& l : layers_) v.push_back(l.name);
+  return v;
+}
+
+const void* Executor::ram_copy(int i) const {
+  if (i < 0 || i >= n_ || plan_.tiers.empty() || plan_.tiers[i] != Tier::kRam) return nullptr;
+  return i < static_cast<int>(ram_.size()) ? ram_[i].data() : nullptr;
+}
+
+const void* Executor::resident_host_view(int i) const {
+  if (i < 0 || i >= n_ || !dev_.info().host_addressable || i >= static_cast<int>(resident_.size())) return nullptr;
+  return resident_[i].ptr;
 }
 
 Status Executor::apply_plan(Plan p) {
@@ -274,13 +330,14 @@ Status Executor::apply_plan(Plan p) {
     if (p.tiers[i] == Tier::kRam) p.ram_bytes += bytes_[i];
     if (p.tiers[i] == Tier::kDisk) any_disk = true;
   }
-  p.vram_bytes += p.slot_bytes * p.slots;
-  if (any_disk && !disk_direct_) p.ram_bytes += in.staging_bytes;
+  p.window_bytes = window_bytes_for(streamed_spans(spans_, p.tiers), p.slots);
+  p.vram_bytes += p.window_bytes;
   if (p.vram_bytes > in.vram_budget)
     return Status::OutOfBudget(fmt::format(
-        "placement needs {} ({} B) of VRAM for residents and {} slot(s), available {} ({} B) after reserving {} B",
-        format_bytes(p.vram_bytes), p.vram_bytes, p.slots, format_bytes(in.vram_budget), in.vram_budget,
-        opt_.reserved_vram));
+        "placement needs {} ({} B) of VRAM for residents and a window of {} slot(s) ({} B), available {} ({} B) "
+        "after reserving {} B",
+        format_bytes(p.vram_bytes), p.vram_bytes, p.slots, p.window_bytes, format_bytes(in.vram_budget),
+        in.vram_budget, opt_.reserved_vram));
   if (p.ram_bytes > in.ram_budget)
     return Status::OutOfBudget(fmt::format("placement needs {} ({} B) of pinned RAM, available {} ({} B)",
                                            format_bytes(p.ram_bytes), p.ram_bytes, format_bytes(in.ram_budget),
@@ -294,44 +351,88 @@ Status Executor::apply_plan(Plan p) {
       load_total_ += bytes_[i];
   }
 
+  // The same placement (e.g. a batch-class change that keeps it): nothing
+  // moves, the window and the prefetches already enqueued stay valid.
+  if (arena_ && (window_.ptr || !plan_.streams_anything()) && !plan_.tiers.empty() && p.tiers == plan_.tiers &&
+      p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes) {
+    plan_ = std::move(p);
+    plan_compute_ = cost_.compute_all(plan_.batch_class);
+    plan_measured_ = cost_.fully_measured(plan_.batch_class);
+    LS_LOG_DEBUG("scheduler plan (unchanged placement): {}", describe_plan(plan_, bytes_));
+    return Status::OK();
+  }
+
   LS_RETURN_IF_ERROR(drain());
-  // Re-carve the arena (bookkeeping only: no device allocation).
-  for (auto& r : slot_) arena_->free(r);
-  slot_.clear();
-  std::vector<ArenaRegion> old_res = std::move(resident_);
-  resident_.assign(n_, ArenaRegion{});
-  for (auto& r : old_res)
-    if (r.ptr) arena_->free(r);
+  // Re-carve the arena (bookkeeping only: no device allocation). Residents
+  // that stay resident keep their region and bytes; the window and the
+  // residents that leave are freed first so new ones can use the space.
+  if (window_.ptr) arena_->free(window_);
+  window_ = ArenaRegion{};
+  resident_.resize(n_);
+  std::vector<bool> fresh(n_, false);  // resident in the new plan and needs loading
   for (int i = 0; i < n_; ++i) {
-    if (p.tiers[i] != Tier::kResident) continue;
-    LS_ASSIGN_OR_RETURN(resident_[i], arena_->allocate(layers_[i].name, bytes_[i], kSlotAlignment));
+    if (p.tiers[i] != Tier::kResident && resident_[i].ptr) {
+      arena_->free(resident_[i]);
+      resident_[i] = ArenaRegion{};
+    }
   }
-  for (int s = 0; s < p.slots; ++s) {
-    LS_ASSIGN_OR_RETURN(ArenaRegion r, arena_->allocate(fmt::format("slot{}", s), p.slot_bytes, kSlotAlignment));
-    slot_.push_back(r);
+  auto carve = [&]() -> Status {
+    for (int i = 0; i < n_; ++i) {
+      if (p.tiers[i] != Tier::kResident || resident_[i].ptr) continue;
+      LS_ASSIGN_OR_RETURN(resident_[i], arena_->allocate(layers_[i].name, bytes_[i], kSlotAlignment));
+      fresh[i] = true;
+    }
+    if (p.window_bytes > 0) {
+      LS_ASSIGN_OR_RETURN(window_, arena_->allocate("window", p.window_bytes, kSlotAlignment));
+    }
+    return Status::OK();
+  };
+  if (Status st = carve(); !st.ok()) {
+    // Kept residents fragment the arena: carve everything afresh (all reload).
+    LS_LOG_INFO("scheduler: re-carving the whole arena ({})", st.message());
+    if (window_.ptr) arena_->free(window_);
+    window_ = ArenaRegion{};
+    for (auto& r : resident_)
+      if (r.ptr) arena_->free(r);
+    resident_.assign(n_, ArenaRegion{});
+    LS_RETURN_IF_ERROR(carve());
   }
-  // Residents: from the RAM copy when there is one, else the source.
-  HostBuffer bounce;
+  // New residents: from the RAM copy when there is one, else the source.
+  uint64_t moved = 0;
   for (int i = 0; i < n_; ++i) {
-    if (p.tiers[i] != Tier::kResident) continue;
+    if (!fresh[i]) continue;
     const void* src = nullptr;
     if (i < static_cast<int>(ram_.size()) && ram_[i].data()) src = ram_[i].data();
     else if (layers_[i].host_data) src = layers_[i].host_data;
     else if (dev_.info().host_addressable) {
       LS_RETURN_IF_ERROR(load_layer_to_host(i, resident_[i].ptr));
+      moved += bytes_[i];
       continue;
     } else {
-      if (bounce.size() < bytes_[i]) {
-        bounce.reset();
-        LS_ASSIGN_OR_RETURN(bounce, dev_.alloc_pinned(bytes_[i]));
+      const uint64_t want = std::min<uint64_t>(bytes_[i], 64 << 20);
+      if (bounce_.size() < want) {
+        bounce_.reset();
+        LS_ASSIGN_OR_RETURN(bounce_, dev_.alloc_pinned(want));  // pinned once, kept for later re-plans
       }
-      LS_RETURN_IF_ERROR(load_layer_to_host(i, bounce.data()));
-      src = bounce.data();
+      // Through the bounce buffer in pieces (the layer may be larger).
+      for (uint64_t off = 0; off < bytes_[i]; off += bounce_.size()) {
+        const uint64_t n = std::min<uint64_t>(bounce_.size(), bytes_[i] - off);
+        LS_ASSIGN_OR_RETURN(io::Reader * rd, reader_for(layers_[i].file));
+        LS_RETURN_IF_ERROR(rd->read_span(layers_[i].file_offset + off, n, bounce_.data())
+                               .WithContext(fmt::format("load layer {} ({})", i, layers_[i].name)));
+        LS_RETURN_IF_ERROR(copy_->copy_h2d(static_cast<uint8_t*>(resident_[i].ptr) + off, bounce_.data(), n));
+        LS_RETURN_IF_ERROR(copy_->synchronize());
+      }
+      moved += bytes_[i];
+      continue;
     }
-    LS_RETURN_IF_ERROR(copy_->copy_h2d(resident_[i].ptr, src, bytes_[i]));
-    LS_RETURN_IF_ERROR(copy_->synchronize());
+    for (uint64_t off = 0; off < bytes_[i]; off += opt_.copy_chunk_bytes)
+      LS_RETURN_IF_ERROR(copy_->copy_h2d(static_cast<uint8_t*>(resident_[i].ptr) + off,
+                                         static_cast<const uint8_t*>(src) + off,
+                                         std::min(opt_.copy_chunk_bytes, bytes_[i] - off)));
+    moved += bytes_[i];
   }
-  bounce.reset();
+  LS_RETURN_IF_ERROR(copy_->synchronize());
   // RAM tier: loaded once; buffers of layers that left the tier are freed.
   ram_.resize(n_);
   uint64_t to_load = 0, loaded = 0;
@@ -353,13 +454,28 @@ Status Executor::apply_plan(Plan p) {
       last_pct = pct;
     }
   }
-  // Staging ring for staged disk reads.
+  load_bytes_ += moved + loaded;
+  // Staging buffers for staged disk reads: created (and pinned, and registered
+  // with the readers) once, kept for the executor's life.
   if (any_disk && !disk_direct_ && !ring_) {
+    // No more buffers (or bigger ones) than the file-backed layers can fill.
+    uint64_t file_spans = 0, max_span = 0;
+    for (int i = 0; i < n_; ++i)
+      if (layers_[i].from_file()) {
+        file_spans += spans_[i];
+        max_span = std::max(max_span, spans_[i]);
+      }
     io::StagingRingOptions ro;
-    ro.buffer_bytes = round_up(opt_.staging_buffer_bytes, 4096);
-    ro.buffer_count = opt_.staging_buffers;
+    ro.buffer_bytes = std::min(round_up(opt_.staging_buffer_bytes, 4096), max_span);
+    ro.buffer_count = static_cast<unsigned>(
+        std::clamp<uint64_t>((file_spans + ro.buffer_bytes - 1) / ro.buffer_bytes, 2, opt_.staging_buffers));
     ro.pin = [this](void* d, size_t b) { return dev_.register_host(d, b); };
     LS_ASSIGN_OR_RETURN(ring_, io::StagingRing::create(ro));
+    for (auto& [path, rd] : readers_) LS_RETURN_IF_ERROR(rd->register_buffers(ring_->iovecs()));
+    while (buf_done_.size() < ring_->buffer_count()) {
+      LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
+      buf_done_.push_back(std::move(e));
+    }
   }
 
   plan_ = std::move(p);
@@ -373,14 +489,8 @@ Status Executor::apply_plan(Plan p) {
   LS_RETURN_IF_ERROR(create_events());
   plan_compute_ = cost_.compute_all(plan_.batch_class);
   plan_measured_ = cost_.fully_measured(plan_.batch_class);
-  epoch_pass_ = pass_;
-  g_compute_ = g_copy_ = 0;
-  {
-    std::lock_guard l(dmu_);
-    computed_ = disk_loaded_ = chunks_read_ = chunks_copied_ = 0;
-  }
-  chunk_seq_ = 0;
-  LS_LOG_INFO("scheduler plan: {}", describe_plan(plan_, bytes_));
+  reset_stream_state();
+  LS_LOG_INFO("scheduler plan: {} (loaded {})", describe_plan(plan_, bytes_), format_bytes(moved + loaded));
   return Status::OK();
 }
 
@@ -392,8 +502,8 @@ Status Executor::create_events() {
     }
     return Status::OK();
   };
-  LS_RETURN_IF_ERROR(fill(loaded_, plan_.slots));
-  LS_RETURN_IF_ERROR(fill(done_, plan_.slots));
+  LS_RETURN_IF_ERROR(fill(loaded_, events_per_ring()));
+  LS_RETURN_IF_ERROR(fill(done_, events_per_ring()));
   for (int p = 0; p < 2; ++p) {
     LS_RETURN_IF_ERROR(fill(c_start_[p], n_));
     LS_RETURN_IF_ERROR(fill(c_end_[p], n_));
@@ -411,62 +521,98 @@ Status Executor::wait_counter(uint64_t& counter, uint64_t at_least) {
   return Status::OK();
 }
 
+const Executor::Placed& Executor::placed(uint64_t g) {
+  LS_CHECK(g >= placed_base_);
+  const uint64_t m = streamed_.size();
+  while (placed_base_ + placed_.size() <= g) {
+    const uint64_t h = placed_base_ + placed_.size();
+    const WindowRing::Placement pl = ring_place_.place(h, spans_[streamed_[h % m]]);
+    const int64_t W = plan_.window();
+    placed_.push_back({pl.offset, std::max<int64_t>(pl.overlaps, static_cast<int64_t>(h) - W)});
+  }
+  return placed_[g - placed_base_];
+}
+
+Status Executor::enqueue_ready_copies(uint64_t computing) {
+  // Loads run up to W streamed layers ahead, and only once the compute they
+  // wait for is enqueued (its "done" event recorded). Staged disk layers are
+  // handed over further ahead: the disk thread reads them into the staging
+  // buffers at once and issues their copies when that "done" is recorded.
+  const uint64_t W = plan_.window();
+  const uint64_t L = W + static_cast<uint64_t>(std::max(0, opt_.read_ahead_layers));
+  const uint64_t m = streamed_.size();
+  for (;;) {
+    const uint64_t g = g_copy_;
+    const bool staged_disk = !disk_direct_ && plan_.tiers[streamed_[g % m]] == Tier::kDisk;
+    if (staged_disk ? g >= computing + L : (g >= computing + W || placed(g).need >= static_cast<int64_t>(computing)))
+      break;
+    LS_RETURN_IF_ERROR(enqueue_copy(g_copy_++));
+  }
+  while (placed_base_ < g_copy_ && placed_base_ + 1 < computing) {  // keep the placements still needed
+    placed_.pop_front();
+    ++placed_base_;
+  }
+  return Status::OK();
+}
+
+Status Executor::post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k) {
+  const int E = events_per_ring();
+  const int par = static_cast<int>(pass & 1);
+  DiskJob job{g, layer, dst, need, pass, slot, k};
+  job.loaded = loaded_[g % E].get();
+  job.need_done = need >= 0 ? done_[need % E].get() : nullptr;
+  job.k_start = k_start_[par][k].get();
+  job.k_end = k_end_[par][k].get();
+  {
+    std::lock_guard lk(dmu_);
+    jobs_.push_back(job);
+    ++posted_;
+  }
+  dcv_.notify_all();
+  return Status::OK();
+}
+
 Status Executor::enqueue_copy(uint64_t g) {
   const uint64_t m = streamed_.size();
   const int k = static_cast<int>(g % m);
   const int i = streamed_[k];
-  const int s = static_cast<int>(g % plan_.slots);
-  const int W = plan_.window();
+  const int E = events_per_ring();
   const uint64_t pass = epoch_pass_ + g / m;
   const int par = static_cast<int>(pass & 1);
   const LayerSpec& l = layers_[i];
-  uint8_t* slot = static_cast<uint8_t*>(slot_[s].ptr);
-  if (g >= static_cast<uint64_t>(W)) LS_RETURN_IF_ERROR(copy_->wait(*done_[(g - W) % plan_.slots]));
+  const Placed pl = placed(g);
+  uint8_t* region = static_cast<uint8_t*>(window_.ptr) + pl.offset;
+  const int slot = static_cast<int>(g % plan_.slots);
+  if (plan_.tiers[i] == Tier::kDisk) return post_disk_job(g, i, region, pl.need, pass, slot, k);
+  if (pl.need >= 0) LS_RETURN_IF_ERROR(copy_->wait(*done_[pl.need % E]));
   LS_RETURN_IF_ERROR(copy_->record(*k_start_[par][k]));
   copy_->range_push(l.name.c_str());
-  if (plan_.tiers[i] == Tier::kRam) {
-    const uint8_t* src = static_cast<const uint8_t*>(ram_[i].data());
-    uint8_t* dst = slot + data_offset(l);
-    for (uint64_t off = 0; off < l.bytes; off += opt_.copy_chunk_bytes)
-      LS_RETURN_IF_ERROR(copy_->copy_h2d(dst + off, src + off, std::min(opt_.copy_chunk_bytes, l.bytes - off)));
-  } else if (disk_direct_) {
-    {
-      std::lock_guard lk(dmu_);
-      jobs_.push_back({g, i, slot, 0, 0, pass, s});
-    }
-    dcv_.notify_all();
-    LS_RETURN_IF_ERROR(copy_->host_func([this, g] { return wait_counter(disk_loaded_, g + 1); }));
-  } else {
-    const uint64_t span = spans_[i], cb = ring_->buffer_bytes();
-    const uint64_t chunks = (span + cb - 1) / cb, q0 = chunk_seq_;
-    chunk_seq_ += chunks;
-    {
-      std::lock_guard lk(dmu_);
-      jobs_.push_back({g, i, nullptr, q0, chunks, pass, s});
-    }
-    dcv_.notify_all();
-    const unsigned R = ring_->buffer_count();
-    for (uint64_t c = 0; c < chunks; ++c) {
-      const uint64_t q = q0 + c;
-      LS_RETURN_IF_ERROR(copy_->host_func([this, q] { return wait_counter(chunks_read_, q + 1); }));
-      const iovec& buf = ring_->iovecs()[q % R];
-      LS_RETURN_IF_ERROR(copy_->copy_h2d(slot + c * cb, buf.iov_base, std::min(cb, span - c * cb)));
-      LS_RETURN_IF_ERROR(copy_->host_func([this, q] {
-        {
-          std::lock_guard lk(dmu_);
-          chunks_copied_ = q + 1;
-        }
-        dcv_.notify_all();
-        return Status::OK();
-      }));
-    }
-  }
+  const uint8_t* src = static_cast<const uint8_t*>(ram_[i].data());
+  uint8_t* dst = region + data_offset(l);
+  for (uint64_t off = 0; off < l.bytes; off += opt_.copy_chunk_bytes)
+    LS_RETURN_IF_ERROR(copy_->copy_h2d(dst + off, src + off, std::min(opt_.copy_chunk_bytes, l.bytes - off)));
   copy_->range_pop();
   LS_RETURN_IF_ERROR(copy_->record(*k_end_[par][k]));
-  return copy_->record(*loaded_[s]);
+  return copy_->record(*loaded_[g % E]);
+}
+
+void Executor::set_disk_error(const Status& st, int layer) {
+  {
+    std::lock_guard lk(dmu_);
+    if (disk_error_.ok() && !st.IsCancelled())
+      disk_error_ = st.WithContext(fmt::format("disk read of layer {} ({})", layer, layers_[layer].name));
+  }
+  dcv_.notify_all();
 }
 
 void Executor::disk_thread_main() {
+  if (disk_direct_) disk_direct_loop();
+  else disk_staged_loop();
+}
+
+// Direct path: one layer at a time, read straight into its region once the
+// region is free (the compute it waits for has finished).
+void Executor::disk_direct_loop() {
   for (;;) {
     DiskJob job;
     {
@@ -474,74 +620,246 @@ void Executor::disk_thread_main() {
       dcv_.wait(l, [&] { return stop_ || (!jobs_.empty() && disk_error_.ok()); });
       if (stop_) return;
       job = jobs_.front();
+      jobs_.pop_front();
     }
     const LayerSpec& l = layers_[job.layer];
-    Status st;
-    auto t0 = Clock::now();
     const uint64_t begin = aligned_begin(l), span = spans_[job.layer];
     io::Reader* rd = readers_.at(l.file).get();
-    auto read = [&](uint64_t off, uint64_t bytes, void* dst) -> Status {
-      LS_RETURN_IF_ERROR(rd->submit({off, bytes, dst, job.g}));
+    Status st;
+    if (job.need >= 0) st = wait_counter(computed_, static_cast<uint64_t>(job.need) + 1);
+    const auto t0 = Clock::now();
+    if (st.ok()) st = rd->submit({begin, span, job.dst, job.g});
+    if (st.ok()) {
       io::ReadCompletion c;
-      LS_ASSIGN_OR_RETURN(size_t got, rd->wait(std::span<io::ReadCompletion>(&c, 1)));
-      if (got != 1) return Status::Internal("reader returned no completion");
-      LS_RETURN_IF_ERROR(c.status);
-      if (off + c.bytes_read < l.file_offset + l.bytes && c.bytes_read < bytes)
-        return Status::IOError(fmt::format("{}: short read of layer {} at offset {} ({} of {} bytes)", l.file,
-                                           job.layer, off, c.bytes_read, bytes));
-      return Status::OK();
-    };
-    // The layer's sample and trace event, recorded (under dmu_) in the same
-    // critical section that publishes its last bytes, so the pass that
-    // computes the layer always collects them.
-    auto record_read = [&] {
-      const auto t1 = Clock::now();
-      disk_samples_.push_back({span, std::chrono::duration<double>(t1 - t0).count()});
-      auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
-      disk_trace_.push_back({TraceKind::kDiskRead, job.layer, job.slot_index, job.pass, us(t0), us(t1), span});
-    };
-    if (job.slot) {
-      // Direct: the slot must be free (compute of g - W finished).
-      const uint64_t W = plan_.window();
-      if (job.g >= W) st = wait_counter(computed_, job.g - W + 1);
-      t0 = Clock::now();
-      if (st.ok()) st = read(begin, span, job.slot);
-      if (st.ok()) {
-        std::lock_guard lk(dmu_);
-        record_read();
-        disk_loaded_ = job.g + 1;
-      }
-    } else {
-      const unsigned R = ring_->buffer_count();
-      const uint64_t cb = ring_->buffer_bytes();
-      for (uint64_t c = 0; c < job.chunks && st.ok(); ++c) {
-        const uint64_t q = job.chunk0 + c;
-        if (q >= R) st = wait_counter(chunks_copied_, q - R + 1);
-        if (c == 0) t0 = Clock::now();
-        if (st.ok()) st = read(begin + c * cb, std::min(cb, span - c * cb), ring_->iovecs()[q % R].iov_base);
-        if (st.ok()) {
-          {
-            std::lock_guard lk(dmu_);
-            if (c + 1 == job.chunks) record_read();
-            chunks_read_ = q + 1;
-          }
-          dcv_.notify_all();
-        }
-      }
+      auto got = rd->wait(std::span<io::ReadCompletion>(&c, 1));
+      if (!got.ok()) st = got.status();
+      else if (*got != 1) st = Status::Internal("reader returned no completion");
+      else if (!c.status.ok()) st = c.status;
+      else if (begin + c.bytes_read < l.file_offset + l.bytes)
+        st = Status::IOError(fmt::format("{}: short read of layer {} at offset {} ({} of {} bytes)", l.file,
+                                         job.layer, begin, c.bytes_read, span));
+    }
+    if (!st.ok()) {
+      set_disk_error(st, job.layer);
+      continue;
     }
     {
       std::lock_guard lk(dmu_);
-      if (!st.ok() && disk_error_.ok() && !st.IsCancelled())
-        disk_error_ = st.WithContext(fmt::format("disk read of layer {} ({})", job.layer, l.name));
-      jobs_.pop_front();
+      const auto t1 = Clock::now();
+      auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
+      disk_samples_.push_back({span, std::chrono::duration<double>(t1 - t0).count()});
+      disk_trace_.push_back({TraceKind::kDiskRead, job.layer, job.slot_index, job.pass, us(t0), us(t1), span});
+      max_in_flight_ = std::max<int>(max_in_flight_, static_cast<int>(std::min<uint64_t>(
+                                                          rd->queue_depth(), (span + rd->chunk_bytes() - 1) / rd->chunk_bytes())));
+      disk_ready_ = job.g + 1;
+      ++finished_;
     }
     dcv_.notify_all();
+  }
+}
+
+// Staged path: reads into the staging buffers run ahead over every layer
+// handed over; copies are issued in layer order, each chunk as it lands.
+void Executor::disk_staged_loop() {
+  struct Active {
+    DiskJob job;
+    uint64_t chunks = 0, next_read = 0, landed_count = 0, copied = 0;
+    std::deque<std::pair<uint64_t, unsigned>> landed;  // (chunk, buffer) waiting for their copy
+    bool started = false;
+    bool dropped = false;    // abandoned by drain(): no more reads, no copies
+    uint64_t reading = 0;    // reads in flight
+    Clock::time_point t0{}, t_last{};
+  };
+  struct InFlight {
+    uint64_t g = 0, chunk = 0, offset = 0, bytes = 0;
+    io::Reader* reader = nullptr;
+    Clock::time_point t0{};
+  };
+  std::deque<Active> active;
+  std::vector<unsigned> free_bufs;
+  std::deque<unsigned> busy_bufs;  // copies issued, oldest first
+  std::map<unsigned, InFlight> inflight;
+  bool have_ring = false;
+  auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
+  Status st;
+  auto fail = [&](const Status& s, int layer) {
+    set_disk_error(s, layer);
+    // Nothing may touch the buffers after this: cancel the reads, finish the copies.
+    for (auto& [path, rd] : readers_) rd->cancel();
+    if (disk_copy_) (void)disk_copy_->synchronize();
+    std::unique_lock l(dmu_);
+    dcv_.wait(l, [&] { return stop_; });
+  };
+  uint64_t done_rec = 0;  // done_recorded_ as last seen
+  for (;;) {
+    {
+      std::unique_lock l(dmu_);
+      if (stop_) return;
+      while (!jobs_.empty()) {
+        Active a;
+        a.job = jobs_.front();
+        jobs_.pop_front();
+        active.push_back(a);
+      }
+      done_rec = done_recorded_;
+      if (abandon_) {
+        // Jobs whose copies wait for a compute that was never enqueued (need
+        // is non-decreasing in g, so they are a tail of the list).
+        for (Active& a : active)
+          if (!a.started && a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec) a.dropped = true;
+      }
+      while (!active.empty() && active.back().dropped) {
+        Active& a = active.back();
+        for (auto& [c, b] : a.landed) free_bufs.push_back(b);
+        a.landed.clear();
+        if (a.reading > 0) break;  // its reads must land first (they write staging buffers)
+        active.pop_back();
+        ++finished_;
+        dcv_.notify_all();
+      }
+      if (active.empty() && inflight.empty() && busy_bufs.empty()) {
+        dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || abandon_; });
+        if (jobs_.empty() && !stop_) {  // abandon_ with nothing to drop: let drain() see it
+          dcv_.notify_all();
+          dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || !abandon_; });
+        }
+        continue;
+      }
+    }
+    if (!have_ring) {  // apply_plan creates the ring before posting the first disk job
+      for (unsigned b = 0; b < ring_->buffer_count(); ++b) free_bufs.push_back(ring_->buffer_count() - 1 - b);
+      have_ring = true;
+    }
+    const uint64_t cb = ring_->buffer_bytes();
+    bool progress = false;
+    // 1. Buffers whose copy finished are free again.
+    while (!busy_bufs.empty()) {
+      auto q = buf_done_[busy_bufs.front()]->query();
+      if (!q.ok()) return fail(q.status(), active.empty() ? 0 : active.front().job.layer);
+      if (!*q) break;
+      free_bufs.push_back(busy_bufs.front());
+      busy_bufs.pop_front();
+      progress = true;
+    }
+    // 2. Reads into every free buffer, layers in order.
+    for (Active& a : active) {
+      if (a.dropped) break;
+      const LayerSpec& l = layers_[a.job.layer];
+      const uint64_t span = spans_[a.job.layer];
+      if (a.chunks == 0) a.chunks = (span + cb - 1) / cb;
+      while (a.next_read < a.chunks && !free_bufs.empty()) {
+        const unsigned b = free_bufs.back();
+        const uint64_t off = aligned_begin(l) + a.next_read * cb, n = std::min(cb, span - a.next_read * cb);
+        io::Reader* rd = readers_.at(l.file).get();
+        if (a.next_read == 0) a.t0 = Clock::now();
+        st = rd->submit({off, n, ring_->iovecs()[b].iov_base, b});
+        if (!st.ok()) return fail(st, a.job.layer);
+        free_bufs.pop_back();
+        inflight[b] = {a.job.g, a.next_read, off, n, rd, Clock::now()};
+        ++a.next_read;
+        ++a.reading;
+        progress = true;
+      }
+      if (free_bufs.empty()) break;
+    }
+    {
+      std::lock_guard lk(dmu_);
+      max_in_flight_ = std::max<int>(max_in_flight_, static_cast<int>(inflight.size()));
+    }
+    // 3. Copies of landed chunks, in layer order.
+    while (!active.empty()) {
+      Active& a = active.front();
+      if (!a.started) {
+        if (a.landed.empty() || a.dropped) break;
+        // Its region is free once the compute it overwrites is done; that
+        // "done" must be recorded before the copy stream can wait on it.
+        if (a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec) break;
+        if (a.job.need_done) st = disk_copy_->wait(*a.job.need_done);
+        if (st.ok()) st = disk_copy_->record(*a.job.k_start);
+        if (!st.ok()) return fail(st, a.job.layer);
+        disk_copy_->range_push(layers_[a.job.layer].name.c_str());
+        a.started = true;
+      }
+      const uint64_t span = spans_[a.job.layer];
+      while (!a.landed.empty()) {
+        auto [c, b] = a.landed.front();
+        a.landed.pop_front();
+        st = disk_copy_->copy_h2d(a.job.dst + c * cb, ring_->iovecs()[b].iov_base, std::min(cb, span - c * cb));
+        if (st.ok()) st = disk_copy_->record(*buf_done_[b]);
+        if (!st.ok()) return fail(st, a.job.layer);
+        busy_bufs.push_back(b);
+        ++a.copied;
+        progress = true;
+      }
+      if (a.copied < a.chunks) break;
+      disk_copy_->range_pop();
+      st = disk_copy_->record(*a.job.k_end);
+      if (st.ok()) st = disk_copy_->record(*a.job.loaded);
+      if (!st.ok()) return fail(st, a.job.layer);
+      {
+        std::lock_guard lk(dmu_);
+        disk_samples_.push_back({span, std::chrono::duration<double>(a.t_last - a.t0).count()});
+        disk_trace_.push_back({TraceKind::kDiskRead, a.job.layer, a.job.slot_index, a.job.pass, us(a.t0), us(a.t_last), span});
+        disk_ready_ = a.job.g + 1;
+        ++finished_;
+      }
+      dcv_.notify_all();
+      active.pop_front();
+    }
+    if (progress) continue;
+    // 4. Nothing to do until a read lands or a copy finishes.
+    if (!inflight.empty()) {
+      io::Reader* rd = inflight.begin()->second.reader;
+      io::ReadCompletion done[64];
+      auto got = rd->wait(std::span<io::ReadCompletion>(done, 64), std::chrono::milliseconds(20));
+      if (!got.ok()) return fail(got.status(), active.empty() ? 0 : active.front().job.layer);
+      const auto now = Clock::now();
+      for (size_t j = 0; j < *got; ++j) {
+        const io::ReadCompletion& c = done[j];
+        auto it = inflight.find(static_cast<unsigned>(c.tag));
+        if (it == inflight.end()) continue;
+        const InFlight f = it->second;
+        inflight.erase(it);
+        Active* a = nullptr;
+        for (Active& x : active)
+          if (x.job.g == f.g) a = &x;
+        if (a == nullptr) continue;
+        --a->reading;
+        if (a->dropped) {
+          free_bufs.push_back(static_cast<unsigned>(c.tag));
+          continue;
+        }
+        const LayerSpec& l = layers_[a->job.layer];
+        if (!c.status.ok()) return fail(c.status, a->job.layer);
+        if (c.bytes_read < f.bytes && f.offset + c.bytes_read < l.file_offset + l.bytes)
+          return fail(Status::IOError(fmt::format("{}: short read of layer {} at offset {} ({} of {} bytes)", l.file,
+                                                  a->job.layer, f.offset, c.bytes_read, f.bytes)),
+                      a->job.layer);
+        a->landed.push_back({f.chunk, static_cast<unsigned>(c.tag)});
+        ++a->landed_count;
+        a->t_last = now;
+        std::lock_guard lk(dmu_);
+        disk_trace_.push_back({TraceKind::kDiskChunk, a->job.layer, static_cast<int>(c.tag), a->job.pass, us(f.t0),
+                               us(now), f.bytes});
+      }
+    } else if (!busy_bufs.empty()) {
+      st = buf_done_[busy_bufs.front()]->synchronize();
+      if (!st.ok()) return fail(st, active.empty() ? 0 : active.front().job.layer);
+    } else {
+      // Waiting for a "done" to be recorded, a new job, or drain().
+      std::unique_lock l(dmu_);
+      dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || done_recorded_ != done_rec || abandon_; });
+    }
   }
 }
 
 Status Executor::run_pass(int batch_tokens) {
   if (batch_tokens < 1) return Status::InvalidArgument(fmt::format("run_pass: batch_tokens must be >= 1, got {}", batch_tokens));
   const int cls = batch_class(batch_tokens);
+  {
+    std::lock_guard lk(dmu_);
+    if (!disk_error_.ok()) return disk_error_;
+  }
   if (opt_.auto_replan && !opt_.plan && cls != plan_.batch_class) {
     LS_LOG_INFO("scheduler: batch class {} -> {}, re-planning", plan_.batch_class, cls);
     PlannerInput in = planner_input(cls);
@@ -551,8 +869,9 @@ Status Executor::run_pass(int batch_tokens) {
   }
   const uint64_t pass = pass_;
   const int par = static_cast<int>(pass & 1);
-  const uint64_t W = plan_.window();
+  const int E = events_per_ring();
   const bool disk_counters = disk_direct_ && plan_.count(Tier::kDisk) > 0;
+  const bool staged_disk = !disk_direct_ && plan_.count(Tier::kDisk) > 0;
   LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[par]));
   for (int i = 0; i < n_; ++i) {
     LayerRun run;
@@ -564,10 +883,18 @@ Status Executor::run_pass(int batch_tokens) {
     uint64_t g = 0;
     if (stream_index_[i] >= 0) {
       g = g_compute_++;
-      while (g_copy_ < g + W) LS_RETURN_IF_ERROR(enqueue_copy(g_copy_++));
+      LS_RETURN_IF_ERROR(enqueue_ready_copies(g));
       run.slot = static_cast<int>(g % plan_.slots);
-      run.data = static_cast<uint8_t*>(slot_[run.slot].ptr) + data_offset(layers_[i]);
-      LS_RETURN_IF_ERROR(compute_->wait(*loaded_[run.slot]));
+      run.data = static_cast<uint8_t*>(window_.ptr) + placed(g).offset + data_offset(layers_[i]);
+      if (plan_.tiers[i] == Tier::kDisk) {
+        // The disk thread has read the layer (direct) or issued its copies
+        // (staged); a failed read fails the pass here.
+        if (Status st = wait_counter(disk_ready_, g + 1); !st.ok()) {
+          (void)drain();
+          return st.WithContext(fmt::format("loading layer {} ({}) for pass {}", i, layers_[i].name, pass));
+        }
+      }
+      if (plan_.tiers[i] != Tier::kDisk || !disk_direct_) LS_RETURN_IF_ERROR(compute_->wait(*loaded_[g % E]));
     } else {
       run.data = resident_[i].ptr;
     }
@@ -581,7 +908,14 @@ Status Executor::run_pass(int batch_tokens) {
     }
     LS_RETURN_IF_ERROR(compute_->record(*c_end_[par][i]));
     if (run.slot >= 0) {
-      LS_RETURN_IF_ERROR(compute_->record(*done_[run.slot]));
+      LS_RETURN_IF_ERROR(compute_->record(*done_[g % E]));
+      if (staged_disk) {
+        {
+          std::lock_guard lk(dmu_);
+          done_recorded_ = g + 1;
+        }
+        dcv_.notify_all();
+      }
       if (disk_counters) {
         LS_RETURN_IF_ERROR(compute_->host_func([this, g] {
           {
@@ -595,8 +929,7 @@ Status Executor::run_pass(int batch_tokens) {
     }
   }
   // Cyclic prefetch: the next pass's first streamed layers load now.
-  if (!streamed_.empty())
-    while (g_copy_ < g_compute_ + W) LS_RETURN_IF_ERROR(enqueue_copy(g_copy_++));
+  if (!streamed_.empty()) LS_RETURN_IF_ERROR(enqueue_ready_copies(g_compute_));
   Status st = compute_->synchronize();
   if (!st.ok()) {
     std::lock_guard lk(dmu_);
@@ -672,14 +1005,15 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
     trace_.add({TraceKind::kCompute, i, slot, pass, a, b, 0});
     if (stall > 1.0) trace_.add({TraceKind::kStall, i, -1, pass, prev_end, a, 0});
     if (k >= 0) {
-      LS_ASSIGN_OR_RETURN(double ka, us(*k_start_[par][k]));
-      LS_ASSIGN_OR_RETURN(double kb, us(*k_end_[par][k]));
       st.summary.streamed_bytes += bytes_[i];
-      if (plan_.tiers[i] == Tier::kRam) {
-        ram_bytes += bytes_[i];
-        if (pass > 0) cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
-        trace_.add({TraceKind::kCopy, i, slot, pass, ka, kb, bytes_[i]});
-      } else if (!disk_direct_) {
+      const bool copied = plan_.tiers[i] == Tier::kRam || !disk_direct_;  // direct reads have no copy events
+      if (copied) {
+        LS_ASSIGN_OR_RETURN(double ka, us(*k_start_[par][k]));
+        LS_ASSIGN_OR_RETURN(double kb, us(*k_end_[par][k]));
+        if (plan_.tiers[i] == Tier::kRam) {
+          ram_bytes += bytes_[i];
+          if (pass > 0) cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
+        }
         trace_.add({TraceKind::kCopy, i, slot, pass, ka, kb, bytes_[i]});
       }
     }
@@ -688,13 +1022,42 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
   }
   std::vector<std::pair<uint64_t, double>> ds;
   std::vector<TraceEvent> dt;
+  int in_flight = 0;
   {
     std::lock_guard lk(dmu_);
     ds.swap(disk_samples_);
     dt.swap(disk_trace_);
+    in_flight = std::exchange(max_in_flight_, 0);
   }
+  // Disk rate: the bytes of the layer reads over the time the disk was busy
+  // (the union of the reads' intervals: staged reads of several layers overlap).
+  {
+    std::vector<std::pair<double, double>> iv;
+    uint64_t read_bytes = 0;
+    for (const TraceEvent& e : dt)
+      if (e.kind == TraceKind::kDiskRead) {
+        iv.push_back({e.start_us, e.end_us});
+        read_bytes += e.bytes;
+      }
+    std::sort(iv.begin(), iv.end());
+    double busy_us = 0, cur_a = 0, cur_b = -1;
+    for (auto [a, b] : iv) {
+      if (a > cur_b) {
+        if (cur_b > cur_a) busy_us += cur_b - cur_a;
+        cur_a = a;
+        cur_b = b;
+      } else {
+        cur_b = std::max(cur_b, b);
+      }
+    }
+    if (cur_b > cur_a) busy_us += cur_b - cur_a;
+    if (read_bytes > 0 && busy_us > 0) cost_.record_disk(read_bytes, busy_us * 1e-6);
+    st.summary.disk_bytes = read_bytes;
+    st.summary.disk_s = busy_us * 1e-6;
+    st.summary.max_reads_in_flight = in_flight;
+  }
+  (void)ds;
   uint64_t disk_bytes = 0;
-  for (auto& [b, s] : ds) cost_.record_disk(b, s);
   for (auto& e : dt) trace_.add(e);
   for (int i = 0; i < n_; ++i)
     if (plan_.tiers[i] == Tier::kDisk) disk_bytes += spans_[i];

@@ -1,28 +1,43 @@
 // Executor: runs passes over a list of layers, streaming the non-resident
-// ones through a window of slots in the device arena while earlier layers
-// compute, following a Plan from the planner.
+// ones through a window in the device arena while earlier layers compute,
+// following a Plan from the planner.
 //
-// Streams: `compute` runs the layers' work; `copy` fills slots (RAM tier: H2D
-// from the layer's pinned buffer; disk tier: after the disk thread read it);
-// `small copies` is a third stream for latency-critical small transfers
-// (tokens, logits) so they never queue behind bulk layer copies. Bulk copies
-// are issued in chunks of at most `copy_chunk_bytes`, so where both streams
-// share one copy engine (the host backend's sim link, one DMA direction on a
-// GPU) a small copy waits for at most one chunk.
+// Streams: `compute` runs the layers' work; `copy` fills the window from the
+// RAM tier; `disk copy` (staged disk path only) carries the H2D copies the
+// disk thread issues; `small copies` is a fourth stream for latency-critical
+// small transfers (tokens, logits) so they never queue behind bulk layer
+// copies. RAM-tier copies are issued in chunks of at most `copy_chunk_bytes`,
+// so where streams share one copy engine a small copy waits for at most one
+// chunk.
 //
-// Per slot: a "loaded" event (recorded by the copy stream, waited on by the
-// compute stream before the layer) and a "done" event (recorded by compute
-// after the layer, waited on by the copy stream before refilling the slot).
-// Streamed layers are counted globally over passes (g); layer g uses slot
-// g % slots and its copy waits for the compute of g - (prefetch_depth + 1).
-// At the end of a pass the copies of the next pass's first streamed layers
-// are already enqueued, so they load while this pass's last layers compute.
+// The window is a ring of variable-size regions (window_ring.h): each
+// streamed layer takes its own span. Streamed layers are counted globally
+// over passes (g); layer g's load waits for the compute of g - W (W =
+// prefetch depth + 1) and of the latest earlier layer whose region it
+// overwrites; its "loaded" event (loaded_[g % E]) is waited on by the compute
+// stream, its "done" event (done_[g % E]) is recorded after its compute. A
+// load is enqueued only once the compute it waits for has been enqueued, so
+// every event waited on has been recorded. At the end of a pass the loads of
+// the next pass's first streamed layers are already enqueued.
+//
+// Disk tier: a disk thread owns the readers. Direct path (host-addressable
+// device memory): it reads a layer straight into its region once the region
+// is free. Staged path (device memory only copies reach; every GPU): it reads
+// chunks of staging_buffer_bytes into registered pinned staging buffers with
+// many reads in flight over several layers, issues each chunk's H2D copy on
+// the disk-copy stream as soon as the chunk lands (in layer order), and
+// reuses a buffer only after the event recorded behind its copy completes.
+// No stream ever runs a blocking host function: the thread that calls
+// run_pass waits (on the host) until the disk thread has issued a disk
+// layer's last copy before it enqueues that layer's compute, so a failed
+// read fails the pass with the read's error.
 //
 // Start-up: the arena (the whole VRAM budget, one allocation) is carved into
-// the caller's reserve, resident layers and slots; RAM-tier layers are loaded
-// once into pinned buffers (from disk through io::Reader, with progress
-// logged). Nothing is allocated on the device afterwards; re-plans re-carve
-// the same arena at a pass boundary.
+// the caller's reserve, resident layers and the window; RAM-tier layers are
+// loaded once into pinned buffers. Nothing is allocated on the device
+// afterwards. A new plan (re-plan, batch-class change) moves only the
+// difference: residents that stay resident keep their place and bytes, RAM
+// copies that stay are kept; load_bytes() counts what was loaded.
 //
 // Thread safety: one thread calls run_pass() and the other methods.
 #pragma once
@@ -46,6 +61,7 @@
 #include "runtime/scheduler/plan.h"
 #include "runtime/scheduler/planner.h"
 #include "runtime/scheduler/trace.h"
+#include "runtime/scheduler/window_ring.h"
 
 namespace layerstream::sched {
 
@@ -63,10 +79,16 @@ struct ExecutorOptions {
   double drift_threshold = 0.2;    // relative change of predicted pass time that triggers a re-plan
   double link_gbps = 0;            // H2D bandwidth (GB/s); 0 = probe at start-up
   double disk_gbps = 0;            // disk bandwidth (GB/s); 0 = probe at start-up (when a layer is on disk)
-  uint64_t copy_chunk_bytes = 1 << 20;
-  bool force_staging = false;      // read disk layers through the staging ring even when host-addressable
-  uint64_t staging_buffer_bytes = 1 << 20;
-  unsigned staging_buffers = 4;
+  uint64_t copy_chunk_bytes = 8 << 20;  // RAM-tier H2D copies, bytes per copy call
+  bool force_staging = false;      // read disk layers through the staging buffers even when host-addressable
+  // Staged disk path: pinned staging buffers (their own allocation, not part
+  // of ram_budget), one read request each; reads in flight <= staging_buffers.
+  uint64_t staging_buffer_bytes = 4 << 20;
+  unsigned staging_buffers = 24;
+  // Staged disk path: disk layers are handed to the disk thread up to this
+  // many streamed layers beyond the window, so reads run ahead into the
+  // staging buffers (a read needs no window region; only its copy does).
+  int read_ahead_layers = 8;
   io::ReaderOptions reader;
   bool trace = true;
   // Called after each layer loaded into the resident or RAM tier with the
@@ -112,6 +134,16 @@ class Executor {
   // window loads not counted): what sharing one executor saves.
   uint64_t load_bytes() const { return load_bytes_; }
   const std::vector<uint64_t>& layer_bytes() const { return bytes_; }
+  std::vector<std::string> layer_names() const;
+  // Bytes loaded into resident regions and RAM-tier buffers so far (start-up
+  // and re-plans; not the per-pass streaming).
+  uint64_t load_bytes() const { return load_bytes_; }
+  // The RAM-tier copy of layer i (its `bytes` bytes), or nullptr when layer i
+  // is not in the RAM tier now. Valid until the next plan change.
+  const void* ram_copy(int layer) const;
+  // Host-readable bytes of resident layer i, or nullptr (not resident, or the
+  // device memory is not host-addressable). Valid until the next plan change.
+  const void* resident_host_view(int layer) const;
   // The caller's reserved region (reserved_vram bytes; ptr null when 0).
   const ArenaRegion& reserved() const { return reserved_; }
   Stream& compute_stream() { return *compute_; }
@@ -124,6 +156,10 @@ class Executor {
 
  private:
   struct DiskJob;
+  struct Placed {
+    uint64_t offset = 0;  // in the window
+    int64_t need = -1;    // compute of this streamed layer must finish before the load (-1: none)
+  };
   Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options);
   Status init();
   Status probe();
@@ -131,11 +167,19 @@ class Executor {
   Status carve_and_load_residents();
   Status create_events();
   Status enqueue_copy(uint64_t g);
+  const Placed& placed(uint64_t g);
+  Status enqueue_ready_copies(uint64_t computing);
+  void reset_stream_state();
+  Status post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k);
+  void disk_direct_loop();
+  void disk_staged_loop();
+  void set_disk_error(const Status& st, int layer);
   Status collect_pass(uint64_t pass, int cls);
   Status drain();
   Result<io::Reader*> reader_for(const std::string& path);
   Status load_layer_to_host(int layer, void* dst);
   void disk_thread_main();
+  int events_per_ring() const { return plan_.slots + 1; }
   Status wait_counter(uint64_t& counter, uint64_t at_least);
   bool drifted(int cls) const;
 
@@ -149,10 +193,16 @@ class Executor {
   std::unique_ptr<Arena> arena_;
   ArenaRegion reserved_;
   std::vector<ArenaRegion> resident_;   // per layer (ptr null unless resident)
-  std::vector<ArenaRegion> slot_;       // per slot
+  ArenaRegion window_;                  // the window ring
+  WindowRing ring_place_;
+  std::deque<Placed> placed_;           // placements of streamed layers placed_base_.. (in g order)
+  uint64_t placed_base_ = 0;
   std::vector<HostBuffer> ram_;         // per layer (RAM tier)
-  std::unique_ptr<Stream> compute_, copy_, small_;
-  std::vector<std::unique_ptr<Event>> loaded_, done_;
+  HostBuffer bounce_;                   // resident loads on devices that are not host-addressable
+  std::unique_ptr<Stream> compute_, copy_, small_, disk_copy_;
+  std::vector<std::unique_ptr<Event>> loaded_, done_;  // [g % events_per_ring()]
+  std::vector<std::unique_ptr<Event>> buf_done_;       // per staging buffer: its last H2D copy
+  uint64_t load_bytes_ = 0;
   // Timing: [parity][layer] compute start/end; [parity][streamed k] copy start/end.
   std::vector<std::unique_ptr<Event>> c_start_[2], c_end_[2], k_start_[2], k_end_[2], pass_begin_;
   std::unique_ptr<Event> ref_;
@@ -180,18 +230,21 @@ class Executor {
   std::map<std::string, std::unique_ptr<io::Reader>> readers_;
   std::unique_ptr<io::StagingRing> ring_;
   std::thread disk_thread_;
+  // State below is guarded by dmu_ (shared by run_pass's thread, the disk
+  // thread and the compute stream's host functions).
   std::mutex dmu_;
   std::condition_variable dcv_;
-  std::deque<DiskJob> jobs_;
+  std::deque<DiskJob> jobs_;    // posted, not yet taken by the disk thread
+  uint64_t posted_ = 0, finished_ = 0;  // disk jobs posted / fully issued (or abandoned)
+  uint64_t done_recorded_ = 0;  // streamed layers whose "done" event is recorded (+1 past g)
+  bool abandon_ = false;        // drain: drop staged jobs whose copies can never start
   bool stop_ = false;
   Status disk_error_;
-  uint64_t computed_ = 0;       // streamed layers whose compute finished (+1 past g)
-  uint64_t disk_loaded_ = 0;    // direct: streamed layers read into their slot (+1 past g)
-  uint64_t chunks_read_ = 0;    // staged: chunks read into the ring
-  uint64_t chunks_copied_ = 0;  // staged: chunks copied out of the ring
-  uint64_t chunk_seq_ = 0;      // staged: next chunk number to assign (enqueuer)
+  uint64_t computed_ = 0;       // direct: streamed layers whose compute finished (+1 past g)
+  uint64_t disk_ready_ = 0;     // disk layers whose data is in place or whose copies are issued (+1 past g)
   std::vector<std::pair<uint64_t, double>> disk_samples_;  // (bytes, seconds)
   std::vector<TraceEvent> disk_trace_;
+  int max_in_flight_ = 0;       // most reads in flight since the last collect_pass
 };
 
 }  // namespace layerstream::sched

@@ -33,13 +33,20 @@ std::string describe_plan(const Plan& plan, const std::vector<uint64_t>& layer_b
   for (size_t i = 0; i < plan.tiers.size(); ++i)
     if (plan.tiers[i] == Tier::kResident) res += (res.empty() ? "" : " ") + std::to_string(i);
   return fmt::format(
-      "{} resident [{}] ({}), {} ram ({}), {} disk ({}); {} slots x {}, prefetch depth {}; "
+      "{} resident [{}] ({}), {} ram ({}), {} disk ({}); {} slots in {} (largest {}), prefetch depth {}; "
       "predicted pass {:.3f} ms, lower bound {:.3f} ms",
       plan.count(Tier::kResident), res, format_bytes(plan.bytes_in(Tier::kResident, layer_bytes)),
       plan.count(Tier::kRam), format_bytes(plan.bytes_in(Tier::kRam, layer_bytes)),
       plan.count(Tier::kDisk), format_bytes(plan.bytes_in(Tier::kDisk, layer_bytes)), plan.slots,
-      format_bytes(plan.slot_bytes), plan.prefetch_depth, plan.predicted_pass_s * 1e3,
+      format_bytes(plan.window_bytes), format_bytes(plan.slot_bytes), plan.prefetch_depth, plan.predicted_pass_s * 1e3,
       plan.lower_bound_s * 1e3);
+}
+
+std::vector<uint64_t> streamed_spans(const std::vector<uint64_t>& spans, const std::vector<Tier>& tiers) {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < tiers.size(); ++i)
+    if (tiers[i] != Tier::kResident) out.push_back(spans[i]);
+  return out;
 }
 
 uint64_t slot_span(const LayerSpec& layer) {

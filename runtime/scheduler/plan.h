@@ -18,13 +18,17 @@ inline uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct Plan {
   std::vector<Tier> tiers;        // one per layer
-  int slots = 0;                  // window slots (0 when nothing streams)
+  // Streamed layers the window holds at once (0 when nothing streams). The
+  // window is a ring of variable-size regions (window_ring.h) of
+  // window_bytes: each layer takes its own span, not the largest one.
+  int slots = 0;
   // Streamed layers that may be loaded ahead of the one computing; 1..slots-1
   // (0 = serial: load, compute, repeat). The copy of streamed layer g waits
   // for the compute of streamed layer g - (prefetch_depth + 1) to finish.
   int prefetch_depth = 0;
-  uint64_t slot_bytes = 0;        // bytes per slot (largest streamed span, aligned)
-  uint64_t vram_bytes = 0;        // residents + slots (excluding the caller's reserve)
+  uint64_t slot_bytes = 0;        // largest streamed span (aligned)
+  uint64_t window_bytes = 0;      // the window ring: `slots` consecutive streamed spans at most
+  uint64_t vram_bytes = 0;        // residents + window (excluding the caller's reserve)
   uint64_t ram_bytes = 0;         // pinned RAM for RAM-tier layers (+ staging)
   double predicted_pass_s = 0;    // simulator, steady state
   double lower_bound_s = 0;       // max(sum compute, streamed load time)
@@ -37,9 +41,12 @@ struct Plan {
   int window() const { return prefetch_depth + 1; }
 };
 
-// "8 resident [0 3 5 ...], 10 ram, 2 disk; 3 slots x 1.00 MiB, depth 2;
+// "8 resident [0 3 5 ...], 10 ram, 2 disk; 3 slots in 3.00 MiB (largest 1.00 MiB), depth 2;
 //  predicted 12.30 ms, bound 11.90 ms".
 std::string describe_plan(const Plan& plan, const std::vector<uint64_t>& layer_bytes);
+
+// Spans of the streamed layers of `tiers`, in streaming order.
+std::vector<uint64_t> streamed_spans(const std::vector<uint64_t>& spans, const std::vector<Tier>& tiers);
 
 // Bytes a slot must hold for this layer: its span rounded up, plus the
 // alignment slack of an aligned disk read.

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "layerstream/units.h"
+#include "runtime/scheduler/window_ring.h"
 
 namespace layerstream::sched {
 namespace {
@@ -82,7 +83,8 @@ Trial try_tiers(const PlannerInput& in, std::vector<Tier> t, int slots, int dept
   p.slots = streams ? slots : 0;
   p.prefetch_depth = streams ? std::clamp(depth, 0, std::max(0, slots - 1)) : 0;
   p.slot_bytes = streams ? max_streamed_span(in, p.tiers) : 0;
-  p.vram_bytes = resident_bytes(in, p.tiers) + static_cast<uint64_t>(p.slots) * p.slot_bytes;
+  p.window_bytes = streams ? window_bytes_for(streamed_spans(in.spans, p.tiers), p.slots) : 0;
+  p.vram_bytes = resident_bytes(in, p.tiers) + p.window_bytes;
   if (p.vram_bytes > in.vram_budget) return r;
   if (streams && slots < 1) return r;
   p.ram_bytes = ram;
@@ -119,7 +121,7 @@ Status no_fit_error(const PlannerInput& in, int slots) {
   std::vector<Tier> t(in.bytes.size(), Tier::kRam);
   for (size_t i = 0; i < t.size(); ++i)
     if (in.pins[i]) t[i] = *in.pins[i];
-  uint64_t need = resident_bytes(in, t) + std::max(1, slots) * max_streamed_span(in, t);
+  uint64_t need = resident_bytes(in, t) + window_bytes_for(streamed_spans(in.spans, t), std::max(1, slots));
   uint64_t ram_pinned = 0, mem_only = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     if (in.pins[i] == Tier::kRam) ram_pinned += in.bytes[i];
@@ -147,6 +149,7 @@ SimResult evaluate_plan(const PlannerInput& in, Plan& p) {
   o.prefetch_depth = p.prefetch_depth;
   o.disk_direct = in.disk_direct;
   o.chunk_link_s = in.cost->link_s(in.chunk_bytes);
+  o.window_bytes = p.window_bytes;
   SimResult r = simulate(sl, o);
   p.predicted_pass_s = r.pass_s;
   p.lower_bound_s = r.lower_bound_s;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "layerstream/status.h"
+#include "runtime/scheduler/window_ring.h"
 
 namespace layerstream::sched {
 
@@ -33,28 +34,33 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
   LS_CHECK(m == 0 || o.slots >= 1);
 
   std::vector<double> done(static_cast<size_t>(m) * passes, 0.0);
-  std::vector<double> loaded(done.size(), 0.0);
-  double copy_end = 0, copy_start_prev = 0, disk_end = 0;
+  std::vector<double> loaded(done.size(), 0.0), copy_start(done.size(), 0.0);
+  double copy_end = 0, disk_end = 0;
   int next_copy = 0;  // next global streamed index to simulate the load of
+  WindowRing ring(o.window_bytes > 0 ? o.window_bytes : 1, static_cast<uint64_t>(W));
   auto load = [&](int g) {
     const SimLayer& l = layers[streamed[g % m]];
     double slot_free = g - W >= 0 ? done[g - W] : 0.0;
+    if (o.window_bytes > 0) {
+      const WindowRing::Placement pl = ring.place(static_cast<uint64_t>(g), std::max<uint64_t>(1, l.span));
+      if (pl.overlaps >= 0) slot_free = std::max(slot_free, done[pl.overlaps]);
+    }
     double start = std::max(copy_end, slot_free);
     if (l.tier == Tier::kDisk) {
-      double dstart = std::max(disk_end, o.disk_direct ? slot_free : copy_start_prev);
+      const int ahead = g - std::max(1, W - 1);
+      const double gate = o.disk_direct ? slot_free : (ahead >= 0 ? copy_start[ahead] : 0.0);
+      double dstart = std::max(disk_end, gate);
       disk_end = dstart + l.disk_s;
       if (o.disk_direct) {
-        start = std::max(start, disk_end);  // the copy stream marks it loaded in order
-        copy_start_prev = start;
+        start = std::max(start, disk_end);  // the compute waits for the read itself
         copy_end = start;
       } else {
-        copy_start_prev = start;
         copy_end = std::max(start + l.link_s, disk_end + std::min(o.chunk_link_s, l.link_s));
       }
     } else {
-      copy_start_prev = start;
       copy_end = start + l.link_s;
     }
+    copy_start[g] = start;
     loaded[g] = copy_end;
   };
 
@@ -87,6 +93,7 @@ std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
   std::vector<SimLayer> v(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) {
     v[i].compute_s = cost.compute_s(static_cast<int>(i), cls);
+    v[i].span = spans[i];
     v[i].tier = tiers[i];
     if (tiers[i] == Tier::kRam) v[i].link_s = cost.link_s(bytes[i]);
     if (tiers[i] == Tier::kDisk) {

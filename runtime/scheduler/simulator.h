@@ -7,12 +7,16 @@
 // - the copy stream loads streamed layers in order, across pass boundaries;
 //   streamed layer g (counted over all passes) may start loading once the
 //   copy of g-1 is done and the compute of streamed layer g - W finished
-//   (W = prefetch depth + 1: slot reuse and the prefetch limit);
+//   (W = prefetch depth + 1: the prefetch limit) and, when the window is a
+//   ring of variable-size regions (window_bytes > 0), the compute of the
+//   latest earlier layer whose region it overwrites (window_ring.h);
 // - a disk layer is first read by the disk thread (in order over disk
 //   layers). Direct reads (host-addressable device) go into the slot, so they
 //   wait for the slot like a copy and need no H2D; staged reads go into the
-//   staging ring ahead of the copy, and the H2D copy of the layer ends no
-//   earlier than one chunk after its read ends.
+//   staging buffers up to W - 1 layers ahead of the copies, and the H2D copy
+//   of the layer ends no earlier than one chunk after its read ends. (The
+//   executor hands disk layers over further ahead, so reads may run ahead
+//   as far as the staging buffers allow: the simulator is conservative there.)
 // Units: seconds.
 #pragma once
 
@@ -29,6 +33,7 @@ struct SimLayer {
   Tier tier = Tier::kResident;
   double link_s = 0;   // H2D copy time (RAM tier; staged disk tier)
   double disk_s = 0;   // disk read time (disk tier)
+  uint64_t span = 0;   // bytes the layer takes in the window (window_bytes > 0)
 };
 
 struct SimOptions {
@@ -36,6 +41,7 @@ struct SimOptions {
   int prefetch_depth = 1;
   bool disk_direct = false;    // disk reads go straight into the slot
   double chunk_link_s = 0;     // staged disk: H2D time of the last chunk after its read
+  uint64_t window_bytes = 0;   // > 0: the window is a WindowRing of this size (spans from SimLayer)
   int passes = 3;              // >= 2; the last one is reported
 };
 

@@ -13,6 +13,7 @@ std::string_view trace_kind_name(TraceKind k) {
     case TraceKind::kCompute: return "compute";
     case TraceKind::kCopy: return "copy";
     case TraceKind::kDiskRead: return "disk";
+    case TraceKind::kDiskChunk: return "disk-chunk";
     case TraceKind::kStall: return "stall";
     case TraceKind::kCopyWait: return "copy-wait";
   }
@@ -73,14 +74,15 @@ void TraceRecorder::clear() {
 std::string TraceRecorder::chrome_json() const {
   std::lock_guard l(mu_);
   nlohmann::json evs = nlohmann::json::array();
-  const char* threads[] = {"", "compute", "copy", "disk"};
-  for (int tid = 1; tid <= 3; ++tid)
+  const char* threads[] = {"", "compute", "copy", "disk", "disk reads"};
+  for (int tid = 1; tid <= 4; ++tid)
     evs.push_back({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"ts", 0}, {"name", "thread_name"},
                    {"args", {{"name", threads[tid]}}}});
   for (const TraceEvent& e : events_) {
     int tid = 1;
     if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kCopyWait) tid = 2;
     if (e.kind == TraceKind::kDiskRead) tid = 3;
+    if (e.kind == TraceKind::kDiskChunk) tid = 4;
     std::string lname = e.layer >= 0 && static_cast<size_t>(e.layer) < names_.size() && !names_[e.layer].empty()
                             ? names_[e.layer]
                             : fmt::format("layer{}", e.layer);

@@ -14,8 +14,11 @@
 
 namespace layerstream::sched {
 
-enum class TraceKind : uint8_t { kCompute, kCopy, kDiskRead, kStall, kCopyWait };
-std::string_view trace_kind_name(TraceKind k);  // "compute", "copy", "disk", "stall", "copy-wait"
+// kDiskRead spans a layer's whole read; kDiskChunk is one read request of it
+// (staged path: one staging buffer), so overlapping chunks show the reads in flight.
+enum class TraceKind : uint8_t { kCompute, kCopy, kDiskRead, kStall, kCopyWait, kDiskChunk };
+// "compute", "copy", "disk", "stall", "copy-wait", "disk-chunk"
+std::string_view trace_kind_name(TraceKind k);
 
 struct TraceEvent {
   TraceKind kind = TraceKind::kCompute;
@@ -36,6 +39,9 @@ struct PassSummary {
   double overlap_efficiency = 0;     // lower_bound / measured
   double sum_compute_s = 0;
   uint64_t streamed_bytes = 0;
+  uint64_t disk_bytes = 0;           // read from disk for this pass's layers
+  double disk_s = 0;                 // wall time of those reads (first start to last end, summed over runs of overlapping reads)
+  int max_reads_in_flight = 0;       // most disk read requests outstanding at once
   std::vector<double> stall_s;       // per layer: compute waiting for the layer's load
   double total_stall_s() const;
   std::string to_string() const;     // one line for logs

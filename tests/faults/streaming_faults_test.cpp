@@ -300,7 +300,8 @@ TEST_P(StreamingFaults, BudgetLoweredBelowThePlanIsOutOfBudgetBeforeRunning) {
   const int calls_before = m.calls.load();
   ExecutorOptions low = o;
   low.plan = plan;
-  low.vram_budget = m.max_layer() + m.max_layer() / 2;  // less than the plan's slots
+  ASSERT_GT(plan.vram_bytes, 0u);
+  low.vram_budget = plan.vram_bytes - 1;  // one byte less than the plan's residents and window
   auto ex = Executor::create(*dev, m.layers, low);
   ASSERT_FALSE(ex.ok());
   EXPECT_TRUE(ex.status().IsOutOfBudget()) << ex.status().ToString();

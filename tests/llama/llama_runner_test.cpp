@@ -1,6 +1,8 @@
 // LlamaRunner on the host backend: (1) streaming never changes results —
 // logits are bit-identical whatever the placement (all resident, most layers
-// streamed from disk, RAM tier) for several dtypes and budgets; (2) the
+// streamed from disk straight or through the staging buffers of a
+// copies-only device, RAM tier, mixed) for several dtypes and budgets, with
+// a separate and a tied output head; (2) the
 // runner matches a float64 forward pass written here, from the GGUF spec,
 // for a small random GQA model, over a prefill and several decode steps.
 #include <gtest/gtest.h>
@@ -61,67 +63,99 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
 
 class StreamingIdentity : public ::testing::TestWithParam<GgmlType> {};
 
+std::unique_ptr<Device> open_copies_only_device(int threads) {
+  DeviceOptions o;
+  o.backend = BackendKind::kHost;
+  o.host_threads = threads;
+  o.copies_only = true;
+  auto d = open_device(o);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.ok() ? std::move(*d) : nullptr;
+}
+
 TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
   const uint64_t seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
   TempDir dir;
-  const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256)).ok());
   auto dev = open_host_device(2);
+  auto staged = open_copies_only_device(2);
+  ASSERT_TRUE(dev && staged);
+  ASSERT_FALSE(staged->info().host_addressable);
   const auto prompt = random_tokens(rng, 9, 512);
   const auto next = random_tokens(rng, 4, 512);
 
-  // The prefill chunk changes the matmul batch (and so the summation order
-  // of quantised kernels): compare placements at the same chunk size.
-  for (int chunk : {256, 4}) {
-    SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
-    RunnerOptions ro = base_options();
-    ro.strategy = Strategy::kResident;
-    ro.prefill_chunk = chunk;
-    LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-    ASSERT_EQ(resident->plan().count(sched::Tier::kResident), 6);
-    const auto want = run_tokens(*resident, prompt, next);
-    uint64_t largest = 0;
-    for (uint64_t b : resident->executor().layer_bytes()) largest = std::max(largest, b);
-    const uint64_t reserve = resident->reserve().total();
-    resident.reset();
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied output head" : "separate output head");
+    const std::string path = dir.file(tied ? "tied.gguf" : "m.gguf");
+    ExampleModelSpec spec = tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256);
+    spec.tied_output = tied;
+    ASSERT_TRUE(write_example_model(path, spec).ok());
+    // The prefill chunk changes the matmul batch (and so the summation order
+    // of quantised kernels): compare placements at the same chunk size.
+    for (int chunk : {256, 4}) {
+      SCOPED_TRACE("prefill chunk " + std::to_string(chunk));
+      RunnerOptions ro = base_options();
+      ro.strategy = Strategy::kResident;
+      ro.prefill_chunk = chunk;
+      LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
+      // Blocks and the head; the embedding is gathered, never a layer.
+      ASSERT_EQ(resident->executor().layer_bytes().size(), spec.n_layers + 1u);
+      ASSERT_EQ(resident->plan().count(sched::Tier::kResident), static_cast<int>(spec.n_layers + 1));
+      const auto want = run_tokens(*resident, prompt, next);
+      uint64_t largest = 0, all = 0;
+      for (uint64_t b : resident->executor().layer_bytes()) {
+        largest = std::max(largest, b);
+        all += b;
+      }
+      // Every byte of the model's layers is loaded once, however many
+      // batch-class changes the prefill and decodes made.
+      EXPECT_EQ(resident->executor().load_bytes(), all);
+      const uint64_t reserve = resident->reserve().total() + 4096;
+      resident.reset();
 
-    struct Case {
-      const char* name;
-      Strategy strategy;
-      uint64_t vram, ram;
-    };
-    const uint64_t slot = sched::round_up(largest, 4096) + 8192;
-    const std::vector<Case> cases = {
-        {"disk, 2 slots", Strategy::kPlanned, reserve + 2 * slot, 0},
-        {"disk, serial", Strategy::kSerial, reserve + slot, 0},
-        {"disk, 3 slots", Strategy::kPlanned, reserve + 3 * slot, 0},
-        {"ram tier, overlap", Strategy::kOverlap, reserve + 2 * slot, 64ull << 20},
-        {"mixed", Strategy::kPlanned, reserve + 4 * slot, 2 * slot + (8ull << 20)},
-    };
-    for (const Case& c : cases) {
-      SCOPED_TRACE(c.name);
-      RunnerOptions o = base_options();
-      o.strategy = c.strategy;
-      o.vram_budget = c.vram;
-      o.ram_budget = c.ram;
-      o.prefill_chunk = chunk;
-      LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
-      EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
-      EXPECT_LE(r->plan().count(sched::Tier::kResident), 4);
-      const auto got = run_tokens(*r, prompt, next);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].size(), want[i].size());
-        EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
-            << "logits row " << i << " differ (seed " << seed << ")";
+      struct Case {
+        const char* name;
+        Strategy strategy;
+        uint64_t vram, ram;
+        bool staged;
+      };
+      const uint64_t slot = sched::round_up(largest, 4096) + 8192;
+      const std::vector<Case> cases = {
+          {"disk, 2 slots", Strategy::kPlanned, reserve + 2 * slot, 0, false},
+          {"disk, serial", Strategy::kSerial, reserve + slot, 0, false},
+          {"disk, 3 slots", Strategy::kPlanned, reserve + 3 * slot, 0, false},
+          {"disk staged, 2 slots", Strategy::kPlanned, reserve + 2 * slot, 0, true},
+          {"disk staged, serial", Strategy::kSerial, reserve + slot, 0, true},
+          {"ram tier, overlap", Strategy::kOverlap, reserve + 2 * slot, 64ull << 20, false},
+          {"ram tier staged, overlap", Strategy::kOverlap, reserve + 2 * slot, 64ull << 20, true},
+          {"mixed", Strategy::kPlanned, reserve + 3 * slot, 2 * slot + (8ull << 20), false},
+          {"mixed staged", Strategy::kPlanned, reserve + 3 * slot, 2 * slot + (8ull << 20), true},
+      };
+      for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        RunnerOptions o = base_options();
+        o.strategy = c.strategy;
+        o.vram_budget = c.vram;
+        o.ram_budget = c.ram;
+        o.prefill_chunk = chunk;
+        LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(c.staged ? *staged : *dev, path, o));
+        EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
+        EXPECT_LE(r->plan().count(sched::Tier::kResident), 4);
+        const auto got = run_tokens(*r, prompt, next);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(got[i].size(), want[i].size());
+          EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
+              << "logits row " << i << " differ (seed " << seed << ")";
+        }
       }
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, StreamingIdentity,
-                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0),
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                                           GgmlType::Q4_0, GgmlType::Q4_1),
                          [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
 
 // ---- float64 reference -------------------------------------------------

@@ -61,7 +61,8 @@ class HostDevice final : public Device {
     info_.total_memory_bytes = physical_ram();
     info_.free_memory_bytes = available_ram();
     info_.copy_engines = 1;
-    info_.host_addressable = true;
+    info_.host_addressable = !options.copies_only;
+    copies_only_ = options.copies_only;
     info_.sim_link_gbps = options.sim_link_gbps;
   }
 
@@ -109,7 +110,7 @@ class HostDevice final : public Device {
   }
 
   Result<std::unique_ptr<Stream>> create_stream(StreamRole role) override {
-    return std::unique_ptr<Stream>(std::make_unique<HostStream>(role, link_, ranges_));
+    return std::unique_ptr<Stream>(std::make_unique<HostStream>(role, link_, ranges_, !copies_only_));
   }
 
   Result<std::unique_ptr<Event>> create_event() override {
@@ -118,6 +119,7 @@ class HostDevice final : public Device {
 
  private:
   DeviceInfo info_;
+  bool copies_only_ = false;
   std::shared_ptr<SimLink> link_;
   std::shared_ptr<MemoryRanges> ranges_;
 };
@@ -133,8 +135,9 @@ Result<std::unique_ptr<Device>> open_host_device(const DeviceOptions& options) {
     return Status::InvalidArgument(fmt::format("host threads must be >= 0, got {}", options.host_threads));
   }
   auto dev = std::make_unique<HostDevice>(options);
-  LS_LOG_INFO("device: opened {}, {} RAM, sim-link {}", dev->info().name, format_bytes(dev->info().total_memory_bytes),
-              options.sim_link_gbps > 0 ? fmt::format("{} GB/s", options.sim_link_gbps) : std::string("off"));
+  LS_LOG_INFO("device: opened {}, {} RAM, sim-link {}{}", dev->info().name, format_bytes(dev->info().total_memory_bytes),
+              options.sim_link_gbps > 0 ? fmt::format("{} GB/s", options.sim_link_gbps) : std::string("off"),
+              options.copies_only ? ", device memory reached by copies only (staged path)" : "");
   return std::unique_ptr<Device>(std::move(dev));
 }
 

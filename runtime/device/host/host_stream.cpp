@@ -8,10 +8,11 @@
 namespace layerstream::host {
 
 HostStream::HostStream(StreamRole role, std::shared_ptr<SimLink> link,
-                       std::shared_ptr<const MemoryRanges> ranges)
+                       std::shared_ptr<const MemoryRanges> ranges, bool waits_carry_errors)
     : name_(role == StreamRole::kCopy ? "copy stream" : "compute stream"),
       link_(std::move(link)),
-      ranges_(std::move(ranges)) {
+      ranges_(std::move(ranges)),
+      waits_carry_errors_(waits_carry_errors) {
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -119,8 +120,9 @@ Status HostStream::wait(const Event& event) {
   if (ev == nullptr) return Status::InvalidArgument("wait: the event belongs to another backend");
   std::shared_ptr<Completion> c = ev->current();
   if (!c) return Status::OK();  // never recorded: complete
-  return enqueue({[c] {
+  return enqueue({[c, carry = waits_carry_errors_] {
                     Status s = c->wait();
+                    if (!carry) return Status::OK();
                     return s.ok() ? s : s.WithContext("waited-on event's work failed");
                   },
                   nullptr});

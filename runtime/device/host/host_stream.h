@@ -24,7 +24,11 @@ namespace layerstream::host {
 
 class HostStream final : public Stream {
  public:
-  HostStream(StreamRole role, std::shared_ptr<SimLink> link, std::shared_ptr<const MemoryRanges> ranges);
+  // `waits_carry_errors`: a wait() on an event whose stream failed fails this
+  // stream too (the host backend's default); false mimics cudaStreamWaitEvent,
+  // which carries no error (DeviceOptions::copies_only).
+  HostStream(StreamRole role, std::shared_ptr<SimLink> link, std::shared_ptr<const MemoryRanges> ranges,
+             bool waits_carry_errors = true);
   ~HostStream() override;
 
   Status copy_h2d(void* dst_device, const void* src_host, size_t bytes) override;
@@ -47,6 +51,7 @@ class HostStream final : public Stream {
   const std::string name_;
   const std::shared_ptr<SimLink> link_;
   const std::shared_ptr<const MemoryRanges> ranges_;
+  const bool waits_carry_errors_;
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;

@@ -23,6 +23,11 @@ enum class KvType { kF32, kF16 };
 //   kOverlap:  a fixed window of two slots, first layers resident;
 //   kPlanned:  the planner, from measured costs, re-planning on drift.
 enum class Strategy { kResident, kSerial, kOverlap, kPlanned };
+// How disk reads reach device memory:
+//   kAuto:   straight into device memory when the CPU can address it (host backend);
+//   kAlways: the host backend's device memory is reached only by copies, and disk
+//            reads go through pinned staging buffers (the path every GPU takes).
+enum class Staging { kAuto, kAlways };
 
 // "auto", "host", "cuda" / "auto", "uring", "pread", "buffered" / "f32",
 // "f16" / "resident", "serial", "overlap", "planned".
@@ -30,11 +35,13 @@ std::string_view name_of(Backend value);
 std::string_view name_of(IoPath value);
 std::string_view name_of(KvType value);
 std::string_view name_of(Strategy value);
+std::string_view name_of(Staging value);  // "auto", "always"
 // The inverse of name_of; InvalidArgument listing the choices otherwise.
 Result<Backend> backend_from_name(std::string_view name);
 Result<IoPath> io_path_from_name(std::string_view name);
 Result<KvType> kv_type_from_name(std::string_view name);
 Result<Strategy> strategy_from_name(std::string_view name);
+Result<Staging> staging_from_name(std::string_view name);
 
 // Load progress: the fraction of the resident and RAM-tier bytes loaded so
 // far, in [0, 1]. Return false to cancel: Model::open returns Cancelled.
@@ -57,6 +64,7 @@ struct ModelOptions {
   int prefill_chunk = 256;         // max tokens of one pass
   KvType kv_type = KvType::kF32;
   Strategy strategy = Strategy::kPlanned;
+  Staging staging = Staging::kAuto;
   bool trace = false;              // record a trace (Context::write_trace)
   LoadProgress progress;           // optional
 };
