@@ -1,5 +1,5 @@
-// `layerstream example-model OUT.gguf`: writes the Llama-architecture example
-// model (deterministic pseudo-random weights, example tokenizer).
+// `layerstream example-model OUT.gguf`: writes the Llama-family example
+// model (deterministic pseudo-random weights, example tokenizer; --arch).
 #include <csignal>
 #include <iostream>
 
@@ -27,6 +27,10 @@ class ExampleModelCommand : public Command {
     sub.add_option("--ctx", spec_.n_ctx, "Training context length")->capture_default_str();
     sub.add_option("--dtype", dtype_, "f16, bf16, f32, q8_0, q4_0 or q4_1")->capture_default_str();
     sub.add_option("--seed", spec_.seed, "Seed of the weights")->capture_default_str();
+    sub.add_option("--arch", spec_.arch, "Architecture: llama, qwen3 or gemma3")->capture_default_str();
+    sub.add_option("--head-dim", spec_.head_dim, "Attention head width (0: hidden / heads)");
+    sub.add_flag("--rope-freqs", spec_.rope_freqs, "llama: add Llama 3.1 RoPE frequency factors");
+    sub.add_option("--sliding-window", spec_.sliding_window, "gemma3: sliding-window width of the local layers");
     sub.add_option("--threads", threads_, "Generator threads (0: all cores, at most 8)");
     sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
     shape_opts_ = {"--layers", "--hidden", "--ffn", "--heads", "--kv-heads", "--vocab", "--ctx"};
@@ -47,6 +51,9 @@ class ExampleModelCommand : public Command {
       auto s = example_spec_for_size(*target, *type, spec_.seed);
       if (!s.ok()) return fail(s.status());
       if (sub_->count("--ctx")) s->n_ctx = spec_.n_ctx;
+      s->arch = spec_.arch;
+      s->rope_freqs = spec_.rope_freqs;
+      s->sliding_window = spec_.sliding_window;
       spec = *s;
     }
     if (Status s = validate_example_spec(spec); !s.ok()) return fail(s);

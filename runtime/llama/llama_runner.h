@@ -62,6 +62,10 @@ struct RunnerOptions {
   bool trace = true;
   std::vector<std::optional<sched::Tier>> pins;  // per layer (empty = none), overrides the strategy
   std::optional<sched::Plan> plan;               // explicit plan (kPlanned only)
+  // The head computes logits for every token of a pass, not only the last of
+  // each sequence (perplexity); costs max_pass_tokens() x n_vocab floats of
+  // reserve and pinned memory, so keep prefill_chunk small with big vocabularies.
+  bool logits_all = false;
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`
@@ -110,6 +114,10 @@ class LlamaRunner {
 
   // Host copy of the last logits computed for `seq` [n_vocab].
   std::span<const float> logits(int seq) const;
+  // logits_all: the logits of every token of the last pass, in pass order
+  // [tokens][n_vocab] (a prefill() of at most max_pass_tokens() tokens is one
+  // pass). Empty without logits_all.
+  std::span<const float> pass_logits() const;
   // Samples from logits(seq) with Kernels::sample (deterministic in seed).
   Result<int32_t> sample(int seq, const SampleOptions& options, uint64_t seed);
 

@@ -60,6 +60,7 @@ Dist dist_for(const std::string& name, const ExampleModelSpec& s) {
   const double residual = 1.0 / std::sqrt(2.0 * s.n_layers);  // keeps the residual stream's variance bounded
   const double e = s.n_embd, ff = s.n_ff;
   if (name.find("norm") != std::string::npos) return {1.0f, 0.1f};
+  if (name == "rope_freqs.weight") return {8.0f, 7.0f};  // factors in [1, 15)
   if (name == "token_embd.weight") return with_std(1.0);
   if (name == "output.weight") return with_std(1.0 / std::sqrt(e));
   if (name.find("attn_output") != std::string::npos) return with_std(residual / std::sqrt(e));
@@ -67,7 +68,10 @@ Dist dist_for(const std::string& name, const ExampleModelSpec& s) {
   return with_std(1.0 / std::sqrt(e));  // attn_q/k/v, ffn_gate/up
 }
 
-uint32_t head_dim(const ExampleModelSpec& s) { return s.n_head ? s.n_embd / s.n_head : 0; }
+uint32_t head_dim(const ExampleModelSpec& s) {
+  if (s.head_dim) return s.head_dim;
+  return s.n_head ? s.n_embd / s.n_head : 0;
+}
 
 struct TensorDecl {
   std::string name;
@@ -76,20 +80,28 @@ struct TensorDecl {
 };
 
 std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
-  const uint64_t e = s.n_embd, kv = uint64_t{s.n_head_kv} * head_dim(s);
+  const uint64_t e = s.n_embd, hd = head_dim(s), q = uint64_t{s.n_head} * hd, kv = uint64_t{s.n_head_kv} * hd;
+  const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3", post_norms = s.arch == "gemma3";
   std::vector<TensorDecl> out;
   out.push_back({"token_embd.weight", {e, s.n_vocab}, s.dtype});
+  if (s.rope_freqs) out.push_back({"rope_freqs.weight", {hd / 2}, GgmlType::F32});
   for (uint32_t i = 0; i < s.n_layers; ++i) {
     auto n = [i](const char* p) { return fmt::format("blk.{}.{}", i, p); };
     out.push_back({n("attn_norm.weight"), {e}, GgmlType::F32});
-    out.push_back({n("attn_q.weight"), {e, e}, s.dtype});
+    out.push_back({n("attn_q.weight"), {e, q}, s.dtype});
     out.push_back({n("attn_k.weight"), {e, kv}, s.dtype});
     out.push_back({n("attn_v.weight"), {e, kv}, s.dtype});
-    out.push_back({n("attn_output.weight"), {e, e}, s.dtype});
+    if (qk_norm) {
+      out.push_back({n("attn_q_norm.weight"), {hd}, GgmlType::F32});
+      out.push_back({n("attn_k_norm.weight"), {hd}, GgmlType::F32});
+    }
+    out.push_back({n("attn_output.weight"), {q, e}, s.dtype});
+    if (post_norms) out.push_back({n("post_attention_norm.weight"), {e}, GgmlType::F32});
     out.push_back({n("ffn_norm.weight"), {e}, GgmlType::F32});
     out.push_back({n("ffn_gate.weight"), {e, s.n_ff}, s.dtype});
     out.push_back({n("ffn_up.weight"), {e, s.n_ff}, s.dtype});
     out.push_back({n("ffn_down.weight"), {s.n_ff, e}, s.dtype});
+    if (post_norms) out.push_back({n("post_ffw_norm.weight"), {e}, GgmlType::F32});
   }
   out.push_back({"output_norm.weight", {e}, GgmlType::F32});
   out.push_back({"output.weight", {e, s.n_vocab}, s.dtype});
@@ -171,7 +183,19 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   if (s.n_head_kv == 0 || s.n_head % s.n_head_kv) {
     return bad("kv-heads", s.n_head_kv, fmt::format("must divide heads {}", s.n_head));
   }
-  if (head_dim(s) % 2) return bad("head dim (hidden/heads)", head_dim(s), "must be even");
+  if (head_dim(s) % 2 || head_dim(s) == 0) return bad("head dim", head_dim(s), "must be even and > 0");
+  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "gemma3") {
+    return Status::InvalidArgument(fmt::format("example model: arch '{}' is not one of llama, qwen3, gemma3", s.arch));
+  }
+  if (s.rope_freqs && s.arch != "llama") {
+    return Status::InvalidArgument("example model: rope_freqs (Llama 3.1 frequency factors) needs arch llama");
+  }
+  if (s.sliding_window && s.arch != "gemma3") {
+    return Status::InvalidArgument("example model: a sliding window needs arch gemma3");
+  }
+  if (const uint64_t q = uint64_t{s.n_head} * head_dim(s); q % tr.block_elems) {
+    return bad("heads x head dim", q, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
+  }
   if (s.n_embd % tr.block_elems) return bad("hidden", s.n_embd, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
   if (s.n_ff % tr.block_elems) return bad("ffn", s.n_ff, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
   if (s.n_vocab < kMinExampleVocabSize || s.n_vocab > (1u << 24)) {
@@ -204,7 +228,7 @@ Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, 
 Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(validate_example_spec(s));
   GgufWriter w(kAlign);
-  const std::string a = "llama";
+  const std::string& a = s.arch;
   auto u32 = [&](const std::string& k, uint32_t v) { return w.add(k, GgufValue::u32(v)); };
   LS_RETURN_IF_ERROR(w.add("general.architecture", GgufValue::string(a)));
   LS_RETURN_IF_ERROR(w.add("general.name", GgufValue::string("layerstream example model")));
@@ -218,8 +242,17 @@ Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(u32(a + ".rope.dimension_count", head_dim(s)));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count", s.n_head));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count_kv", s.n_head_kv));
+  if (s.head_dim) {
+    LS_RETURN_IF_ERROR(u32(a + ".attention.key_length", s.head_dim));
+    LS_RETURN_IF_ERROR(u32(a + ".attention.value_length", s.head_dim));
+  }
+  if (s.sliding_window) {
+    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window", s.sliding_window));
+    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window_pattern", s.swa_pattern));
+  }
   LS_RETURN_IF_ERROR(w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f)));
-  LS_RETURN_IF_ERROR(w.add(a + ".rope.freq_base", GgufValue::f32(10000.0f)));
+  // qwen3 / gemma3 use a large global base (gemma3's local layers keep the default 10000).
+  LS_RETURN_IF_ERROR(w.add(a + ".rope.freq_base", GgufValue::f32(a == "llama" ? 10000.0f : 1e6f)));
   LS_RETURN_IF_ERROR(u32(a + ".vocab_size", s.n_vocab));
   LS_ASSIGN_OR_RETURN(TokenizerVocab vocab, try_make_example_vocab(s.n_vocab));
   LS_RETURN_IF_ERROR(add_tokenizer_metadata(w, vocab));

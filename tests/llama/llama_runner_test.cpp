@@ -167,9 +167,10 @@ std::vector<double> decode_tensor(const std::vector<uint8_t>& file, const GgufTe
 
 struct RefModel {
   LlamaHparams h;
-  std::vector<double> embd, out_norm, out;
+  std::vector<double> embd, out_norm, out, rope_freqs;  // rope_freqs empty: none
   struct Block {
     std::vector<double> an, wq, wk, wv, wo, fn, wg, wu, wd;
+    std::vector<double> qn, kn, post_attn, post_ffn;  // empty when the arch has none
   };
   std::vector<Block> blocks;
 };
@@ -192,57 +193,86 @@ std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<doub
   return y;
 }
 
-// Llama RoPE: adjacent pairs (2i, 2i+1) of each head.
-void rope(std::vector<double>& x, int n_heads, int hd, int n_rot, int pos, double base) {
+// RMSNorm of each head_dim-wide head of x with the same weights (QK-norm).
+void rmsnorm_heads(std::vector<double>& x, const std::vector<double>& w, double eps) {
+  const size_t hd = w.size();
+  for (size_t h = 0; h < x.size() / hd; ++h) {
+    std::vector<double> head(x.begin() + h * hd, x.begin() + (h + 1) * hd);
+    head = rmsnorm(head, w, eps);
+    std::copy(head.begin(), head.end(), x.begin() + h * hd);
+  }
+}
+
+// RoPE of each head: llama pairs (2i, 2i+1), neox pairs (i, i + n_rot/2);
+// pair i's angle pos * base^(-2i/n_rot) / factor[i] (factors empty: 1).
+void rope(std::vector<double>& x, int n_heads, int hd, int n_rot, int pos, double base, bool neox,
+          const std::vector<double>& factors) {
   for (int h = 0; h < n_heads; ++h)
     for (int i = 0; i < n_rot / 2; ++i) {
-      const double th = pos * std::pow(base, -2.0 * i / n_rot);
-      double& a = x[h * hd + 2 * i];
-      double& b = x[h * hd + 2 * i + 1];
+      const double th = pos * std::pow(base, -2.0 * i / n_rot) / (factors.empty() ? 1.0 : factors[i]);
+      double& a = x[h * hd + (neox ? i : 2 * i)];
+      double& b = x[h * hd + (neox ? i + n_rot / 2 : 2 * i + 1)];
       const double a0 = a, b0 = b;
       a = a0 * std::cos(th) - b0 * std::sin(th);
       b = a0 * std::sin(th) + b0 * std::cos(th);
     }
 }
 
+double gelu_tanh(double g) { return 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))); }
+
 // Runs tokens one at a time (mathematically the same as a causal prefill).
+// Written from the architectures' definitions (llama, qwen3: QK-norm; gemma3:
+// sqrt(n_embd) embedding scale, QK-norm, post-attention/FFN norms, GeGLU,
+// sliding-window layers with their own RoPE base), not from the runner.
 class RefRunner {
  public:
   explicit RefRunner(const RefModel& m) : m_(m), kc_(m.h.n_layers), vc_(m.h.n_layers) {}
   std::vector<double> step(int32_t tok) {
     const LlamaHparams& h = m_.h;
     const int e = h.n_embd, hd = h.head_dim, nh = h.n_head, nkv = h.n_head_kv;
+    const bool gemma = h.arch == "gemma3", neox = h.arch != "llama";
     std::vector<double> x(m_.embd.begin() + int64_t(tok) * e, m_.embd.begin() + int64_t(tok + 1) * e);
+    if (gemma) for (double& v : x) v *= std::sqrt(double(e));
     for (uint32_t l = 0; l < h.n_layers; ++l) {
       const auto& B = m_.blocks[l];
+      // gemma3: every swa_pattern-th layer global, the others local (window, base 10000).
+      const bool local = gemma && h.n_swa > 0 && !h.swa_layers.empty() && h.swa_layers[l];
+      const double base = local ? 10000.0 : h.rope_freq_base;
       auto xb = rmsnorm(x, B.an, h.rms_eps);
       auto q = mv(B.wq, xb, nh * hd), k = mv(B.wk, xb, nkv * hd), v = mv(B.wv, xb, nkv * hd);
-      rope(q, nh, hd, h.n_rot, pos_, h.rope_freq_base);
-      rope(k, nkv, hd, h.n_rot, pos_, h.rope_freq_base);
+      if (!B.qn.empty()) {
+        rmsnorm_heads(q, B.qn, h.rms_eps);
+        rmsnorm_heads(k, B.kn, h.rms_eps);
+      }
+      rope(q, nh, hd, h.n_rot, pos_, base, neox, m_.rope_freqs);
+      rope(k, nkv, hd, h.n_rot, pos_, base, neox, m_.rope_freqs);
       kc_[l].push_back(k);
       vc_[l].push_back(v);
+      const int first = local && pos_ >= int(h.n_swa) ? pos_ - int(h.n_swa) + 1 : 0;
       std::vector<double> att(nh * hd, 0);
       for (int qh = 0; qh < nh; ++qh) {
         const int kvh = qh / (nh / nkv);
-        std::vector<double> s(pos_ + 1);
+        std::vector<double> s(pos_ + 1, 0.0);
         double mx = -INFINITY;
-        for (int p = 0; p <= pos_; ++p) {
+        for (int p = first; p <= pos_; ++p) {
           double d = 0;
           for (int i = 0; i < hd; ++i) d += q[qh * hd + i] * kc_[l][p][kvh * hd + i];
           s[p] = d / std::sqrt(double(hd));
           mx = std::max(mx, s[p]);
         }
         double sum = 0;
-        for (double& v2 : s) sum += (v2 = std::exp(v2 - mx));
-        for (int p = 0; p <= pos_; ++p)
+        for (int p = first; p <= pos_; ++p) sum += (s[p] = std::exp(s[p] - mx));
+        for (int p = first; p <= pos_; ++p)
           for (int i = 0; i < hd; ++i) att[qh * hd + i] += s[p] / sum * vc_[l][p][kvh * hd + i];
       }
       auto o = mv(B.wo, att, e);
+      if (!B.post_attn.empty()) o = rmsnorm(o, B.post_attn, h.rms_eps);
       for (int i = 0; i < e; ++i) x[i] += o[i];
       auto xf = rmsnorm(x, B.fn, h.rms_eps);
       auto g = mv(B.wg, xf, h.n_ff), u = mv(B.wu, xf, h.n_ff);
-      for (uint32_t i = 0; i < h.n_ff; ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      for (uint32_t i = 0; i < h.n_ff; ++i) g[i] = (gemma ? gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
       auto d = mv(B.wd, g, e);
+      if (!B.post_ffn.empty()) d = rmsnorm(d, B.post_ffn, h.rms_eps);
       for (int i = 0; i < e; ++i) x[i] += d[i];
     }
     ++pos_;
@@ -254,6 +284,42 @@ class RefRunner {
   int pos_ = 0;
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
 };
+
+RefModel load_reference(const std::string& path, const LlamaModel& lm) {
+  const std::vector<uint8_t> bytes = testing::read_file(path);
+  auto opt = [&](const std::optional<GgufTensorInfo>& t) {
+    return t ? decode_tensor(bytes, *t) : std::vector<double>();
+  };
+  RefModel m;
+  m.h = lm.hparams;
+  m.embd = decode_tensor(bytes, lm.token_embd);
+  m.out_norm = decode_tensor(bytes, lm.output_norm);
+  m.out = decode_tensor(bytes, lm.output);
+  m.rope_freqs = opt(lm.rope_freqs);
+  for (const LlamaBlock& b : lm.blocks)
+    m.blocks.push_back({decode_tensor(bytes, b.attn_norm), decode_tensor(bytes, b.attn_q), decode_tensor(bytes, b.attn_k),
+                        decode_tensor(bytes, b.attn_v), decode_tensor(bytes, b.attn_output),
+                        decode_tensor(bytes, b.ffn_norm), decode_tensor(bytes, b.ffn_gate),
+                        decode_tensor(bytes, b.ffn_up), decode_tensor(bytes, b.ffn_down), opt(b.attn_q_norm),
+                        opt(b.attn_k_norm), opt(b.attn_post_norm), opt(b.ffn_post_norm)});
+  return m;
+}
+
+// Tolerance: float32 activations and accumulation against float64 on the
+// same decoded weights; |err| <= 2e-3 * (1 + max |logit|) per row.
+void expect_logits_near(const std::vector<std::vector<float>>& got, const std::vector<std::vector<double>>& want,
+                        uint64_t seed) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t row = 0; row < got.size(); ++row) {
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < want[row].size(); ++i) {
+      mx = std::max(mx, std::abs(want[row][i]));
+      err = std::max(err, std::abs(want[row][i] - got[row][i]));
+    }
+    EXPECT_GT(mx, 1e-3) << "degenerate logits";
+    EXPECT_LE(err, 2e-3 * (1 + mx)) << "row " << row << " max |ref| " << mx << " seed " << seed;
+  }
+}
 
 class ReferenceForward : public ::testing::TestWithParam<GgmlType> {};
 
@@ -267,17 +333,7 @@ TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
   ASSERT_EQ(lm.hparams.n_head_kv * 2, lm.hparams.n_head) << "test wants GQA";
-  const std::vector<uint8_t> bytes = testing::read_file(path);
-  RefModel m;
-  m.h = lm.hparams;
-  m.embd = decode_tensor(bytes, lm.token_embd);
-  m.out_norm = decode_tensor(bytes, lm.output_norm);
-  m.out = decode_tensor(bytes, lm.output);
-  for (const LlamaBlock& b : lm.blocks)
-    m.blocks.push_back({decode_tensor(bytes, b.attn_norm), decode_tensor(bytes, b.attn_q), decode_tensor(bytes, b.attn_k),
-                        decode_tensor(bytes, b.attn_v), decode_tensor(bytes, b.attn_output),
-                        decode_tensor(bytes, b.ffn_norm), decode_tensor(bytes, b.ffn_gate),
-                        decode_tensor(bytes, b.ffn_up), decode_tensor(bytes, b.ffn_down)});
+  const RefModel m = load_reference(path, lm);
 
   auto dev = open_host_device(2);
   RunnerOptions o = base_options();
@@ -296,22 +352,119 @@ TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
   }
   for (int32_t t : next) want.push_back(ref.step(t));
 
-  // Tolerance: float32 activations and accumulation against float64 on the
-  // same decoded weights; |err| <= 2e-3 * (1 + max |logit|) per row.
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t row = 0; row < got.size(); ++row) {
-    double mx = 0, err = 0;
-    for (size_t i = 0; i < want[row].size(); ++i) {
-      mx = std::max(mx, std::abs(want[row][i]));
-      err = std::max(err, std::abs(want[row][i] - got[row][i]));
-    }
-    EXPECT_GT(mx, 1e-3) << "degenerate logits";
-    EXPECT_LE(err, 2e-3 * (1 + mx)) << "row " << row << " max |ref| " << mx << " seed " << seed;
-  }
+  expect_logits_near(got, want, seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ReferenceForward, ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0),
                          [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
+
+// ---- other architectures -------------------------------------------------
+
+struct ArchCase {
+  const char* name;
+  std::string arch;
+  bool rope_freqs = false;
+  uint32_t head_dim = 0, sliding_window = 0, swa_pattern = 6;
+  GgmlType dtype = GgmlType::F32;
+};
+
+ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
+  ExampleModelSpec s = tiny_llama_spec(c.dtype, seed, /*n_ctx=*/256);
+  s.arch = c.arch;
+  s.rope_freqs = c.rope_freqs;
+  s.head_dim = c.head_dim;
+  s.sliding_window = c.sliding_window;
+  s.swa_pattern = c.swa_pattern;
+  return s;
+}
+
+const ArchCase kArchCases[] = {
+    {"qwen3", "qwen3"},
+    {"qwen3_q8_0", "qwen3", false, 0, 0, 6, GgmlType::Q8_0},
+    {"llama31_rope_freqs", "llama", true},
+    // Head width 32 != 64/4, window 5 over a 16-token run, layers 0 and 2 local.
+    {"gemma3", "gemma3", false, 32, 5, 2},
+    {"gemma3_q8_0", "gemma3", false, 32, 5, 2, GgmlType::Q8_0},
+    {"gemma3_no_window", "gemma3", false, 0, 0, 6, GgmlType::F16},
+};
+
+class ArchReference : public ::testing::TestWithParam<ArchCase> {};
+
+TEST_P(ArchReference, PrefillAndDecodeMatchFloat64) {
+  const ArchCase& c = GetParam();
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  LS_ASSERT_OK(write_example_model(path, arch_spec(c, seed)));
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
+  EXPECT_EQ(lm.hparams.arch, c.arch);
+  EXPECT_EQ(lm.rope_freqs.has_value(), c.rope_freqs);
+  if (c.sliding_window) {
+    ASSERT_EQ(lm.hparams.n_swa, c.sliding_window);
+    EXPECT_TRUE(lm.hparams.is_swa(0));
+    EXPECT_FALSE(lm.hparams.is_swa(1));
+  }
+  const RefModel m = load_reference(path, lm);
+
+  auto dev = open_host_device(2);
+  RunnerOptions o = base_options();
+  o.prefill_chunk = 4;  // the 11-token prompt takes three passes
+  LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+  const auto prompt = random_tokens(rng, 11, 512);
+  const auto next = random_tokens(rng, 5, 512);
+  const auto got = run_tokens(*r, prompt, next);
+
+  RefRunner ref(m);
+  std::vector<std::vector<double>> want;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    auto l = ref.step(prompt[i]);
+    if (i + 1 == prompt.size()) want.push_back(l);
+  }
+  for (int32_t t : next) want.push_back(ref.step(t));
+  expect_logits_near(got, want, seed);
+}
+
+// Streaming never changes results, for each architecture: most layers
+// streamed from disk (and a RAM tier) give the resident logits bit for bit.
+TEST_P(ArchReference, StreamedEqualsResidentBitForBit) {
+  const ArchCase& c = GetParam();
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  LS_ASSERT_OK(write_example_model(path, arch_spec(c, seed)));
+  auto dev = open_host_device(2);
+  const auto prompt = random_tokens(rng, 9, 512);
+  const auto next = random_tokens(rng, 4, 512);
+  RunnerOptions ro = base_options();
+  ro.strategy = Strategy::kResident;
+  ro.prefill_chunk = 4;
+  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
+  const auto want = run_tokens(*resident, prompt, next);
+  uint64_t largest = 0;
+  for (uint64_t b : resident->executor().layer_bytes()) largest = std::max(largest, b);
+  const uint64_t reserve = resident->reserve().total(), slot = sched::round_up(largest, 4096) + 8192;
+  resident.reset();
+  for (uint64_t ram : {uint64_t{0}, uint64_t{64} << 20}) {
+    RunnerOptions o = base_options();
+    o.strategy = ram ? Strategy::kOverlap : Strategy::kPlanned;
+    o.vram_budget = reserve + 2 * slot;
+    o.ram_budget = ram;
+    o.prefill_chunk = 4;
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+    EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
+    const auto got = run_tokens(*r, prompt, next);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
+          << "logits row " << i << " differ (ram " << ram << ", seed " << seed << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ArchReference, ::testing::ValuesIn(kArchCases),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace layerstream
