@@ -79,10 +79,14 @@ std::string unmap_bytes(std::string_view t) {
   return out;
 }
 
+// Tokens that end a turn by their text, as llama.cpp's vocabulary loader
+// marks them (whatever their type in the file): <|eot_id|>, <|im_end|>,
+// <end_of_turn>, ...
 bool named_like_end_of_turn(std::string_view t) {
   static const std::unordered_set<std::string_view> names = {
-      "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
-      "<end_of_turn>", "<|return|>", "<EOT>", "<|END_OF_TURN_TOKEN|>"};
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+      "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+      "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<|END_OF_TURN_TOKEN|>"};
   return names.count(t) > 0;
 }
 
@@ -131,6 +135,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
     }
     m.types[i] = static_cast<TokenType>(t);
   }
+  // llama.cpp overrides the type of a token named like an end of turn to
+  // control (a file that marks <|im_end|> normal still stops on it and never
+  // produces it from plain text).
+  for (size_t i = 0; i < n; ++i) {
+    if ((m.types[i] == TokenType::kNormal || m.types[i] == TokenType::kUndefined) &&
+        named_like_end_of_turn(vocab.tokens[i])) {
+      m.types[i] = TokenType::kControl;
+    }
+  }
 
   m.byte_to_id.fill(-1);
   const auto& b2cp = gpt2_byte_to_code_point();
@@ -164,8 +177,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
       auto it = bpe_char_to_byte.find(t);
       if (it != bpe_char_to_byte.end() && m.byte_to_id[it->second] < 0) m.byte_to_id[it->second] = id;
     }
-    if ((type == TokenType::kControl && !t.empty()) || (type == TokenType::kUserDefined && !t.empty())) {
-      m.specials.push_back({t, id, type == TokenType::kControl});
+    // Split out of the text before the model's algorithm runs: user-defined
+    // tokens always; control and unknown tokens with parse_special (llama.cpp's
+    // tokenizer_st_partition).
+    if (!t.empty() &&
+        (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown)) {
+      m.specials.push_back({t, id, type != TokenType::kUserDefined});
     }
   }
   for (int b = 0; b < 256; ++b) {
@@ -215,7 +232,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
           m.rendered[i] = m.types[i] == TokenType::kUserDefined ? t : unmap_bytes(t);
         }
     }
-    m.eog[i] = m.types[i] == TokenType::kControl && named_like_end_of_turn(t);
+    m.eog[i] = named_like_end_of_turn(t);
   }
   if (vocab.eos_id) m.eog[*vocab.eos_id] = true;
   if (vocab.eot_id) m.eog[*vocab.eot_id] = true;
