@@ -11,6 +11,7 @@
 
 #include "runtime/device/device.h"
 #include "runtime/llama/llama_runner.h"
+#include "runtime/llama/perplexity.h"
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_file.h"
 #include "tests/common/testing.h"
@@ -465,6 +466,92 @@ TEST_P(ArchReference, StreamedEqualsResidentBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, ArchReference, ::testing::ValuesIn(kArchCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// ---- perplexity ------------------------------------------------------------
+
+// llama-perplexity's quantity, from the float64 reference: windows of n_ctx
+// tokens (first replaced by BOS), each from an empty cache, the tokens at
+// n_ctx/2 + 1 .. n_ctx - 1 scored by the logits one position earlier.
+double reference_perplexity(const RefModel& m, const std::vector<int32_t>& tokens, int n_ctx, int n_chunks,
+                            int32_t bos) {
+  double nll = 0;
+  int64_t count = 0;
+  for (int c = 0; c < n_chunks; ++c) {
+    RefRunner ref(m);
+    std::vector<int32_t> w(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    w[0] = bos;
+    for (int p = 0; p + 1 < n_ctx; ++p) {
+      const std::vector<double> l = ref.step(w[p]);
+      if (p < n_ctx / 2) continue;
+      double mx = -INFINITY, sum = 0;
+      for (double v : l) mx = std::max(mx, v);
+      for (double v : l) sum += std::exp(v - mx);
+      nll += -(l[w[p + 1]] - mx - std::log(sum));
+      ++count;
+    }
+  }
+  return std::exp(nll / count);
+}
+
+TEST(Perplexity, MatchesFloat64ReferenceResidentAndStreamed) {
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  ArchCase c{"gemma3", "gemma3", false, 32, 5, 2};  // the most different architecture
+  LS_ASSERT_OK(write_example_model(path, arch_spec(c, seed)));
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
+  const RefModel m = load_reference(path, lm);
+  // 2.5 windows of 16: two are scored, the tail is ignored; 7 tokens per window.
+  const int n_ctx = 16;
+  const std::vector<int32_t> tokens = random_tokens(rng, 40, 512);
+  const double want = reference_perplexity(m, tokens, n_ctx, 2, /*bos=*/1);
+
+  auto dev = open_host_device(2);
+  RunnerOptions ro = base_options();
+  ro.logits_all = true;
+  ro.n_ctx = n_ctx;
+  ro.prefill_chunk = 6;  // windows in three passes, one straddling the scored half
+  ro.strategy = Strategy::kResident;
+  llama::PerplexityOptions po;
+  po.n_ctx = n_ctx;
+  po.bos = 1;
+  std::vector<int> seen;
+  LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, ro));
+  LS_ASSERT_OK_AND_ASSIGN(llama::PerplexityResult res,
+                          llama::compute_perplexity(*r, tokens, po, [&](const llama::PerplexityChunk& ch, int n) {
+                            seen.push_back(ch.index);
+                            EXPECT_EQ(n, 2);
+                            return true;
+                          }));
+  EXPECT_EQ(res.n_chunks, 2);
+  EXPECT_EQ(res.scored, 2 * (n_ctx - 1 - n_ctx / 2));
+  EXPECT_EQ(seen, (std::vector<int>{0, 1}));
+  EXPECT_GT(want, 1.5) << "degenerate model";
+  EXPECT_NEAR(res.ppl, want, 1e-4 * want) << "seed " << seed;
+  EXPECT_DOUBLE_EQ(res.chunks.back().running_ppl, res.ppl);
+
+  // Streamed from disk under a budget of two slots: the same figure, exactly.
+  uint64_t largest = 0;
+  for (uint64_t b : r->executor().layer_bytes()) largest = std::max(largest, b);
+  const uint64_t reserve = r->reserve().total();
+  r.reset();
+  ro.strategy = Strategy::kPlanned;
+  ro.vram_budget = reserve + 2 * (sched::round_up(largest, 4096) + 8192);
+  LS_ASSERT_OK_AND_ASSIGN(auto streamed, LlamaRunner::create(*dev, path, ro));
+  EXPECT_GT(streamed->streamed_bytes_per_pass(), 0u);
+  LS_ASSERT_OK_AND_ASSIGN(llama::PerplexityResult sres, llama::compute_perplexity(*streamed, tokens, po));
+  EXPECT_EQ(sres.ppl, res.ppl);
+
+  // Too short a text, and a runner without logits_all, are clear errors.
+  auto short_text = llama::compute_perplexity(*streamed, std::span(tokens).first(31), po);
+  ASSERT_FALSE(short_text.ok());
+  EXPECT_NE(short_text.status().message().find("needs at least 32"), std::string::npos) << short_text.status().ToString();
+  ro.logits_all = false;
+  LS_ASSERT_OK_AND_ASSIGN(auto plain, LlamaRunner::create(*dev, path, ro));
+  EXPECT_TRUE(llama::compute_perplexity(*plain, tokens, po).status().IsInvalidArgument());
+}
 
 }  // namespace
 }  // namespace layerstream
