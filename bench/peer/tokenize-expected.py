@@ -59,6 +59,20 @@ def tokenize(binary, model, text):
     return json.loads(line)
 
 
+def to_json(result):
+    """Pretty JSON with one line per case (text and ids)."""
+    lines = ["{", f' "generator": {json.dumps(result["generator"])},', ' "models": {']
+    models = list(result["models"].items())
+    for mi, (key, m) in enumerate(models):
+        lines.append(f'  {json.dumps(key)}: {{"file": {json.dumps(m["file"])}, "cases": [')
+        for ci, c in enumerate(m["cases"]):
+            comma = "," if ci + 1 < len(m["cases"]) else ""
+            lines.append("   " + json.dumps(c, ensure_ascii=False) + comma)
+        lines.append("  ]}" + ("," if mi + 1 < len(models) else ""))
+    lines += [" }", "}", ""]
+    return "\n".join(lines)
+
+
 def main():
     home = os.path.expanduser("~/.cache/layerstream")
     ap = argparse.ArgumentParser()
@@ -74,8 +88,7 @@ def main():
         result["models"][key] = {"file": name, "cases": cases}
         print(f"{name}: {len(cases)} prompts", file=sys.stderr)
     with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(result, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+        f.write(to_json(result))
     print(os.path.normpath(a.out))
 
 
