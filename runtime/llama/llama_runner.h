@@ -14,7 +14,13 @@
 // at that sequence's current position. Prefill is one segment (chunked into
 // passes of at most prefill_chunk tokens); decode is one token for each of
 // the sequences, all in one pass. Logits are produced for the last token of
-// each segment and copied to host memory (logits(seq)).
+// each segment and copied to host memory (logits(seq)); with logits_all for
+// every token of the pass as well (pass_logits(), for perplexity).
+//
+// Architectures: one block forward pass; what gemma3 / qwen3 / Llama 3.1
+// change (QK-norm, post-norms, GeGLU, embedding scale, sliding-window layers
+// with their own RoPE base, the file's attention scale, RoPE frequency
+// factors kept in the reserve) comes from the model's ArchTraits and hparams.
 //
 // Thread safety: one thread uses a runner. The Device must outlive it.
 #pragma once
