@@ -40,7 +40,9 @@ for r in "${runs[@]}"; do
   read -r name vram strategy <<<"$r"
   model="$MODELS/$name"
   size=$(stat -c %s "$model")
-  "$PEER/llama-perplexity" -m "$model" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" -t "$THREADS" \
+  # --no-repack: no AMX/repacked weight buffers (on this VM AMX tile setup
+  # faults: ldtilecfg SIGSEGV); -b CTX: one window per batch.
+  "$PEER/llama-perplexity" -m "$model" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" -t "$THREADS" --no-repack \
     >"$out/peer.txt" 2>&1 || { echo "llama-perplexity failed:" >&2; tail -5 "$out/peer.txt" >&2; exit 1; }
   peer=$(grep -o 'Final estimate: PPL = [0-9.]*' "$out/peer.txt" | awk '{print $5}')
   "$LS" perplexity "$model" -f "$TEXT" --ctx "$CTX" --chunks "$CHUNKS" --batch "$BATCH" --host-threads "$THREADS" \
