@@ -15,6 +15,7 @@
 #include "runtime/model/gguf_file.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
+#include "tests/kernels/kquant_spec.h"
 
 namespace layerstream {
 namespace {
@@ -59,14 +60,14 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
   return t;
 }
 
-class StreamingIdentity : public ::testing::TestWithParam<GgmlType> {};
-
-TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
-  const uint64_t seed = testing::fresh_seed();
+// Writes `spec` and checks that every placement gives the resident logits bit for bit.
+void expect_streaming_identity(const ExampleModelSpec& spec, uint64_t seed) {
   std::mt19937_64 rng(seed);
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256)).ok());
+  ExampleWriteOptions wo;
+  wo.fsync = false;  // a scratch file: no need to wait for the disk
+  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
   auto dev = open_host_device(2);
   const auto prompt = random_tokens(rng, 9, 512);
   const auto next = random_tokens(rng, 4, 512);
@@ -79,7 +80,7 @@ TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
     ro.strategy = Strategy::kResident;
     ro.prefill_chunk = chunk;
     LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-    ASSERT_EQ(resident->plan().count(sched::Tier::kResident), 6);
+    ASSERT_EQ(resident->plan().count(sched::Tier::kResident), static_cast<int>(spec.n_layers) + 2);
     const auto want = run_tokens(*resident, prompt, next);
     uint64_t largest = 0;
     for (uint64_t b : resident->executor().layer_bytes()) largest = std::max(largest, b);
@@ -108,7 +109,7 @@ TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
       o.prefill_chunk = chunk;
       LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
       EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
-      EXPECT_LE(r->plan().count(sched::Tier::kResident), 4);
+      EXPECT_LE(r->plan().count(sched::Tier::kResident), static_cast<int>(spec.n_layers));
       const auto got = run_tokens(*r, prompt, next);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
@@ -118,6 +119,13 @@ TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
       }
     }
   }
+}
+
+class StreamingIdentity : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(StreamingIdentity, LogitsBitIdenticalAcrossPlacements) {
+  const uint64_t seed = testing::fresh_seed();
+  expect_streaming_identity(tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256), seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, StreamingIdentity,
@@ -159,8 +167,18 @@ std::vector<double> decode_tensor(const std::vector<uint8_t>& file, const GgufTe
         for (int j = 0; j < 32; ++j) out[b * 32 + j] = d * static_cast<int8_t>(blk[2 + j]);
       }
       break;
-    default:
-      ADD_FAILURE() << "reference cannot decode " << ggml_type_name(uint32_t(t.type));
+    default: {
+      // Q5, K-quants, IQ4: the float64 decoders written from the format description.
+      const GgmlTypeTraits tr = ggml_type_traits(t.type);
+      if (kernels::testing::kspec_element(t.type, p, 0) != kernels::testing::kspec_element(t.type, p, 0)) {
+        ADD_FAILURE() << "reference cannot decode " << ggml_type_name(uint32_t(t.type));
+        break;
+      }
+      for (uint64_t i = 0; i < n; ++i) {
+        out[i] = kernels::testing::kspec_element(t.type, p + (i / tr.block_elems) * tr.block_bytes,
+                                                 static_cast<int>(i % tr.block_elems));
+      }
+    }
   }
   return out;
 }
@@ -255,14 +273,15 @@ class RefRunner {
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
 };
 
-class ReferenceForward : public ::testing::TestWithParam<GgmlType> {};
-
-TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
-  const uint64_t seed = testing::fresh_seed();
+// Writes `spec`, runs a prefill and decode steps, and compares every logits
+// row with the float64 forward pass of the file's decoded weights.
+void expect_matches_reference(const ExampleModelSpec& spec, uint64_t seed) {
   std::mt19937_64 rng(seed);
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256)).ok());
+  ExampleWriteOptions wo;
+  wo.fsync = false;  // a scratch file: no need to wait for the disk
+  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
 
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
@@ -310,8 +329,58 @@ TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
   }
 }
 
+class ReferenceForward : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(ReferenceForward, PrefillAndDecodeMatchFloat64) {
+  const uint64_t seed = testing::fresh_seed();
+  expect_matches_reference(tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256), seed);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, ReferenceForward, ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0),
                          [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
+
+// The Q5, K-quant and IQ4 types and the llama.cpp-style mixes, on a model
+// whose widths are multiples of 256 (so the K types are really used; the
+// mixes also hold Q6_K/Q5_K/Q4_K tensors): the float64 forward pass and
+// streamed == resident.
+struct QuantCase {
+  GgmlType dtype;
+  ExampleMix mix;
+};
+
+class QuantisedModels : public ::testing::TestWithParam<QuantCase> {
+ protected:
+  static ExampleModelSpec spec(const QuantCase& c, uint64_t seed) {
+    ExampleModelSpec s = tiny_llama_spec(c.dtype, seed, /*n_ctx=*/256);
+    s.n_embd = 256;
+    s.n_ff = 512;
+    s.mix = c.mix;
+    return s;
+  }
+};
+
+TEST_P(QuantisedModels, PrefillAndDecodeMatchFloat64) {
+  const uint64_t seed = testing::fresh_seed();
+  expect_matches_reference(spec(GetParam(), seed), seed);
+}
+
+TEST_P(QuantisedModels, LogitsBitIdenticalAcrossPlacements) {
+  const uint64_t seed = testing::fresh_seed();
+  expect_streaming_identity(spec(GetParam(), seed), seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, QuantisedModels,
+    ::testing::Values(QuantCase{GgmlType::Q5_0, ExampleMix::kUniform}, QuantCase{GgmlType::Q5_1, ExampleMix::kUniform},
+                      QuantCase{GgmlType::Q2_K, ExampleMix::kUniform}, QuantCase{GgmlType::Q3_K, ExampleMix::kUniform},
+                      QuantCase{GgmlType::Q4_K, ExampleMix::kUniform}, QuantCase{GgmlType::Q5_K, ExampleMix::kUniform},
+                      QuantCase{GgmlType::Q6_K, ExampleMix::kUniform}, QuantCase{GgmlType::IQ4_NL, ExampleMix::kUniform},
+                      QuantCase{GgmlType::IQ4_XS, ExampleMix::kUniform}, QuantCase{GgmlType::Q4_K, ExampleMix::kQ4_K_M},
+                      QuantCase{GgmlType::Q5_K, ExampleMix::kQ5_K_M}, QuantCase{GgmlType::Q3_K, ExampleMix::kQ3_K_M}),
+    [](const auto& info) {
+      return info.param.mix != ExampleMix::kUniform ? std::string(example_mix_name(info.param.mix))
+                                                     : ggml_type_name(static_cast<uint32_t>(info.param.dtype));
+    });
 
 }  // namespace
 }  // namespace layerstream
