@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -15,7 +17,7 @@
 #include "runtime/model/gguf_file.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
-#include "tests/kernels/kquant_spec.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace layerstream {
 namespace {
@@ -143,7 +145,9 @@ double half_to_double(uint16_t h) {
   return sign ? -v : v;
 }
 
-// Decodes a tensor per the GGUF spec: F32, F16, Q8_0 (f16 d + 32 int8).
+// Decodes a tensor per the GGUF spec: F32, F16, Q8_0 (f16 d + 32 int8); Q4_0,
+// Q4_1, BF16 and the Q5/K-quant/IQ4 types through the tests' float64 spec
+// decoders (tests/kernels/kernel_test_util.h, kquant_spec.h).
 std::vector<double> decode_tensor(const std::vector<uint8_t>& file, const GgufTensorInfo& t) {
   const uint8_t* p = file.data() + t.offset;
   const uint64_t n = t.n_elements();
@@ -168,16 +172,12 @@ std::vector<double> decode_tensor(const std::vector<uint8_t>& file, const GgufTe
       }
       break;
     default: {
-      // Q5, K-quants, IQ4: the float64 decoders written from the format description.
-      const GgmlTypeTraits tr = ggml_type_traits(t.type);
-      if (kernels::testing::kspec_element(t.type, p, 0) != kernels::testing::kspec_element(t.type, p, 0)) {
-        ADD_FAILURE() << "reference cannot decode " << ggml_type_name(uint32_t(t.type));
-        break;
-      }
+      const uint64_t row = t.dims[0];
+      const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(t.type), row);
       for (uint64_t i = 0; i < n; ++i) {
-        out[i] = kernels::testing::kspec_element(t.type, p + (i / tr.block_elems) * tr.block_bytes,
-                                                 static_cast<int>(i % tr.block_elems));
+        out[i] = kernels::testing::spec_element(t.type, p + (i / row) * row_bytes, static_cast<int64_t>(i % row));
       }
+      if (n && std::isnan(out[0])) ADD_FAILURE() << "reference cannot decode " << ggml_type_name(uint32_t(t.type));
     }
   }
   return out;
@@ -273,16 +273,12 @@ class RefRunner {
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
 };
 
-// Writes `spec`, runs a prefill and decode steps, and compares every logits
-// row with the float64 forward pass of the file's decoded weights.
-void expect_matches_reference(const ExampleModelSpec& spec, uint64_t seed) {
+// Runs a prefill and decode steps on the model at `path` and compares every
+// logits row with the float64 forward pass of the file's decoded weights.
+// `worst`: the largest error relative to (1 + max |logit|) of its row.
+void compare_with_reference(const std::string& path, uint64_t seed, double& worst) {
   std::mt19937_64 rng(seed);
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;  // a scratch file: no need to wait for the disk
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
-
+  worst = 0;
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
   ASSERT_EQ(lm.hparams.n_head_kv * 2, lm.hparams.n_head) << "test wants GQA";
@@ -326,7 +322,19 @@ void expect_matches_reference(const ExampleModelSpec& spec, uint64_t seed) {
     }
     EXPECT_GT(mx, 1e-3) << "degenerate logits";
     EXPECT_LE(err, 2e-3 * (1 + mx)) << "row " << row << " max |ref| " << mx << " seed " << seed;
+    worst = std::max(worst, err / (1 + mx));
   }
+}
+
+// Writes `spec` and compares it with the float64 forward pass.
+void expect_matches_reference(const ExampleModelSpec& spec, uint64_t seed) {
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  ExampleWriteOptions wo;
+  wo.fsync = false;  // a scratch file: no need to wait for the disk
+  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  double worst = 0;
+  compare_with_reference(path, seed, worst);
 }
 
 class ReferenceForward : public ::testing::TestWithParam<GgmlType> {};
@@ -381,6 +389,33 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.mix != ExampleMix::kUniform ? std::string(example_mix_name(info.param.mix))
                                                      : ggml_type_name(static_cast<uint32_t>(info.param.dtype));
     });
+
+}  // namespace
+}  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// Interop (not CI; bench/peer/interop.sh): files made by llama.cpp's
+// llama-quantize, listed in LAYERSTREAM_INTEROP_FILES (separated by ':'),
+// load, run, and match the float64 forward pass of their decoded weights.
+TEST(Interop, ExternalFilesMatchFloat64) {
+  const char* list = std::getenv("LAYERSTREAM_INTEROP_FILES");
+  if (!list || !*list) GTEST_SKIP() << "LAYERSTREAM_INTEROP_FILES not set (bench/peer/interop.sh sets it)";
+  std::string files = list;
+  size_t begin = 0;
+  while (begin <= files.size()) {
+    const size_t end = std::min(files.find(':', begin), files.size());
+    const std::string path = files.substr(begin, end - begin);
+    begin = end + 1;
+    if (path.empty()) continue;
+    SCOPED_TRACE(path);
+    double worst = -1;
+    compare_with_reference(path, testing::fresh_seed(), worst);
+    std::printf("interop: %s: max |err| / (1 + max |logit|) = %.3g%s\n", path.c_str(), worst,
+                ::testing::Test::HasFailure() ? " (FAILED)" : "");
+  }
+}
 
 }  // namespace
 }  // namespace layerstream
