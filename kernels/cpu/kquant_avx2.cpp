@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kquant_dot.h"
+#include "kernels/cpu/kquant_simd.h"
 #include "kernels/math/kquant_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -20,14 +21,14 @@ LS_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Sub-block s of b decoded exactly into w[0..3] (8 elements each).
+// Sub-block s of b decoded exactly into w[0..3] (8 elements each): codes
+// unpacked in vector registers (kquant_simd.h), scale * code + offset.
 template <typename Block>
 LS_AVX2 inline void sub_weights(const Block& b, int s, __m256* w) {
-  alignas(16) int8_t q[32];
   float scale[2], offset[2];
-  math::unpack_sub(b, s, q, scale, offset);
+  const __m256i q = kquant_simd::codes(b, s, scale, offset);
   for (int h = 0; h < 2; ++h) {
-    const __m128i qh = _mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * h));
+    const __m128i qh = h == 0 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
     const __m256 sc = _mm256_set1_ps(scale[h]), of = _mm256_set1_ps(offset[h]);
     w[2 * h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qh)), sc, of);
     w[2 * h + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qh, 8))), sc, of);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kquant_dot.h"
+#include "kernels/cpu/kquant_simd.h"
 #include "kernels/math/kquant_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -25,14 +26,14 @@ constexpr int kRows = 4;                 // rows per pass over x
 constexpr int64_t kMultiRowMinN = 8192;  // below this x stays in L1: one row at a time (see dot_avx512.cpp)
 constexpr int64_t kPrefetch = 1024;      // bytes ahead prefetched in each row of a group
 
-// Sub-block s of b decoded exactly into lo (elements 0..15) and hi (16..31).
+// Sub-block s of b decoded exactly into lo (elements 0..15) and hi (16..31):
+// codes unpacked in vector registers (kquant_simd.h), scale * code + offset.
 template <typename Block>
 LS_AVX512 inline void sub_weights(const Block& b, int s, __m512* lo, __m512* hi) {
-  alignas(16) int8_t q[32];
   float scale[2], offset[2];
-  math::unpack_sub(b, s, q, scale, offset);
-  const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q))));
-  const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16))));
+  const __m256i q = kquant_simd::codes(b, s, scale, offset);
+  const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+  const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
   *lo = _mm512_fmadd_ps(q0, _mm512_set1_ps(scale[0]), _mm512_set1_ps(offset[0]));
   *hi = _mm512_fmadd_ps(q1, _mm512_set1_ps(scale[1]), _mm512_set1_ps(offset[1]));
 }
