@@ -5,7 +5,10 @@
 # Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS), and checks that layerstream
 # inspects and runs every file and that its logits match the float64 forward
 # pass of the file's decoded weights (test_llama_runner's Interop test, which
-# decodes with the tests' own spec decoders). Prints one line per file.
+# decodes with the tests' own spec decoders). Then the other way: files of
+# each type written by layerstream's own encoder, decoded by llama.cpp
+# (llama-quantize --allow-requantize to F32), must hold exactly the values
+# layerstream decodes. Prints one line per file.
 # Usage: bench/peer/interop.sh [BUILD_DIR]   (default build/dev; needs the
 # layerstream_cli and test_llama_runner targets built there)
 set -euo pipefail
@@ -46,3 +49,20 @@ echo "logits against the float64 forward pass (tolerance 2e-3 * (1 + max |logit|
 IFS=:; list="${files[*]}"; unset IFS
 LAYERSTREAM_INTEROP_FILES="$list" "$TEST" --gtest_filter='Interop.*' 2>&1 |
   sed -n 's|^interop: '"$W"'/\(.*\)\.gguf: |\1: |p; /FAILED\|PASSED/p'
+
+echo
+echo "layerstream-encoded files decoded by llama.cpp (requantised to F32) against our decoding:"
+OWN=(q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs q4_k_m q5_k_m q3_k_m)
+pairs=()
+for t in "${OWN[@]}"; do
+  "$BIN" example-model "$W/own-$t.gguf" --layers 2 --hidden 256 --ffn 768 --heads 4 --kv-heads 2 --vocab 512 \
+    --dtype "$t" --align 32 --seed 11 >/dev/null
+  if "$QUANTIZE" --allow-requantize "$W/own-$t.gguf" "$W/own-$t.f32.gguf" F32 >"$W/own-$t.log" 2>&1; then
+    pairs+=("$W/own-$t.gguf=$W/own-$t.f32.gguf")
+  else
+    echo "$t: llama-quantize could not read our file:"; tail -5 "$W/own-$t.log"
+  fi
+done
+IFS=:; plist="${pairs[*]}"; unset IFS
+LAYERSTREAM_INTEROP_PAIRS="$plist" "$TEST" --gtest_filter='Interop.LlamaCppDecodesOurFilesAsWeDo' 2>&1 |
+  sed -n 's|^interop pair: '"$W"'/own-\(.*\)\.gguf: |\1: |p; /FAILED\|PASSED/p'

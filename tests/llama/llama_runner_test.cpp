@@ -419,3 +419,49 @@ TEST(Interop, ExternalFilesMatchFloat64) {
 
 }  // namespace
 }  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// Interop (not CI; bench/peer/interop.sh): files layerstream wrote (our
+// encoder) and the F32 files llama.cpp's llama-quantize --allow-requantize
+// made of them (ggml's decoder), as "OURS=F32" pairs in
+// LAYERSTREAM_INTEROP_PAIRS (separated by ':'): every element ggml decoded
+// equals our float64 spec decoding rounded once to f32.
+TEST(Interop, LlamaCppDecodesOurFilesAsWeDo) {
+  const char* list = std::getenv("LAYERSTREAM_INTEROP_PAIRS");
+  if (!list || !*list) GTEST_SKIP() << "LAYERSTREAM_INTEROP_PAIRS not set (bench/peer/interop.sh sets it)";
+  const std::string pairs = list;
+  size_t begin = 0;
+  while (begin < pairs.size()) {
+    const size_t end = std::min(pairs.find(':', begin), pairs.size());
+    const std::string pair = pairs.substr(begin, end - begin);
+    begin = end + 1;
+    const size_t eq = pair.find('=');
+    ASSERT_NE(eq, std::string::npos) << pair;
+    const std::string ours = pair.substr(0, eq), theirs = pair.substr(eq + 1);
+    SCOPED_TRACE(ours);
+    LS_ASSERT_OK_AND_ASSIGN(GgufFile fo, read_gguf_file(ours));
+    LS_ASSERT_OK_AND_ASSIGN(GgufFile ft, read_gguf_file(theirs));
+    const std::vector<uint8_t> bo = testing::read_file(ours), bt = testing::read_file(theirs);
+    uint64_t checked = 0, mismatches = 0;
+    for (const GgufTensorInfo& t : fo.tensors()) {
+      const GgufTensorInfo* u = ft.find_tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      ASSERT_EQ(u->type, GgmlType::F32) << t.name;
+      const std::vector<double> want = decode_tensor(bo, t);
+      for (uint64_t i = 0; i < want.size(); ++i) {
+        float got;
+        std::memcpy(&got, bt.data() + u->offset + 4 * i, 4);
+        if (!kernels::testing::decoded_exactly(got, want[i])) ++mismatches;
+        ++checked;
+      }
+    }
+    EXPECT_EQ(mismatches, 0u);
+    std::printf("interop pair: %s: %llu elements, %llu differ from ggml's decoding\n", ours.c_str(),
+                static_cast<unsigned long long>(checked), static_cast<unsigned long long>(mismatches));
+  }
+}
+
+}  // namespace
+}  // namespace layerstream
