@@ -38,18 +38,19 @@ LS_AVX2 inline void sub_weights(const Block& b, int s, __m256* w) {
 template <typename Block>
 LS_AVX2 float dot(const void* row, const float* x, int64_t n) {
   const auto* b = static_cast<const Block*>(row);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  // Four accumulators: consecutive FMAs into one register are a sub-block apart.
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   for (int64_t k = 0; k < n / Block::kElems; ++k) {
     for (int s = 0; s < Block::kElems / 32; ++s, x += 32) {
       __m256 w[4];
       sub_weights(b[k], s, w);
       a0 = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(x), a0);
       a1 = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(x + 8), a1);
-      a0 = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(x + 16), a0);
-      a1 = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(x + 24), a1);
+      a2 = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(x + 16), a2);
+      a3 = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(x + 24), a3);
     }
   }
-  return hsum(_mm256_add_ps(a0, a1));
+  return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
 template <typename Block>

@@ -38,12 +38,14 @@ LS_AVX512 inline void sub_weights(const Block& b, int s, __m512* lo, __m512* hi)
   *hi = _mm512_fmadd_ps(q1, _mm512_set1_ps(scale[1]), _mm512_set1_ps(offset[1]));
 }
 
+// Two accumulators per row (elements 0-15 and 16-31 of each sub-block), so
+// consecutive FMAs into one register are a sub-block apart.
 template <typename Block, int R>
 LS_AVX512 void rows(const uint8_t* base, uint64_t row_bytes, const float* x, int64_t n, float* y) {
   const Block* blk[R];
   for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const Block*>(base + r * row_bytes);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  __m512 acc_lo[R], acc_hi[R];
+  for (int r = 0; r < R; ++r) acc_lo[r] = acc_hi[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < n / Block::kElems; ++k) {
     for (int s = 0; s < Block::kElems / 32; ++s, x += 32) {
       const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
@@ -51,11 +53,12 @@ LS_AVX512 void rows(const uint8_t* base, uint64_t row_bytes, const float* x, int
         if (R > 1 && s == 0) _mm_prefetch(reinterpret_cast<const char*>(&blk[r][k]) + kPrefetch, _MM_HINT_T0);
         __m512 lo, hi;
         sub_weights(blk[r][k], s, &lo, &hi);
-        acc[r] = _mm512_fmadd_ps(hi, x1, _mm512_fmadd_ps(lo, x0, acc[r]));
+        acc_lo[r] = _mm512_fmadd_ps(lo, x0, acc_lo[r]);
+        acc_hi[r] = _mm512_fmadd_ps(hi, x1, acc_hi[r]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc_lo[r], acc_hi[r]));
 }
 
 template <typename Block>
