@@ -23,6 +23,7 @@ layerstream_add_area(NAME ls_kernels
   CUDA_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_kernels.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/kquant.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/attention.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/sampling.cu

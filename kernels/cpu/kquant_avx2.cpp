@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kquant_dot.h"
+#include "kernels/cpu/kquant_simd.h"
 #include "kernels/math/kquant_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -20,14 +21,14 @@ LS_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Sub-block s of b decoded exactly into w[0..3] (8 elements each).
+// Sub-block s of b decoded exactly into w[0..3] (8 elements each): codes
+// unpacked in vector registers (kquant_simd.h), scale * code + offset.
 template <typename Block>
 LS_AVX2 inline void sub_weights(const Block& b, int s, __m256* w) {
-  alignas(16) int8_t q[32];
   float scale[2], offset[2];
-  math::unpack_sub(b, s, q, scale, offset);
+  const __m256i q = kquant_simd::codes(b, s, scale, offset);
   for (int h = 0; h < 2; ++h) {
-    const __m128i qh = _mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * h));
+    const __m128i qh = h == 0 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
     const __m256 sc = _mm256_set1_ps(scale[h]), of = _mm256_set1_ps(offset[h]);
     w[2 * h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(qh)), sc, of);
     w[2 * h + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(qh, 8))), sc, of);
@@ -37,18 +38,19 @@ LS_AVX2 inline void sub_weights(const Block& b, int s, __m256* w) {
 template <typename Block>
 LS_AVX2 float dot(const void* row, const float* x, int64_t n) {
   const auto* b = static_cast<const Block*>(row);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  // Four accumulators: consecutive FMAs into one register are a sub-block apart.
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   for (int64_t k = 0; k < n / Block::kElems; ++k) {
     for (int s = 0; s < Block::kElems / 32; ++s, x += 32) {
       __m256 w[4];
       sub_weights(b[k], s, w);
       a0 = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(x), a0);
       a1 = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(x + 8), a1);
-      a0 = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(x + 16), a0);
-      a1 = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(x + 24), a1);
+      a2 = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(x + 16), a2);
+      a3 = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(x + 24), a3);
     }
   }
-  return hsum(_mm256_add_ps(a0, a1));
+  return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
 template <typename Block>

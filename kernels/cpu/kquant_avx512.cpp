@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kquant_dot.h"
+#include "kernels/cpu/kquant_simd.h"
 #include "kernels/math/kquant_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -25,24 +26,26 @@ constexpr int kRows = 4;                 // rows per pass over x
 constexpr int64_t kMultiRowMinN = 8192;  // below this x stays in L1: one row at a time (see dot_avx512.cpp)
 constexpr int64_t kPrefetch = 1024;      // bytes ahead prefetched in each row of a group
 
-// Sub-block s of b decoded exactly into lo (elements 0..15) and hi (16..31).
+// Sub-block s of b decoded exactly into lo (elements 0..15) and hi (16..31):
+// codes unpacked in vector registers (kquant_simd.h), scale * code + offset.
 template <typename Block>
 LS_AVX512 inline void sub_weights(const Block& b, int s, __m512* lo, __m512* hi) {
-  alignas(16) int8_t q[32];
   float scale[2], offset[2];
-  math::unpack_sub(b, s, q, scale, offset);
-  const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q))));
-  const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16))));
+  const __m256i q = kquant_simd::codes(b, s, scale, offset);
+  const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+  const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
   *lo = _mm512_fmadd_ps(q0, _mm512_set1_ps(scale[0]), _mm512_set1_ps(offset[0]));
   *hi = _mm512_fmadd_ps(q1, _mm512_set1_ps(scale[1]), _mm512_set1_ps(offset[1]));
 }
 
+// Two accumulators per row (elements 0-15 and 16-31 of each sub-block), so
+// consecutive FMAs into one register are a sub-block apart.
 template <typename Block, int R>
 LS_AVX512 void rows(const uint8_t* base, uint64_t row_bytes, const float* x, int64_t n, float* y) {
   const Block* blk[R];
   for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const Block*>(base + r * row_bytes);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  __m512 acc_lo[R], acc_hi[R];
+  for (int r = 0; r < R; ++r) acc_lo[r] = acc_hi[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < n / Block::kElems; ++k) {
     for (int s = 0; s < Block::kElems / 32; ++s, x += 32) {
       const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
@@ -50,11 +53,12 @@ LS_AVX512 void rows(const uint8_t* base, uint64_t row_bytes, const float* x, int
         if (R > 1 && s == 0) _mm_prefetch(reinterpret_cast<const char*>(&blk[r][k]) + kPrefetch, _MM_HINT_T0);
         __m512 lo, hi;
         sub_weights(blk[r][k], s, &lo, &hi);
-        acc[r] = _mm512_fmadd_ps(hi, x1, _mm512_fmadd_ps(lo, x0, acc[r]));
+        acc_lo[r] = _mm512_fmadd_ps(lo, x0, acc_lo[r]);
+        acc_hi[r] = _mm512_fmadd_ps(hi, x1, acc_hi[r]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc_lo[r], acc_hi[r]));
 }
 
 template <typename Block>

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kquant.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/math/activation.h"
 #include "kernels/math/rmsnorm.h"
@@ -115,7 +116,9 @@ Status launch_embedding(const EmbeddingParams& p, cudaStream_t s) {
     case GgmlType::Q4_1:
       embedding_block_kernel<math::BlockQ4_1><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
       break;
-    default: return Status::Unsupported("cuda embedding: unsupported table type");
+    default:
+      if (is_kquant_type(p.type)) return launch_kquant_embedding(p, s);  // kquant.cu
+      return Status::Unsupported("cuda embedding: unsupported table type");
   }
   LS_CUDA_CHECK_LAUNCH("embedding");
   return Status::OK();

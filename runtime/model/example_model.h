@@ -8,14 +8,30 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+#include <string_view>
 
 #include "kernels/math/ggml_type.h"
 #include "layerstream/status.h"
 #include "runtime/model/gguf_writer.h"
 
 namespace layerstream {
+
+// llama.cpp-style mixes: most matrices at the base K type, some at higher
+// precision (as llama-quantize's Q4_K_M, Q5_K_M, Q3_K_M do):
+//  q4_k_m / q5_k_m: base Q4_K / Q5_K; attn_v and ffn_down of the first and
+//    last eighth of the layers and every third layer between at Q6_K;
+//    output at Q6_K.
+//  q3_k_m: base Q3_K; attn_v Q5_K in layers 0-1, Q4_K after; ffn_down Q5_K in
+//    the first sixteenth, Q4_K after; attn_output Q4_K; output Q6_K.
+enum class ExampleMix { kUniform, kQ4_K_M, kQ5_K_M, kQ3_K_M };
+
+// "q4_k_m" -> kQ4_K_M (case-insensitive); nullopt for other names.
+std::optional<ExampleMix> parse_example_mix(std::string_view name);
+const char* example_mix_name(ExampleMix mix);  // "Q4_K_M"; "uniform"
+GgmlType example_mix_base(ExampleMix mix);     // Q4_K for kQ4_K_M (REQUIRES not kUniform)
 
 struct ExampleModelSpec {
   uint32_t n_layers = 4;
@@ -25,7 +41,8 @@ struct ExampleModelSpec {
   uint32_t n_head_kv = 2;
   uint32_t n_vocab = 512;   // >= 512 (the example tokenizer's minimum)
   uint32_t n_ctx = 2048;
-  GgmlType dtype = GgmlType::F16;  // type of every matrix; norms are F32
+  GgmlType dtype = GgmlType::F16;  // type of every matrix (kUniform); norms are F32
+  ExampleMix mix = ExampleMix::kUniform;  // not kUniform: dtype is the mix's base type
   uint64_t seed = 1;
   std::string arch = "llama";  // llama, qwen3 (QK-norm, neox RoPE) or gemma3
   uint32_t head_dim = 0;       // attention.key_length; 0 = n_embd / n_head
@@ -34,7 +51,16 @@ struct ExampleModelSpec {
   // (every pattern-th layer global); 0 = the file has no sliding window.
   uint32_t sliding_window = 0;
   uint32_t swa_pattern = 6;
+  // general.alignment: 4096 for files we stream (O_DIRECT); 32 for interop
+  // files given to llama.cpp's tools (llama-quantize lays data out at 32).
+  uint32_t alignment = 4096;
 };
+
+// The type of matrix `name` ("blk.3.ffn_down.weight") with row length ne0:
+// the mix's choice, then, for a 256-element block type when ne0 is not a
+// multiple of 256, llama.cpp's fallback (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0,
+// Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL).
+GgmlType example_tensor_type(const ExampleModelSpec& spec, const std::string& name, uint64_t ne0);
 
 // InvalidArgument naming the field when the spec is not a valid Llama model
 // (zero sizes, heads not dividing, odd head dim, widths not a multiple of the
@@ -65,5 +91,7 @@ Status write_example_model(const std::string& path, const ExampleModelSpec& spec
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a model whose matrices are `dtype`.
 uint32_t llama_file_type(GgmlType dtype);
+// ... for a spec (a mix's own file type, e.g. 15 for Q4_K_M).
+uint32_t llama_file_type(const ExampleModelSpec& spec);
 
 }  // namespace layerstream

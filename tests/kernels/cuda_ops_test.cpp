@@ -86,7 +86,7 @@ TEST_F(CudaKernelsTest, MatmulEveryWeightTypeSmallAndLargeBatch) {
   struct Shape { int64_t n_out, n_in, n_tok; };
   for (GgmlType type : all_weight_types()) {
     for (Shape s : {Shape{1, 32, 1}, Shape{7, 64, 3}, Shape{33, 96, 8}, Shape{130, 320, 9}, Shape{65, 1024, 33},
-                    Shape{5, 17, 2}, Shape{9, 33, 12}}) {
+                    Shape{5, 17, 2}, Shape{9, 33, 12}, Shape{9, 256, 3}, Shape{33, 512, 33}}) {
       if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
       const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
       const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
@@ -154,7 +154,8 @@ TEST_F(CudaKernelsTest, RmsNormRopeSiluAddEmbedding) {
   }
 
   for (GgmlType type : all_weight_types()) {
-    const int64_t n_vocab = 37, n_embd = is_block_type(type) ? 96 : 45;
+    const int64_t n_vocab = 37;
+    const int64_t n_embd = ggml_type_traits(type).block_elems == 256 ? 512 : (is_block_type(type) ? 96 : 45);
     const Weight table = random_weight(type, n_vocab, n_embd, rng_);
     const std::vector<int32_t> tokens = {0, 36, 5, 5, static_cast<int32_t>(rng_() % n_vocab)};
     Dev dt = Dev::from(table.bytes), dtok = Dev::from(tokens), de = Dev::from(poisoned(tokens.size() * n_embd));
@@ -162,7 +163,9 @@ TEST_F(CudaKernelsTest, RmsNormRopeSiluAddEmbedding) {
     LS_ASSERT_OK(s_.synchronize());
     const std::vector<float> e = de.get<float>();
     for (size_t t = 0; t < tokens.size(); ++t) {
-      for (int64_t i = 0; i < n_embd; ++i) ASSERT_EQ(e[t * n_embd + i], table.exact[tokens[t] * n_embd + i]);
+      for (int64_t i = 0; i < n_embd; ++i) {
+        ASSERT_TRUE(decoded_exactly(e[t * n_embd + i], table.exact[tokens[t] * n_embd + i])) << ggml_type_traits(type).name;
+      }
     }
   }
 }
