@@ -68,6 +68,22 @@ class InspectCommand : public Command {
                 h.n_embd, h.n_ff, h.n_head, h.n_head_kv, h.head_dim);
     std::printf("vocab:         %u   context: %u   rms eps: %g   rope base: %g   rope scaling: %s x%g\n", h.n_vocab,
                 h.n_ctx_train, h.rms_eps, h.rope_freq_base, h.rope_scaling_type.c_str(), h.rope_scaling_factor);
+    {
+      // What the architecture adds to the llama block (ArchTraits).
+      const ArchTraits& t = h.traits;
+      std::string extras;
+      if (t.qk_norm) extras += " qk-norm";
+      if (t.post_norms) extras += " post-norms";
+      if (t.embed_scale) extras += " embedding-scale";
+      if (t.ffn == FfnActivation::kGeluTanh) extras += " geglu";
+      if (model->rope_freqs) extras += " rope-freqs";
+      int local = 0;
+      for (uint32_t i = 0; i < h.n_layers; ++i) local += h.is_swa(i) ? 1 : 0;
+      std::printf("attention:     scale %g", h.attn_scale);
+      if (local) std::printf("   sliding window %u on %d/%u layers (rope base %g)", h.n_swa, local, h.n_layers,
+                             h.rope_freq_base_swa);
+      std::printf("%s%s\n", extras.empty() ? "" : "   block:", extras.c_str());
+    }
     std::printf("tokenizer:     %s (%llu tokens)\n", tokenizer_kind.c_str(), static_cast<unsigned long long>(n_tokens));
     std::printf("output:        %s\n", model->output_tied ? "tied to token_embd" : "separate");
     std::printf("tensor types: ");
@@ -101,7 +117,11 @@ class InspectCommand : public Command {
                       {"n_rot", h.n_rot},           {"n_vocab", h.n_vocab},       {"n_ctx_train", h.n_ctx_train},
                       {"rms_eps", h.rms_eps},       {"rope_freq_base", h.rope_freq_base},
                       {"rope_scaling_type", h.rope_scaling_type}, {"rope_scaling_factor", h.rope_scaling_factor},
-                      {"rope_neox", h.rope_neox}};
+                      {"rope_neox", h.rope_neox},   {"attn_scale", h.attn_scale},
+                      {"sliding_window", h.n_swa},  {"rope_freq_base_swa", h.rope_freq_base_swa},
+                      {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},
+                      {"embed_scale", h.traits.embed_scale}, {"rope_freqs", model->rope_freqs.has_value()},
+                      {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh ? "gelu_tanh" : "silu"}};
       j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
       j["output_tied"] = model->output_tied;
       j["tensor_count"] = file->tensors().size();
