@@ -36,7 +36,8 @@ class PerplexityCommand : public Command {
     sub.add_option("--ctx", ctx_, "Tokens per window")->capture_default_str();
     sub.add_option("--chunks", chunks_, "Windows to score (-1: all that fit)")->capture_default_str();
     sub.add_option("--batch", batch_, "Tokens per pass (0: from the vocabulary size, <= ctx)");
-    sub.add_option("--vram", vram_, "Device memory budget (e.g. 200MiB); below the model size streams layers");
+    sub.add_option("--vram", vram_,
+                   "Device memory budget (e.g. 200MiB); below the model size streams layers");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
     sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
@@ -58,9 +59,12 @@ class PerplexityCommand : public Command {
     }
     if (ctx_ < 4) return usage_error("--ctx must be >= 4, got " + std::to_string(ctx_));
     if (batch_ < 0) return usage_error("--batch must be >= 0");
-    if (kv_type_ == "f32") ro.kv_type = GgmlType::F32;
-    else if (kv_type_ == "f16") ro.kv_type = GgmlType::F16;
-    else return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
+    if (kv_type_ == "f32")
+      ro.kv_type = GgmlType::F32;
+    else if (kv_type_ == "f16")
+      ro.kv_type = GgmlType::F16;
+    else
+      return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
     auto strategy = llama::parse_strategy(strategy_);
     if (!strategy.ok()) return usage_error("--strategy: " + strategy.status().message());
     ro.strategy = *strategy;
@@ -81,8 +85,9 @@ class PerplexityCommand : public Command {
     auto tok = Tokenizer::create(std::move(*vocab));
     if (!tok.ok()) return fail(tok.status().WithContext(model_));
     if ((*tok)->vocab().add_eos)
-      return fail(Status::Unsupported(model_ + ": the tokenizer appends EOS (add_eos_token); perplexity as "
-                                               "llama-perplexity computes it needs a tokenizer that does not"));
+      return fail(Status::Unsupported(model_ +
+                                      ": the tokenizer appends EOS (add_eos_token); perplexity as "
+                                      "llama-perplexity computes it needs a tokenizer that does not"));
     // As llama-perplexity: BOS where the file asks, special tokens in the text not parsed.
     const std::vector<int32_t> tokens = (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
 
@@ -110,8 +115,10 @@ class PerplexityCommand : public Command {
     auto res = llama::compute_perplexity(**runner, tokens, po, [&](const llama::PerplexityChunk& c, int n) {
       std::printf("[%d]%.4f,", c.index + 1, c.running_ppl);
       std::fflush(stdout);
-      if (tty) std::fprintf(stderr, "\rwindow %d/%d (%.2f s)   ", c.index + 1, n, c.seconds);
-      else if (c.index == 0) std::fprintf(stderr, "%.2f seconds per window, %d windows\n", c.seconds, n);
+      if (tty)
+        std::fprintf(stderr, "\rwindow %d/%d (%.2f s)   ", c.index + 1, n, c.seconds);
+      else if (c.index == 0)
+        std::fprintf(stderr, "%.2f seconds per window, %d windows\n", c.seconds, n);
       return !cancel_requested();
     });
     if (tty) std::fprintf(stderr, "\n");
@@ -123,7 +130,8 @@ class PerplexityCommand : public Command {
     if (!json_.empty()) {
       nlohmann::json chunks = nlohmann::json::array();
       for (const auto& c : res->chunks)
-        chunks.push_back({{"index", c.index}, {"nll", c.nll}, {"running_ppl", c.running_ppl}, {"seconds", c.seconds}});
+        chunks.push_back(
+            {{"index", c.index}, {"nll", c.nll}, {"running_ppl", c.running_ppl}, {"seconds", c.seconds}});
       nlohmann::json j = {{"model", model_},
                           {"text", text_file_},
                           {"perplexity", res->ppl},

@@ -18,11 +18,13 @@ double token_nll(std::span<const float> logits, int32_t target) {
 Result<PerplexityResult> compute_perplexity(LlamaRunner& r, std::span<const int32_t> tokens,
                                             const PerplexityOptions& o, const PerplexityProgress& progress) {
   const int n_ctx = o.n_ctx;
-  if (n_ctx < 4) return Status::InvalidArgument("perplexity: context " + std::to_string(n_ctx) + " is below 4 tokens");
+  if (n_ctx < 4)
+    return Status::InvalidArgument("perplexity: context " + std::to_string(n_ctx) + " is below 4 tokens");
   if (n_ctx > r.n_ctx())
     return Status::InvalidArgument("perplexity: context " + std::to_string(n_ctx) + " exceeds the runner's " +
                                    std::to_string(r.n_ctx()) + " positions");
-  if (!r.options().logits_all) return Status::InvalidArgument("perplexity: the runner was created without logits_all");
+  if (!r.options().logits_all)
+    return Status::InvalidArgument("perplexity: the runner was created without logits_all");
   if (tokens.size() < 2 * size_t(n_ctx))
     return Status::InvalidArgument("perplexity: the text has " + std::to_string(tokens.size()) +
                                    " tokens; a context of " + std::to_string(n_ctx) + " needs at least " +

@@ -27,24 +27,24 @@
 namespace layerstream::llama {
 
 struct PerplexityOptions {
-  int n_ctx = 512;     // tokens per window
-  int n_chunks = -1;   // windows to score; < 0: all that fit
+  int n_ctx = 512;             // tokens per window
+  int n_chunks = -1;           // windows to score; < 0: all that fit
   std::optional<int32_t> bos;  // replaces each window's first token (tokenizer adds BOS)
 };
 
 struct PerplexityChunk {
-  int index = 0;             // 0-based window
-  double nll = 0;            // mean negative log-likelihood of this window's scored tokens
-  double running_ppl = 0;    // exp(mean nll over windows 0..index), what llama-perplexity prints
-  double seconds = 0;        // wall time of this window
+  int index = 0;           // 0-based window
+  double nll = 0;          // mean negative log-likelihood of this window's scored tokens
+  double running_ppl = 0;  // exp(mean nll over windows 0..index), what llama-perplexity prints
+  double seconds = 0;      // wall time of this window
 };
 
 struct PerplexityResult {
   int n_ctx = 0, n_chunks = 0;
-  int64_t n_tokens = 0;      // tokens of the whole text
-  int64_t scored = 0;        // tokens scored (n_chunks * (n_ctx - 1 - n_ctx/2))
-  double ppl = 0;            // exp(mean nll)
-  double ppl_stderr = 0;     // llama-perplexity's "+/-": ppl * sqrt(var(nll) / (scored - 1))
+  int64_t n_tokens = 0;   // tokens of the whole text
+  int64_t scored = 0;     // tokens scored (n_chunks * (n_ctx - 1 - n_ctx/2))
+  double ppl = 0;         // exp(mean nll)
+  double ppl_stderr = 0;  // llama-perplexity's "+/-": ppl * sqrt(var(nll) / (scored - 1))
   std::vector<PerplexityChunk> chunks;
 };
 

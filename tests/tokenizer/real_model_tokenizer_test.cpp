@@ -33,14 +33,16 @@ class RealModelTokenizer : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const char* dir = std::getenv("LAYERSTREAM_MODELS");
     if (!dir || !*dir) {
-      GTEST_SKIP() << "LAYERSTREAM_MODELS is not set: fetch the real models with bench/peer/fetch-models.sh DIR and "
-                      "set LAYERSTREAM_MODELS=DIR to run this suite (tests/run.sh does both)";
+      GTEST_SKIP()
+          << "LAYERSTREAM_MODELS is not set: fetch the real models with bench/peer/fetch-models.sh DIR and "
+             "set LAYERSTREAM_MODELS=DIR to run this suite (tests/run.sh does both)";
     }
     data_ = expected()["models"][GetParam()];
     ASSERT_TRUE(data_.is_object()) << "no expected ids for " << GetParam();
     path_ = std::string(dir) + "/" + data_["file"].get<std::string>();
     ASSERT_TRUE(std::filesystem::exists(path_))
-        << path_ << " is missing (LAYERSTREAM_MODELS is set, so the fetch by bench/peer/fetch-models.sh failed)";
+        << path_
+        << " is missing (LAYERSTREAM_MODELS is set, so the fetch by bench/peer/fetch-models.sh failed)";
     auto f = read_gguf_file(path_);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     auto v = read_tokenizer_vocab(*f);
