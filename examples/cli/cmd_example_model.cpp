@@ -60,13 +60,12 @@ class ExampleModelCommand : public Command {
       }
       auto target = parse_size_flag("--size", size_);
       if (!target.ok()) return usage_error(target.status().message());
-      auto s = example_spec_for_size(*target, *type, spec_.seed);
+      auto s = example_spec_for_size(*target, *type, spec_.seed, spec.mix);
       if (!s.ok()) return fail(s.status());
       if (sub_->count("--ctx")) s->n_ctx = spec_.n_ctx;
       s->arch = spec_.arch;
       s->rope_freqs = spec_.rope_freqs;
       s->sliding_window = spec_.sliding_window;
-      s->mix = spec.mix;
       s->alignment = spec.alignment;
       spec = *s;
     }

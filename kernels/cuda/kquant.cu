@@ -53,8 +53,8 @@ __global__ void kquant_matvec_kernel(const void* w, int64_t n_out, int64_t n_in,
 
 // One thread per sub-block of the whole matrix.
 template <typename Block>
-__global__ void kquant_dequant_f16_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes,
-                                          uint16_t* out) {
+__global__ void kquant_dequant_16_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, bool to_bf16,
+                                         uint16_t* out) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t subs_per_row = n_in / 32;
   if (idx >= n_out * subs_per_row) return;
@@ -63,7 +63,7 @@ __global__ void kquant_dequant_f16_kernel(const void* w, int64_t n_out, int64_t 
   decode_sub<Block>(static_cast<const uint8_t*>(w) + o * row_bytes, u, dec);
   uint16_t* dst = out + o * n_in + u * 32;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) dst[j] = math::f32_to_f16(dec[j]);
+  for (int j = 0; j < 32; ++j) dst[j] = to_bf16 ? math::f32_to_bf16(dec[j]) : math::f32_to_f16(dec[j]);
 }
 
 // One block per token; threads stride over the row's sub-blocks. Bad ids give a NaN row.
@@ -106,16 +106,16 @@ Status launch_kquant_matvec(const MatmulParams& p, int64_t first_token, int n_to
   return Status::OK();
 }
 
-Status launch_kquant_dequant_f16(const void* w, GgmlType type, int64_t n_out, int64_t n_in, uint16_t* w16,
-                                 cudaStream_t s) {
+Status launch_kquant_dequant_16(const void* w, GgmlType type, int64_t n_out, int64_t n_in, bool to_bf16, uint16_t* w16,
+                                cudaStream_t s) {
   const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(type), n_in));
   const int64_t n_subs = n_out * (n_in / 32);
   const bool known = math::visit_kquant_type(type, [&](auto tag) {
     using Block = typename decltype(tag)::type;
-    kquant_dequant_f16_kernel<Block><<<grid_for(n_subs, 256), 256, 0, s>>>(w, n_out, n_in, rb, w16);
+    kquant_dequant_16_kernel<Block><<<grid_for(n_subs, 256), 256, 0, s>>>(w, n_out, n_in, rb, to_bf16, w16);
   });
   if (!known) return not_kquant("dequantise", type);
-  LS_CUDA_CHECK_LAUNCH("kquant_dequant_f16");
+  LS_CUDA_CHECK_LAUNCH("kquant_dequant_16");
   return Status::OK();
 }
 

@@ -15,9 +15,10 @@ namespace layerstream::kernels::cuda {
 bool is_kquant_type(GgmlType t);
 // y[t][o] for tokens [first_token, first_token + n_tok) (n_tok <= kMatvecMaxTokens).
 Status launch_kquant_matvec(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s);
-// w16[o * n_in + i] = f16(decode(w)[o][i]).
-Status launch_kquant_dequant_f16(const void* w, GgmlType type, int64_t n_out, int64_t n_in, uint16_t* w16,
-                                 cudaStream_t s);
+// w16[o * n_in + i] = f16(decode(w)[o][i]), or bf16 when to_bf16 (for a
+// cuBLAS path that multiplies in BF16).
+Status launch_kquant_dequant_16(const void* w, GgmlType type, int64_t n_out, int64_t n_in, bool to_bf16, uint16_t* w16,
+                                cudaStream_t s);
 Status launch_kquant_embedding(const EmbeddingParams& p, cudaStream_t s);
 
 }  // namespace layerstream::kernels::cuda

@@ -168,7 +168,9 @@ Status launch_matmul(const MatmulParams& p, cublasHandle_t cublas, cudaStream_t 
         case GgmlType::Q4_1:
           dequant_f16_kernel<math::BlockQ4_1><<<grid_for(nw, 256), 256, 0, s>>>(p.w, p.n_out, p.n_in, rb, w16);
           break;
-        default: LS_RETURN_IF_ERROR(launch_kquant_dequant_f16(p.w, p.w_type, p.n_out, p.n_in, w16, s)); break;
+        default:
+          LS_RETURN_IF_ERROR(launch_kquant_dequant_16(p.w, p.w_type, p.n_out, p.n_in, /*to_bf16=*/false, w16, s));
+          break;
       }
       LS_CUDA_CHECK_LAUNCH("dequant_f16");
       w = w16;

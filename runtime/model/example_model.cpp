@@ -155,9 +155,10 @@ uint64_t estimate_bytes(const ExampleModelSpec& s) {
   return total + uint64_t{s.n_vocab} * 24 + 8192;
 }
 
-ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, uint64_t seed) {
+ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, uint64_t seed, ExampleMix mix) {
   ExampleModelSpec s;
   s.dtype = dtype;
+  s.mix = mix;
   s.seed = seed;
   s.n_embd = h;
   const uint32_t hd = h >= 2048 ? 128 : (h >= 128 ? 64 : 32);
@@ -182,6 +183,21 @@ ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, ui
   const uint64_t per_layer = estimate_bytes(two) - fixed;
   if (target > fixed) {
     s.n_layers = static_cast<uint32_t>(std::clamp<uint64_t>((target - fixed + per_layer / 2) / per_layer + 1, 1, 65536));
+  }
+  if (s.mix != ExampleMix::kUniform && target > 0) {
+    // A mix's layers differ in size (some at higher precision): the closest
+    // count near the linear estimate.
+    const uint32_t guess = s.n_layers;
+    auto err = [&](const ExampleModelSpec& c) {
+      return std::fabs(static_cast<double>(estimate_bytes(c)) - static_cast<double>(target));
+    };
+    ExampleModelSpec best = s;
+    for (uint32_t n = guess > 4 ? guess - 4 : 1; n <= std::min<uint32_t>(guess + 4, 65536); ++n) {
+      ExampleModelSpec c = s;
+      c.n_layers = n;
+      if (err(c) < err(best)) best = c;
+    }
+    s = best;
   }
   return s;
 }
@@ -309,7 +325,7 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   return Status::OK();
 }
 
-Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, uint64_t seed) {
+Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, uint64_t seed, ExampleMix mix) {
   const GgmlTypeTraits tr = ggml_type_traits(dtype);
   if (!tr.supported) {
     return Status::Unsupported(fmt::format("unsupported tensor type {} (id {})", tr.name, static_cast<uint32_t>(dtype)));
@@ -318,7 +334,7 @@ Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, 
   // small fraction of the total (so rounding the layer count stays within 5%).
   std::optional<ExampleModelSpec> best;
   for (uint32_t h : {8192u, 6144u, 5120u, 4096u, 3072u, 2048u, 1536u, 1024u, 768u, 512u, 384u, 256u, 128u, 64u}) {
-    ExampleModelSpec s = shape_for_width(h, dtype, target, seed);
+    ExampleModelSpec s = shape_for_width(h, dtype, target, seed, mix);
     const double err = std::fabs(static_cast<double>(estimate_bytes(s)) - static_cast<double>(target)) / target;
     if (err <= 0.04 && s.n_layers >= 8) return s;
     if (err <= 0.04 && !best) best = s;
@@ -326,7 +342,7 @@ Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, 
   if (best) return *best;
   return Status::InvalidArgument(
       fmt::format("cannot build an example model within 5% of {} bytes (the smallest is about {} bytes)", target,
-                  estimate_bytes(shape_for_width(64, dtype, 0, seed))));
+                  estimate_bytes(shape_for_width(64, dtype, 0, seed, mix))));
 }
 
 Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {

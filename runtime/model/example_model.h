@@ -70,7 +70,9 @@ Status validate_example_spec(const ExampleModelSpec& spec);
 
 // Picks layers and widths so the file lands within 5% of `target_bytes`
 // (InvalidArgument when no shape does, e.g. a target under ~1 MiB).
-Result<ExampleModelSpec> example_spec_for_size(uint64_t target_bytes, GgmlType dtype, uint64_t seed = 1);
+// With a mix, dtype must be its base type (the sizes count the mix's types).
+Result<ExampleModelSpec> example_spec_for_size(uint64_t target_bytes, GgmlType dtype, uint64_t seed = 1,
+                                               ExampleMix mix = ExampleMix::kUniform);
 
 // The writer (metadata and tensor layout, no data) for a spec: general.*,
 // llama.* and tokenizer.ggml.* keys, tensors 4096-aligned.

@@ -149,6 +149,19 @@ TEST(ExampleModel, SizeTargetsLandWithinFivePercent) {
                            << " (" << s.n_layers << " layers, hidden " << s.n_embd << ")";
     }
   }
+  // The new types and the mixes (layers of different sizes).
+  for (auto [t, mix] : {std::pair{GgmlType::Q6_K, ExampleMix::kUniform}, std::pair{GgmlType::Q5_0, ExampleMix::kUniform},
+                        std::pair{GgmlType::Q4_K, ExampleMix::kQ4_K_M}, std::pair{GgmlType::Q5_K, ExampleMix::kQ5_K_M},
+                        std::pair{GgmlType::Q3_K, ExampleMix::kQ3_K_M}}) {
+    for (uint64_t target : {uint64_t{20} << 20, uint64_t{100} << 20, uint64_t{1} << 30, uint64_t{6} << 30}) {
+      LS_ASSERT_OK_AND_ASSIGN(ExampleModelSpec s, example_spec_for_size(target, t, 1, mix));
+      LS_ASSERT_OK(validate_example_spec(s));
+      LS_ASSERT_OK_AND_ASSIGN(GgufWriter w, example_model_layout(s));
+      const double err = std::fabs(double(w.file_size()) - double(target)) / double(target);
+      EXPECT_LE(err, 0.05) << ggml_type_name(uint32_t(t)) << " " << example_mix_name(mix) << " target " << target
+                           << " got " << w.file_size() << " (" << s.n_layers << " layers, hidden " << s.n_embd << ")";
+    }
+  }
   EXPECT_TRUE(example_spec_for_size(1000, GgmlType::F16).status().IsInvalidArgument());
 }
 
