@@ -195,6 +195,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
   }
   std::stable_sort(m.specials.begin(), m.specials.end(),
                    [](const Impl::Special& a, const Impl::Special& b) { return a.text.size() > b.text.size(); });
+  for (size_t i = 0; i < m.specials.size(); ++i) {
+    m.specials_by_byte[static_cast<uint8_t>(m.specials[i].text[0])].push_back(static_cast<uint32_t>(i));
+  }
 
   if (m.model == Impl::Model::kBpe) {
     m.merge_rank.reserve(vocab.merges.size());
@@ -261,7 +264,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   size_t frag_start = 0;
   for (size_t pos = 0; pos < text.size();) {
     const Impl::Special* hit = nullptr;
-    for (const Impl::Special& s : m.specials) {  // longest first
+    for (uint32_t si : m.specials_by_byte[static_cast<uint8_t>(text[pos])]) {  // longest first
+      const Impl::Special& s = m.specials[si];
       if (s.control && !parse_special) continue;
       if (text.compare(pos, s.text.size(), s.text) == 0) {
         hit = &s;
