@@ -108,6 +108,7 @@ Status validate(const AttentionParams& p) {
     return bad(op, "positions [" + num(p.start_pos) + ", " + num(p.start_pos + p.n_tokens) +
                        ") do not fit the cache of n_ctx = " + num(p.n_ctx));
   }
+  if (p.window < 0) return bad(op, "window = " + num(p.window) + ", must be >= 0 (0: no sliding window)");
   if (static_cast<const void*>(p.q) == static_cast<const void*>(p.out)) return bad(op, "out aliases q");
   return Status::OK();
 }
@@ -117,6 +118,22 @@ Status validate(const SiluMulParams& p) {
   LS_RETURN_IF_ERROR(need(op, "gate", p.gate));
   LS_RETURN_IF_ERROR(need(op, "up", p.up));
   LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  return positive(op, "n", p.n);
+}
+
+Status validate(const GeluMulParams& p) {
+  const char* op = "gelu_mul";
+  LS_RETURN_IF_ERROR(need(op, "gate", p.gate));
+  LS_RETURN_IF_ERROR(need(op, "up", p.up));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  return positive(op, "n", p.n);
+}
+
+Status validate(const ScaleParams& p) {
+  const char* op = "scale";
+  LS_RETURN_IF_ERROR(need(op, "x", p.x));
+  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  if (!std::isfinite(p.factor)) return bad(op, "factor = " + std::to_string(p.factor) + ", must be finite");
   return positive(op, "n", p.n);
 }
 

@@ -57,6 +57,8 @@ struct RmsNormParams {
 //   theta = positions[t] * freq_scale * freq_base^(-2i/n_rot)
 // Llama layout (neox = false): pairs (2i, 2i+1). Neox layout: (i, i + n_rot/2).
 // freq_scale is GGUF linear scaling: 1 / rope.scaling.factor.
+// freq_factors (optional, Llama 3.1 `rope_freqs`): theta of pair i is divided
+// by freq_factors[i].
 struct RopeParams {
   float* x = nullptr;
   int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_rot = 0;
@@ -64,6 +66,7 @@ struct RopeParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   bool neox = false;
+  const float* freq_factors = nullptr;  // [n_rot / 2] or null (all 1)
 };
 
 // y[t][o] = sum_i w[o][i] * x[t][i]. w is a GGUF weight [ne0 = n_in, ne1 =
@@ -90,6 +93,8 @@ struct MatmulParams {
 // Query head h uses KV head h / (n_head / n_kv_head).
 //   out[t][h][:] = sum_p softmax_p(scale * q[t][h] . k[p][kvh]) * v[p][kvh]
 // Decode is n_tokens == 1; prefill is n_tokens > 1 (causal within the batch).
+// Sliding window (window > 0, Gemma's local layers): token t at position
+// P = start_pos + t attends only to positions p with P - p < window.
 // Largest head_dim attention supports (registers per lane on cuda).
 constexpr int64_t kMaxHeadDim = 256;
 
@@ -104,6 +109,7 @@ struct AttentionParams {
   int64_t start_pos = 0;
   int64_t n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   float scale = 0;  // 0 means 1/sqrt(head_dim)
+  int64_t window = 0;  // 0: full causal attention; > 0: sliding window of that many positions
   float* out = nullptr;  // [n_tokens][n_head][head_dim]; must not alias q
 };
 
@@ -113,6 +119,24 @@ struct SiluMulParams {
   const float* up = nullptr;
   float* out = nullptr;
   int64_t n = 0;
+};
+
+// out[i] = gelu(gate[i]) * up[i] with the tanh approximation of GELU
+// (Gemma's GeGLU): gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+// out may alias either.
+struct GeluMulParams {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  float* out = nullptr;
+  int64_t n = 0;
+};
+
+// out[i] = x[i] * factor (Gemma's embedding scale). out may alias x.
+struct ScaleParams {
+  const float* x = nullptr;
+  float* out = nullptr;
+  int64_t n = 0;
+  float factor = 1.0f;
 };
 
 // out[i] = a[i] + b[i] (the residual add). out may alias a or b.
@@ -153,6 +177,8 @@ class Kernels {
   virtual Status matmul(const MatmulParams& p, Stream& stream) = 0;
   virtual Status attention(const AttentionParams& p, Stream& stream) = 0;
   virtual Status silu_mul(const SiluMulParams& p, Stream& stream) = 0;
+  virtual Status gelu_mul(const GeluMulParams& p, Stream& stream) = 0;
+  virtual Status scale(const ScaleParams& p, Stream& stream) = 0;
   virtual Status add(const AddParams& p, Stream& stream) = 0;
   virtual Status sample(const SampleParams& p, Stream& stream) = 0;
 
@@ -186,6 +212,8 @@ Status validate(const RopeParams& p);
 Status validate(const MatmulParams& p);
 Status validate(const AttentionParams& p);
 Status validate(const SiluMulParams& p);
+Status validate(const GeluMulParams& p);
+Status validate(const ScaleParams& p);
 Status validate(const AddParams& p);
 Status validate(const SampleParams& p);
 

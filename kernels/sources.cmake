@@ -4,6 +4,9 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_generic.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp)
@@ -11,6 +14,7 @@ layerstream_add_area(NAME ls_kernels
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/convert_row.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/math/kquant_encode.cpp
     ${CMAKE_CURRENT_LIST_DIR}/kernels.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
     ${LS_KERNELS_HOT_SOURCES}
@@ -20,6 +24,7 @@ layerstream_add_area(NAME ls_kernels
     ${CMAKE_CURRENT_LIST_DIR}/cuda/cuda_kernels.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/matmul.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/matvec_quarter.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/kquant.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/attention.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/sampling.cu

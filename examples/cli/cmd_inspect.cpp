@@ -1,8 +1,12 @@
 // `layerstream inspect FILE`: validates a GGUF model and prints its
 // architecture, hyper-parameters, tensor types, per-layer bytes and tokenizer.
+// A well-formed file that layerstream cannot run (a tensor type it does not
+// compute with, an architecture it does not know) is still shown, with what
+// is unsupported, and exits 0; `run` refuses it with the same reason.
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
@@ -31,10 +35,13 @@ class InspectCommand : public Command {
   }
 
   int run() override {
-    auto file = read_gguf_file(path_);
+    GgufReadOptions ro;
+    ro.allow_unsupported_types = true;
+    auto file = read_gguf_file(path_, ro);
     if (!file.ok()) return fail(file.status());
     auto model = load_llama_model(*file);
-    if (!model.ok()) return fail(model.status());
+    // Unsupported (type, architecture, rope scaling): shown below; anything else is a bad file.
+    if (!model.ok() && !model.status().IsUnsupported()) return fail(model.status());
     std::string tokenizer_kind = "none";
     uint64_t n_tokens = 0;
     if (auto vocab = read_tokenizer_vocab(*file); vocab.ok()) {
@@ -43,20 +50,40 @@ class InspectCommand : public Command {
     } else if (!vocab.status().IsNotFound()) {
       return fail(vocab.status());
     }
-    const LlamaHparams& h = model->hparams;
     std::map<std::string, std::pair<uint64_t, uint64_t>> types;  // name -> (count, bytes)
+    std::set<std::string> unsupported_types;
     for (const auto& t : file->tensors()) {
-      auto& e = types[ggml_type_name(static_cast<uint32_t>(t.type))];
+      const GgmlTypeTraits tr = ggml_type_traits(t.type);
+      auto& e = types[tr.name];
       e.first++;
       e.second += t.n_bytes;
+      if (!tr.supported) unsupported_types.insert(tr.name);
     }
     std::printf("file:          %s (%s, GGUF v%u, alignment %u)\n", path_.c_str(),
                 format_bytes(file->file_size()).c_str(), file->version(), file->alignment());
+    if (!model.ok()) return show_unrunnable(*file, types, unsupported_types, model.status(), tokenizer_kind, n_tokens);
+    const LlamaHparams& h = model->hparams;
     std::printf("architecture:  %s%s\n", h.arch.c_str(), h.rope_neox ? " (rope neox)" : "");
     std::printf("layers:        %u   hidden: %u   ffn: %u   heads: %u   kv heads: %u   head dim: %u\n", h.n_layers,
                 h.n_embd, h.n_ff, h.n_head, h.n_head_kv, h.head_dim);
     std::printf("vocab:         %u   context: %u   rms eps: %g   rope base: %g   rope scaling: %s x%g\n", h.n_vocab,
                 h.n_ctx_train, h.rms_eps, h.rope_freq_base, h.rope_scaling_type.c_str(), h.rope_scaling_factor);
+    {
+      // What the architecture adds to the llama block (ArchTraits).
+      const ArchTraits& t = h.traits;
+      std::string extras;
+      if (t.qk_norm) extras += " qk-norm";
+      if (t.post_norms) extras += " post-norms";
+      if (t.embed_scale) extras += " embedding-scale";
+      if (t.ffn == FfnActivation::kGeluTanh) extras += " geglu";
+      if (model->rope_freqs) extras += " rope-freqs";
+      int local = 0;
+      for (uint32_t i = 0; i < h.n_layers; ++i) local += h.is_swa(i) ? 1 : 0;
+      std::printf("attention:     scale %g", h.attn_scale);
+      if (local) std::printf("   sliding window %u on %d/%u layers (rope base %g)", h.n_swa, local, h.n_layers,
+                             h.rope_freq_base_swa);
+      std::printf("%s%s\n", extras.empty() ? "" : "   block:", extras.c_str());
+    }
     std::printf("tokenizer:     %s (%llu tokens)\n", tokenizer_kind.c_str(), static_cast<unsigned long long>(n_tokens));
     std::printf("output:        %s\n", model->output_tied ? "tied to token_embd" : "separate");
     std::printf("tensor types: ");
@@ -65,6 +92,10 @@ class InspectCommand : public Command {
     }
     std::printf("\ntensor bytes:  %s (%llu)\n", format_bytes(model->total_tensor_bytes).c_str(),
                 static_cast<unsigned long long>(model->total_tensor_bytes));
+    if (!unsupported_types.empty()) {  // only in tensors the model does not use
+      std::printf("unsupported:   tensor types %s (in tensors the model does not use)\n",
+                  join(unsupported_types).c_str());
+    }
     std::printf("%-10s %14s %14s %16s %14s\n", "layer", "tensor bytes", "span bytes", "span start", "aligned bytes");
     for (const auto& l : model->layers) {
       std::printf("%-10s %14llu %14llu %16llu %14llu\n", l.name.c_str(), static_cast<unsigned long long>(l.tensor_bytes),
@@ -86,7 +117,11 @@ class InspectCommand : public Command {
                       {"n_rot", h.n_rot},           {"n_vocab", h.n_vocab},       {"n_ctx_train", h.n_ctx_train},
                       {"rms_eps", h.rms_eps},       {"rope_freq_base", h.rope_freq_base},
                       {"rope_scaling_type", h.rope_scaling_type}, {"rope_scaling_factor", h.rope_scaling_factor},
-                      {"rope_neox", h.rope_neox}};
+                      {"rope_neox", h.rope_neox},   {"attn_scale", h.attn_scale},
+                      {"sliding_window", h.n_swa},  {"rope_freq_base_swa", h.rope_freq_base_swa},
+                      {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},
+                      {"embed_scale", h.traits.embed_scale}, {"rope_freqs", model->rope_freqs.has_value()},
+                      {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh ? "gelu_tanh" : "silu"}};
       j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
       j["output_tied"] = model->output_tied;
       j["tensor_count"] = file->tensors().size();
@@ -109,12 +144,61 @@ class InspectCommand : public Command {
                           {"ranges", ranges}});
       }
       j["layers"] = layers;
+      j["runnable"] = true;
+      j["unsupported_tensor_types"] = unsupported_types;
       if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
     }
     return kExitOk;
   }
 
  private:
+  static std::string join(const std::set<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  // A well-formed file the Llama view refuses as unsupported: what the file
+  // holds, and why it cannot run. Exit 0 (the file is fine; run says the same reason).
+  int show_unrunnable(const GgufFile& file, const std::map<std::string, std::pair<uint64_t, uint64_t>>& types,
+                      const std::set<std::string>& unsupported_types, const Status& why,
+                      const std::string& tokenizer_kind, uint64_t n_tokens) {
+    auto arch_value = file.get_string_or("general.architecture", "(none)");
+    const std::string arch = arch_value.ok() ? *arch_value : "(not a string)";
+    std::printf("architecture:  %s\n", arch.c_str());
+    std::printf("tokenizer:     %s (%llu tokens)\n", tokenizer_kind.c_str(), static_cast<unsigned long long>(n_tokens));
+    std::printf("tensors:       %zu\n", file.tensors().size());
+    std::printf("tensor types: ");
+    for (const auto& [name, e] : types) {
+      std::printf(" %s x%llu (%s%s)", name.c_str(), static_cast<unsigned long long>(e.first),
+                  format_bytes(e.second).c_str(), unsupported_types.count(name) ? ", unsupported" : "");
+    }
+    std::printf("\n");
+    if (!unsupported_types.empty()) std::printf("unsupported:   tensor types %s\n", join(unsupported_types).c_str());
+    std::printf("runnable:      no: %s\n", why.message().c_str());
+    if (show_metadata_) {
+      for (const auto& kv : file.metadata()) std::printf("  %-48s %s\n", kv.key.c_str(), kv.value.to_string().c_str());
+    }
+    if (!json_path_.empty()) {
+      nlohmann::json j;
+      j["path"] = path_;
+      j["file_bytes"] = file.file_size();
+      j["gguf_version"] = file.version();
+      j["alignment"] = file.alignment();
+      j["architecture"] = arch;
+      j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
+      j["tensor_count"] = file.tensors().size();
+      nlohmann::json jt = nlohmann::json::object();
+      for (const auto& [name, e] : types) jt[name] = {{"count", e.first}, {"bytes", e.second}};
+      j["tensor_types"] = jt;
+      j["runnable"] = false;
+      j["unsupported_tensor_types"] = unsupported_types;
+      j["unsupported_reason"] = why.message();
+      if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
+    }
+    return kExitOk;
+  }
+
   std::string path_, json_path_;
   bool show_metadata_ = false;
 };

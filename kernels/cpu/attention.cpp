@@ -43,7 +43,8 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       math::OnlineSoftmax sm;
       const int64_t last = p.start_pos + t;
-      for (int64_t pos = 0; pos <= last; ++pos) {
+      const int64_t first = p.window > 0 && last >= p.window ? last - p.window + 1 : 0;
+      for (int64_t pos = first; pos <= last; ++pos) {
         const uint64_t off = static_cast<uint64_t>(pos * kv_row + kvh * p.head_dim) * elem_bytes;
         const float s = scale * k.dot(kc + off, q, p.head_dim);
         float rescale, weight;

@@ -49,6 +49,22 @@ Status CpuKernels::silu_mul(const SiluMulParams& p, Stream& stream) {
   });
 }
 
+Status CpuKernels::gelu_mul(const GeluMulParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::gelu_mul(p, pool);
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::scale(const ScaleParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool()] {
+    cpu::scale(p, pool);
+    return Status::OK();
+  });
+}
+
 Status CpuKernels::add(const AddParams& p, Stream& stream) {
   LS_RETURN_IF_ERROR(validate(p));
   return stream.host_func([p, pool = pool()] {

@@ -23,6 +23,8 @@ class CpuKernels final : public Kernels {
   Status matmul(const MatmulParams& p, Stream& stream) override;
   Status attention(const AttentionParams& p, Stream& stream) override;
   Status silu_mul(const SiluMulParams& p, Stream& stream) override;
+  Status gelu_mul(const GeluMulParams& p, Stream& stream) override;
+  Status scale(const ScaleParams& p, Stream& stream) override;
   Status add(const AddParams& p, Stream& stream) override;
   Status sample(const SampleParams& p, Stream& stream) override;
 

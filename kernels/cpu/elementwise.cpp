@@ -1,4 +1,4 @@
-// Row-parallel CPU kernels: embedding, RMSNorm, RoPE, SiLU-mul, add.
+// Row-parallel CPU kernels: embedding, RMSNorm, RoPE, SiLU-mul, GELU-mul, scale, add.
 #include <string>
 
 #include "kernels/cpu/ops.h"
@@ -53,7 +53,8 @@ void rope(const RopeParams& p, ThreadPool* pool) {
   parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t i = 0; i < n_rot / 2; ++i) {
-        const float theta = math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale);
+        const float theta = math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale,
+                                             p.freq_factors ? p.freq_factors[i] : 1.0f);
         int64_t i0, i1;
         math::rope_pair_index(i, n_rot, p.neox, i0, i1);
         for (int64_t h = 0; h < p.n_heads; ++h) {
@@ -68,6 +69,18 @@ void rope(const RopeParams& p, ThreadPool* pool) {
 void silu_mul(const SiluMulParams& p, ThreadPool* pool) {
   parallel_rows(pool, p.n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) p.out[i] = math::silu_mul(p.gate[i], p.up[i]);
+  });
+}
+
+void gelu_mul(const GeluMulParams& p, ThreadPool* pool) {
+  parallel_rows(pool, p.n, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p.out[i] = math::gelu_mul(p.gate[i], p.up[i]);
+  });
+}
+
+void scale(const ScaleParams& p, ThreadPool* pool) {
+  parallel_rows(pool, p.n, 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) p.out[i] = p.x[i] * p.factor;
   });
 }
 

@@ -18,6 +18,8 @@ void rope(const RopeParams& p, ThreadPool* pool);
 void matmul(const MatmulParams& p, ThreadPool* pool);
 void attention(const AttentionParams& p, ThreadPool* pool);
 void silu_mul(const SiluMulParams& p, ThreadPool* pool);
+void gelu_mul(const GeluMulParams& p, ThreadPool* pool);
+void scale(const ScaleParams& p, ThreadPool* pool);
 void add(const AddParams& p, ThreadPool* pool);
 
 // The sampler of SampleParams (temperature / top_k / top_p / seed), on a

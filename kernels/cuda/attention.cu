@@ -54,7 +54,8 @@ __device__ void attention_one(const AttentionParams& p, bool f16, float scale, i
   }
   math::OnlineSoftmax sm;
   const int64_t last = p.start_pos + t;
-  for (int64_t pos = 0; pos <= last; ++pos) {
+  const int64_t first = p.window > 0 && last >= p.window ? last - p.window + 1 : 0;
+  for (int64_t pos = first; pos <= last; ++pos) {
     const int64_t base = pos * kv_row + kvh * p.head_dim;
     float s = 0;
     for (int j = 0; j < kMaxPerLane; ++j) {

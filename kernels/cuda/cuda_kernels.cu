@@ -74,6 +74,14 @@ class CudaKernels final : public Kernels {
     LS_RETURN_IF_ERROR(validate(p));
     return launch_silu_mul(p, handle(stream));
   }
+  Status gelu_mul(const GeluMulParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_gelu_mul(p, handle(stream));
+  }
+  Status scale(const ScaleParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_scale(p, handle(stream));
+  }
   Status add(const AddParams& p, Stream& stream) override {
     LS_RETURN_IF_ERROR(validate(p));
     return launch_add(p, handle(stream));

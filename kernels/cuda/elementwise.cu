@@ -1,8 +1,9 @@
-// CUDA embedding, RMSNorm, RoPE, SiLU-mul and add, on the shared math.
+// CUDA embedding, RMSNorm, RoPE, SiLU-mul, GELU-mul, scale and add, on the shared math.
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kquant.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/math/activation.h"
 #include "kernels/math/rmsnorm.h"
@@ -67,12 +68,23 @@ __global__ void rope_kernel(RopeParams p, int64_t n_rot) {
   int64_t i0, i1;
   math::rope_pair_index(i, n_rot, p.neox, i0, i1);
   float* head = p.x + th * p.head_dim;
-  math::rope_rotate(head[i0], head[i1], math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale));
+  const float ff = p.freq_factors ? p.freq_factors[i] : 1.0f;
+  math::rope_rotate(head[i0], head[i1], math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale, ff));
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = math::silu_mul(g[i], u[i]);
+}
+
+__global__ void gelu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = math::gelu_mul(g[i], u[i]);
+}
+
+__global__ void scale_kernel(const float* x, float* out, int64_t n, float factor) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = x[i] * factor;
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
@@ -104,7 +116,9 @@ Status launch_embedding(const EmbeddingParams& p, cudaStream_t s) {
     case GgmlType::Q4_1:
       embedding_block_kernel<math::BlockQ4_1><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
       break;
-    default: return Status::Unsupported("cuda embedding: unsupported table type");
+    default:
+      if (is_kquant_type(p.type)) return launch_kquant_embedding(p, s);  // kquant.cu
+      return Status::Unsupported("cuda embedding: unsupported table type");
   }
   LS_CUDA_CHECK_LAUNCH("embedding");
   return Status::OK();
@@ -128,6 +142,18 @@ Status launch_rope(const RopeParams& p, cudaStream_t s) {
 Status launch_silu_mul(const SiluMulParams& p, cudaStream_t s) {
   silu_mul_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.gate, p.up, p.out, p.n);
   LS_CUDA_CHECK_LAUNCH("silu_mul");
+  return Status::OK();
+}
+
+Status launch_gelu_mul(const GeluMulParams& p, cudaStream_t s) {
+  gelu_mul_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.gate, p.up, p.out, p.n);
+  LS_CUDA_CHECK_LAUNCH("gelu_mul");
+  return Status::OK();
+}
+
+Status launch_scale(const ScaleParams& p, cudaStream_t s) {
+  scale_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.x, p.out, p.n, p.factor);
+  LS_CUDA_CHECK_LAUNCH("scale");
   return Status::OK();
 }
 

@@ -17,6 +17,8 @@ Status launch_embedding(const EmbeddingParams& p, cudaStream_t s);
 Status launch_rmsnorm(const RmsNormParams& p, cudaStream_t s);
 Status launch_rope(const RopeParams& p, cudaStream_t s);
 Status launch_silu_mul(const SiluMulParams& p, cudaStream_t s);
+Status launch_gelu_mul(const GeluMulParams& p, cudaStream_t s);
+Status launch_scale(const ScaleParams& p, cudaStream_t s);
 Status launch_add(const AddParams& p, cudaStream_t s);
 Status launch_attention(const AttentionParams& p, cudaStream_t s);
 // cuBLAS when n_tokens > kMatvecMaxTokens (and, for non-F32 weights, enough

@@ -14,6 +14,7 @@
 // dequantised weight) to 16 bits.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kquant.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/math/f16_scaling.h"
 
@@ -139,13 +140,17 @@ Status launch_matvec(const MatmulParams& p, int64_t first_token, int n_tok, cuda
     case GgmlType::Q4_1:
       matvec_block_kernel<math::BlockQ4_1><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
       break;
-    default: return Status::Unsupported("cuda matmul: unsupported weight type");
+    default:
+      if (is_kquant_type(p.w_type)) return launch_kquant_matvec(p, first_token, n_tok, s);  // kquant.cu
+      return Status::Unsupported("cuda matmul: unsupported weight type");
   }
   LS_CUDA_CHECK_LAUNCH("matvec");
   return Status::OK();
 }
 
-bool is_quantised(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1; }
+bool is_quantised(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || is_kquant_type(t);
+}
 
 uint64_t align256(uint64_t b) { return (b + 255) & ~uint64_t{255}; }
 
@@ -204,8 +209,11 @@ Status launch_matmul(const MatmulParams& p, cublasHandle_t cublas, cudaStream_t 
         case GgmlType::Q4_0:
           dequant_f16_kernel<math::BlockQ4_0><<<grid_for(nw, 256), 256, 0, s>>>(p.w, p.n_out, p.n_in, rb, w16);
           break;
-        default:
+        case GgmlType::Q4_1:
           dequant_f16_kernel<math::BlockQ4_1><<<grid_for(nw, 256), 256, 0, s>>>(p.w, p.n_out, p.n_in, rb, w16);
+          break;
+        default:
+          LS_RETURN_IF_ERROR(launch_kquant_dequant_16(p.w, p.w_type, p.n_out, p.n_in, /*to_bf16=*/false, w16, s));
           break;
       }
       LS_CUDA_CHECK_LAUNCH("dequant_f16");

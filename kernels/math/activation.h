@@ -13,4 +13,14 @@ LS_HD float silu(float g) { return g / (1.0f + expf(-g)); }
 // The SwiGLU gate: silu(gate) * up.
 LS_HD float silu_mul(float gate, float up) { return silu(gate) * up; }
 
+// GELU, tanh approximation (as Gemma and llama.cpp's ggml_gelu use):
+//   0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+LS_HD float gelu_tanh(float g) {
+  const float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g)));
+}
+
+// The GeGLU gate: gelu(gate) * up.
+LS_HD float gelu_mul(float gate, float up) { return gelu_tanh(gate) * up; }
+
 }  // namespace layerstream::math

@@ -9,10 +9,12 @@
 namespace layerstream::math {
 
 // Rotation angle of pair i (0 <= i < n_rot/2) at position pos:
-//   pos * freq_scale * freq_base^(-2i / n_rot)
-LS_HD float rope_theta(int32_t pos, int64_t i, int64_t n_rot, float freq_base, float freq_scale) {
+//   pos * freq_scale * freq_base^(-2i / n_rot) / freq_factor
+// (freq_factor: Llama 3.1's per-pair `rope_freqs`, 1 when the model has none).
+LS_HD float rope_theta(int32_t pos, int64_t i, int64_t n_rot, float freq_base, float freq_scale,
+                       float freq_factor = 1.0f) {
   const float inv_freq = powf(freq_base, -2.0f * static_cast<float>(i) / static_cast<float>(n_rot));
-  return static_cast<float>(pos) * freq_scale * inv_freq;
+  return static_cast<float>(pos) * freq_scale * inv_freq / freq_factor;
 }
 
 // Rotates (x0, x1) by theta in place: (x0 cos - x1 sin, x0 sin + x1 cos).

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -98,7 +99,7 @@ constexpr uint64_t kAlign = 256;
 struct Layout {
   uint64_t kv = 0, kv_plane = 0;  // KV base, bytes of one [n_ctx][n_kv][hd] plane
   uint64_t x = 0, xb = 0, q = 0, k = 0, v = 0, att = 0, tmp = 0, gate = 0, up = 0;
-  uint64_t hrows = 0, hlogits = 0, seq_logits = 0, out_norm = 0, tokens = 0, positions = 0;
+  uint64_t hrows = 0, hlogits = 0, seq_logits = 0, out_norm = 0, rope_freqs = 0, tokens = 0, positions = 0;
   uint64_t emb_rows = 0;  // the pass's token_embd rows, gathered on the host [T][row bytes]
   uint64_t scratch = 0, scratch_bytes = 0;
   uint64_t kv_bytes = 0, total = 0;
@@ -123,7 +124,9 @@ struct LogitRow {
 
 // Carves the reserved region: per sequence slot a KV cache, then the
 // activations of t_max tokens, the head's n_seq rows and matmul scratch.
-Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, GgmlType kv_type, const Kernels& k) {
+// logits_all: the head computes every token's logits (t_max rows, not n_seq).
+Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, GgmlType kv_type, const Kernels& k,
+                      bool logits_all) {
   const LlamaHparams& h = m.hparams;
   Layout L;
   const uint64_t T = t_max, S = n_seq, e = h.n_embd, hd = h.head_dim;
@@ -146,10 +149,12 @@ Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, Ggml
   L.tmp = take(T * e * 4);
   L.gate = take(T * uint64_t{h.n_ff} * 4);
   L.up = take(T * uint64_t{h.n_ff} * 4);
-  L.hrows = take(S * e * 4);
-  L.hlogits = take(S * uint64_t{h.n_vocab} * 4);
+  const uint64_t R = logits_all ? std::max(T, S) : S;  // rows the head computes logits for at once
+  L.hrows = take(R * e * 4);
+  L.hlogits = take(R * uint64_t{h.n_vocab} * 4);
   L.seq_logits = take(S * uint64_t{h.n_vocab} * 4);
   L.out_norm = take(e * 4);
+  L.rope_freqs = take(m.rope_freqs ? m.rope_freqs->n_bytes : 0);
   L.tokens = take(T * 4);
   L.positions = take(T * 4);
   L.emb_rows = take(T * ggml_row_bytes(ggml_type_traits(m.token_embd.type), e));
@@ -160,7 +165,7 @@ Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, Ggml
   for (const LlamaBlock& b : m.blocks)
     for (const GgufTensorInfo* t : {&b.attn_q, &b.attn_k, &b.attn_v, &b.attn_output, &b.ffn_gate, &b.ffn_up, &b.ffn_down})
       need(*t, T);
-  need(m.output, S);
+  need(m.output, R);
   L.scratch_bytes = scratch;
   L.scratch = scratch ? take(scratch) : off;
   L.total = off;
@@ -250,7 +255,7 @@ Status budget_too_small(const LlamaModel& m, const RunnerOptions& o, int n_ctx, 
     if (kv == GgmlType::F16 && o.kv_type == GgmlType::F16) break;
     for (int c = n_ctx; c >= 16; c /= 2) {
       const int t = pass_tokens_for(c, o.n_seq, o.prefill_chunk);
-      if (min_vram_for(layers, reserve_layout(m, c, o.n_seq, t, kv, k).total, o, disk_direct) <= budget) {
+      if (min_vram_for(layers, reserve_layout(m, c, o.n_seq, t, kv, k, o.logits_all).total, o, disk_direct) <= budget) {
         fits.push_back("context " + std::to_string(c) + " with " + (kv == GgmlType::F16 ? "f16" : "f32") +
                        " KV (--ctx " + std::to_string(c) + (kv == GgmlType::F16 ? " --kv-type f16)" : ")"));
         break;
@@ -284,7 +289,9 @@ struct LlamaRunner::Impl {
   int emb_fd = -1;
   int head_layer = -1;  // executor index of the head
   std::string path;
+  HostBuffer pass_logits_host;  // logits_all: [t_max][n_vocab] of the last pass
   std::vector<float> out_norm_host;  // tied head: output_norm weights
+  std::vector<float> rope_freqs_host;  // Llama 3.1 RoPE frequency factors
   int32_t sampled = 0;
   // The pass being run.
   std::vector<Segment> segs;
@@ -380,7 +387,10 @@ Status LlamaRunner::Impl::embed(Stream& s) {
   p.tokens = reinterpret_cast<const int32_t*>(base() + lay.tokens);
   p.n_tokens = T;
   p.out = f(lay.x);
-  return k->embedding(p, s);
+  LS_RETURN_IF_ERROR(k->embedding(p, s));
+  if (!m.hparams.traits.embed_scale) return Status::OK();
+  const int64_t n = int64_t{T} * m.hparams.n_embd;
+  return k->scale({f(lay.x), f(lay.x), n, std::sqrt(static_cast<float>(m.hparams.n_embd))}, s);
 }
 
 Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
@@ -407,12 +417,19 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
   LS_RETURN_IF_ERROR(bias(w.attn_q_bias, q, nq));
   LS_RETURN_IF_ERROR(bias(w.attn_k_bias, kk, nkv));
   LS_RETURN_IF_ERROR(bias(w.attn_v_bias, v, nkv));
+  if (w.attn_q_norm) {  // traits.qk_norm: every head of every token is one row
+    const auto* qn = static_cast<const float*>(tensor(run, L, *w.attn_q_norm));
+    const auto* kn = static_cast<const float*>(tensor(run, L, *w.attn_k_norm));
+    LS_RETURN_IF_ERROR(k->rmsnorm({q, qn, q, int64_t{T} * h.n_head, hd, h.rms_eps}, s));
+    LS_RETURN_IF_ERROR(k->rmsnorm({kk, kn, kk, int64_t{T} * h.n_head_kv, hd, h.rms_eps}, s));
+  }
   kernels::RopeParams rp;
   rp.n_tokens = T;
   rp.head_dim = hd;
   rp.n_rot = h.n_rot;
   rp.positions = positions;
-  rp.freq_base = h.rope_freq_base;
+  rp.freq_base = h.rope_base(static_cast<uint32_t>(b));
+  rp.freq_factors = m.rope_freqs ? f(lay.rope_freqs) : nullptr;
   rp.freq_scale = h.rope_scaling_type == "linear" && h.rope_scaling_factor > 0 ? 1.0f / h.rope_scaling_factor : 1.0f;
   rp.neox = h.rope_neox;
   rp.x = q;
@@ -435,18 +452,31 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
     ap.n_head = h.n_head;
     ap.n_kv_head = h.n_head_kv;
     ap.head_dim = hd;
+    ap.scale = h.attn_scale;
+    ap.window = h.is_swa(static_cast<uint32_t>(b)) ? h.n_swa : 0;
     ap.out = att + sg.row * nq;
     LS_RETURN_IF_ERROR(k->attention(ap, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_output), w.attn_output, att, tmp, T));
+  auto post_norm = [&](const std::optional<GgufTensorInfo>& nt) -> Status {  // traits.post_norms
+    if (!nt) return Status::OK();
+    return k->rmsnorm({tmp, static_cast<const float*>(tensor(run, L, *nt)), tmp, T, e, h.rms_eps}, s);
+  };
+  LS_RETURN_IF_ERROR(post_norm(w.attn_post_norm));
   LS_RETURN_IF_ERROR(k->add({x, tmp, x, T * e}, s));
 
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
   LS_RETURN_IF_ERROR(k->rmsnorm(n2, s));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T));
-  LS_RETURN_IF_ERROR(k->silu_mul({gate, up, gate, int64_t{T} * h.n_ff}, s));
+  const int64_t n_ff = int64_t{T} * h.n_ff;
+  if (h.traits.ffn == FfnActivation::kGeluTanh) {
+    LS_RETURN_IF_ERROR(k->gelu_mul({gate, up, gate, n_ff}, s));
+  } else {
+    LS_RETURN_IF_ERROR(k->silu_mul({gate, up, gate, n_ff}, s));
+  }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_down), w.ffn_down, gate, tmp, T));
+  LS_RETURN_IF_ERROR(post_norm(w.ffn_post_norm));
   return k->add({x, tmp, x, T * e}, s);
 }
 
@@ -456,6 +486,16 @@ Status LlamaRunner::Impl::head(const LayerRun& run, Stream& s) {
   float *hrows = f(lay.hrows), *hl = f(lay.hlogits);
   const float* norm_w = m.output_tied ? f(lay.out_norm)
                                       : static_cast<const float*>(tensor(run, run.layer, m.output_norm));
+  if (opt.logits_all) {
+    // Every token's logits of the pass (perplexity): with logits_all the head
+    // buffers hold t_max rows. The rows asked for below are computed again.
+    const int R = pass_tokens;
+    LS_RETURN_IF_ERROR(s.copy_d2d(hrows, f(lay.x), uint64_t(R) * e * sizeof(float)));
+    kernels::RmsNormParams np{hrows, norm_w, hrows, R, e, h.rms_eps};
+    LS_RETURN_IF_ERROR(k->rmsnorm(np, s));
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, run.layer, m.output), m.output, hrows, hl, R));
+    LS_RETURN_IF_ERROR(s.copy_d2h(pass_logits_host.data(), hl, uint64_t(R) * V * sizeof(float)));
+  }
   // The head buffers hold n_seq rows: larger requests go in groups (the
   // stream is in order, so a group's copies finish before the next overwrites).
   for (size_t first = 0; first < logit_rows.size(); first += n_seq) {
@@ -553,7 +593,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     I.k = std::move(*kk);
   }
 
-  I.lay = reserve_layout(I.m, I.n_ctx, I.n_seq, I.t_max, o.kv_type, *I.k);
+  I.lay = reserve_layout(I.m, I.n_ctx, I.n_seq, I.t_max, o.kv_type, *I.k, o.logits_all);
   const Layout& L = I.lay;
   const uint64_t T = I.t_max, S = I.n_seq;
   I.emb_row_bytes = ggml_row_bytes(ggml_type_traits(I.m.token_embd.type), h.n_embd);
@@ -624,6 +664,9 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
   I.emb_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (I.emb_fd < 0) return Status::FromErrno("open " + path, errno);
   std::memset(I.logits_host.data(), 0, I.logits_host.size());
+  if (o.logits_all) {
+    LS_ASSIGN_OR_RETURN(I.pass_logits_host, device.alloc_pinned(T * h.n_vocab * 4));
+  }
 
   LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(o, layers, info, L.total));
   {
@@ -631,20 +674,22 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     if (!ex.ok()) return ex.status().WithContext(path);
     I.exec = std::move(*ex);
   }
-  if (I.m.output_tied) {
-    // Read output_norm once into the reserve.
-    const GgufTensorInfo& t = I.m.output_norm;
-    I.out_norm_host.resize(t.n_bytes / 4);
+  // Small tensors kept in the reserve, read once: output_norm of a tied head
+  // (the head streams token_embd's span), rope_freqs (used by every block).
+  auto read_into_reserve = [&](const GgufTensorInfo& t, uint64_t reserve_off, std::vector<float>& host) -> Status {
+    host.resize(t.n_bytes / 4);
     FILE* fp = std::fopen(path.c_str(), "rb");
     if (!fp) return Status::FromErrno("open " + path, errno);
     bool ok = std::fseek(fp, static_cast<long>(t.offset), SEEK_SET) == 0 &&
-              std::fread(I.out_norm_host.data(), 1, t.n_bytes, fp) == t.n_bytes;
+              std::fread(host.data(), 1, t.n_bytes, fp) == t.n_bytes;
     std::fclose(fp);
-    if (!ok) return Status::IOError(path + ": short read of output_norm.weight at offset " + std::to_string(t.offset));
+    if (!ok) return Status::IOError(path + ": short read of " + t.name + " at offset " + std::to_string(t.offset));
     Stream& s = I.exec->compute_stream();
-    LS_RETURN_IF_ERROR(s.copy_h2d(I.f(L.out_norm), I.out_norm_host.data(), t.n_bytes));
-    LS_RETURN_IF_ERROR(s.synchronize());
-  }
+    LS_RETURN_IF_ERROR(s.copy_h2d(I.f(reserve_off), host.data(), t.n_bytes));
+    return s.synchronize();
+  };
+  if (I.m.output_tied) LS_RETURN_IF_ERROR(read_into_reserve(I.m.output_norm, L.out_norm, I.out_norm_host));
+  if (I.m.rope_freqs) LS_RETURN_IF_ERROR(read_into_reserve(*I.m.rope_freqs, L.rope_freqs, I.rope_freqs_host));
   LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
               I.exec->layer_bytes().size(), I.n_ctx,
               I.n_seq, format_bytes(L.total), format_bytes(L.kv_bytes),
@@ -665,7 +710,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const Ru
   f.n_ctx = context_for(m.hparams, o.n_ctx);
   f.n_seq = o.n_seq;
   f.max_pass_tokens = pass_tokens_for(f.n_ctx, f.n_seq, o.prefill_chunk);
-  const Layout L = reserve_layout(m, f.n_ctx, f.n_seq, f.max_pass_tokens, o.kv_type, *k);
+  const Layout L = reserve_layout(m, f.n_ctx, f.n_seq, f.max_pass_tokens, o.kv_type, *k, o.logits_all);
   f.reserve = {L.kv_bytes, L.total - L.kv_bytes};
   uint64_t largest = 0;
   for (const ModelLayer& ml : m.layers) {
@@ -846,6 +891,12 @@ Status LlamaRunner::truncate(int seq, int n_positions) {
   if (n_positions < 0) return Status::InvalidArgument("truncate: negative position " + std::to_string(n_positions));
   I.pos[seq] = std::min(I.pos[seq], n_positions);
   return Status::OK();
+}
+
+std::span<const float> LlamaRunner::pass_logits() const {
+  const Impl& I = *impl_;
+  if (!I.opt.logits_all) return {};
+  return {static_cast<const float*>(I.pass_logits_host.data()), size_t(I.pass_tokens) * I.m.hparams.n_vocab};
 }
 
 std::span<const float> LlamaRunner::logits(int seq) const {

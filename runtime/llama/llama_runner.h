@@ -21,6 +21,13 @@
 // and writes the logits of every token that asks, in groups of n_seq rows
 // through the head buffers.
 //
+// Architectures: one block forward pass; what gemma3 / qwen3 / Llama 3.1
+// change (QK-norm, post-norms, GeGLU, embedding scale, sliding-window layers
+// with their own RoPE base, the file's attention scale, RoPE frequency
+// factors kept in the reserve) comes from the model's ArchTraits and hparams.
+// With logits_all the head also computes every token's logits of a pass
+// (pass_logits(), for perplexity).
+//
 // Thread safety: one thread uses a runner. The Device must outlive it.
 #pragma once
 
@@ -77,6 +84,10 @@ struct RunnerOptions {
   std::optional<sched::Plan> plan;               // explicit plan (kPlanned only)
   // Resident / RAM-tier load progress (ExecutorOptions::load_progress).
   std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
+  // The head computes logits for every token of a pass, not only the last of
+  // each sequence (perplexity); costs max_pass_tokens() x n_vocab floats of
+  // reserve and pinned memory, so keep prefill_chunk small with big vocabularies.
+  bool logits_all = false;
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`
@@ -168,6 +179,10 @@ class LlamaRunner {
 
   // Host copy of the last logits computed for `seq` [n_vocab].
   std::span<const float> logits(int seq) const;
+  // logits_all: the logits of every token of the last pass, in pass order
+  // [tokens][n_vocab] (a prefill() of at most max_pass_tokens() tokens is one
+  // pass). Empty without logits_all.
+  std::span<const float> pass_logits() const;
   // Samples from logits(seq) with Kernels::sample (deterministic in seed).
   Result<int32_t> sample(int seq, const SampleOptions& options, uint64_t seed);
 

@@ -112,10 +112,10 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   return std::make_shared<Model>(std::move(impl));
 }
 
-std::vector<int32_t> Model::tokenize(const std::string& text, bool add_bos) const {
-  std::vector<int32_t> ids = impl_->tokenizer->encode(text, false);
-  if (add_bos && impl_->tokenizer->bos()) ids.insert(ids.begin(), *impl_->tokenizer->bos());
-  return ids;
+std::vector<int32_t> Model::tokenize(const std::string& text, bool add_special) const {
+  // BOS/EOS only where the file's tokenizer.ggml.add_bos_token/add_eos_token
+  // ask; special tokens in the text parsed as llama.cpp does.
+  return impl_->tokenizer->encode(text, add_special, /*parse_special=*/true);
 }
 
 std::string Model::detokenize(const std::vector<int32_t>& tokens) const { return impl_->tokenizer->decode(tokens); }

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -15,7 +17,7 @@ namespace layerstream {
 
 namespace {
 
-constexpr uint32_t kAlign = 4096;
+constexpr uint32_t kAlign = 4096;  // for size estimates
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -60,6 +62,7 @@ Dist dist_for(const std::string& name, const ExampleModelSpec& s) {
   const double residual = 1.0 / std::sqrt(2.0 * s.n_layers);  // keeps the residual stream's variance bounded
   const double e = s.n_embd, ff = s.n_ff;
   if (name.find("norm") != std::string::npos) return {1.0f, 0.1f};
+  if (name == "rope_freqs.weight") return {8.0f, 7.0f};  // factors in [1, 15)
   if (name == "token_embd.weight") return with_std(1.0);
   if (name == "output.weight") return with_std(1.0 / std::sqrt(e));
   if (name.find("attn_output") != std::string::npos) return with_std(residual / std::sqrt(e));
@@ -67,7 +70,10 @@ Dist dist_for(const std::string& name, const ExampleModelSpec& s) {
   return with_std(1.0 / std::sqrt(e));  // attn_q/k/v, ffn_gate/up
 }
 
-uint32_t head_dim(const ExampleModelSpec& s) { return s.n_head ? s.n_embd / s.n_head : 0; }
+uint32_t head_dim(const ExampleModelSpec& s) {
+  if (s.head_dim) return s.head_dim;
+  return s.n_head ? s.n_embd / s.n_head : 0;
+}
 
 struct TensorDecl {
   std::string name;
@@ -76,24 +82,62 @@ struct TensorDecl {
 };
 
 std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
-  const uint64_t e = s.n_embd, kv = uint64_t{s.n_head_kv} * head_dim(s);
+  const uint64_t e = s.n_embd, hd = head_dim(s), q = uint64_t{s.n_head} * hd, kv = uint64_t{s.n_head_kv} * hd;
+  const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3", post_norms = s.arch == "gemma3";
   std::vector<TensorDecl> out;
-  out.push_back({"token_embd.weight", {e, s.n_vocab}, s.dtype});
+  auto matrix = [&](std::string name, uint64_t ne0, uint64_t ne1) {
+    const GgmlType t = example_tensor_type(s, name, ne0);
+    out.push_back({std::move(name), {ne0, ne1}, t});
+  };
+  matrix("token_embd.weight", e, s.n_vocab);
+  if (s.rope_freqs) out.push_back({"rope_freqs.weight", {hd / 2}, GgmlType::F32});
   for (uint32_t i = 0; i < s.n_layers; ++i) {
     auto n = [i](const char* p) { return fmt::format("blk.{}.{}", i, p); };
     out.push_back({n("attn_norm.weight"), {e}, GgmlType::F32});
-    out.push_back({n("attn_q.weight"), {e, e}, s.dtype});
-    out.push_back({n("attn_k.weight"), {e, kv}, s.dtype});
-    out.push_back({n("attn_v.weight"), {e, kv}, s.dtype});
-    out.push_back({n("attn_output.weight"), {e, e}, s.dtype});
+    matrix(n("attn_q.weight"), e, q);
+    matrix(n("attn_k.weight"), e, kv);
+    matrix(n("attn_v.weight"), e, kv);
+    if (qk_norm) {
+      out.push_back({n("attn_q_norm.weight"), {hd}, GgmlType::F32});
+      out.push_back({n("attn_k_norm.weight"), {hd}, GgmlType::F32});
+    }
+    matrix(n("attn_output.weight"), q, e);
+    if (post_norms) out.push_back({n("post_attention_norm.weight"), {e}, GgmlType::F32});
     out.push_back({n("ffn_norm.weight"), {e}, GgmlType::F32});
-    out.push_back({n("ffn_gate.weight"), {e, s.n_ff}, s.dtype});
-    out.push_back({n("ffn_up.weight"), {e, s.n_ff}, s.dtype});
-    out.push_back({n("ffn_down.weight"), {s.n_ff, e}, s.dtype});
+    matrix(n("ffn_gate.weight"), e, s.n_ff);
+    matrix(n("ffn_up.weight"), e, s.n_ff);
+    matrix(n("ffn_down.weight"), s.n_ff, e);
+    if (post_norms) out.push_back({n("post_ffw_norm.weight"), {e}, GgmlType::F32});
   }
   out.push_back({"output_norm.weight", {e}, GgmlType::F32});
-  if (!s.tied_output) out.push_back({"output.weight", {e, s.n_vocab}, s.dtype});
+  if (!s.tied_output) matrix("output.weight", e, s.n_vocab);
   return out;
+}
+
+// llama.cpp's choice of layers that get more bits in the _M mixes.
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+GgmlType mix_type(const ExampleModelSpec& s, const std::string& name) {
+  if (s.mix == ExampleMix::kUniform) return s.dtype;
+  if (name == "output.weight") return GgmlType::Q6_K;
+  int layer = -1;
+  if (name.rfind("blk.", 0) == 0) layer = std::atoi(name.c_str() + 4);
+  const int n = static_cast<int>(s.n_layers);
+  const bool attn_v = name.find(".attn_v.") != std::string::npos;
+  const bool ffn_down = name.find(".ffn_down.") != std::string::npos;
+  switch (s.mix) {
+    case ExampleMix::kQ4_K_M:
+    case ExampleMix::kQ5_K_M: {
+      const GgmlType base = s.mix == ExampleMix::kQ4_K_M ? GgmlType::Q4_K : GgmlType::Q5_K;
+      return (attn_v || ffn_down) && use_more_bits(layer, n) ? GgmlType::Q6_K : base;
+    }
+    case ExampleMix::kQ3_K_M:
+      if (attn_v) return layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+      if (ffn_down) return layer < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+      if (name.find(".attn_output.") != std::string::npos) return GgmlType::Q4_K;
+      return GgmlType::Q3_K;
+    default: return s.dtype;
+  }
 }
 
 uint64_t padded_bytes(const TensorDecl& t) {
@@ -111,9 +155,10 @@ uint64_t estimate_bytes(const ExampleModelSpec& s) {
   return total + uint64_t{s.n_vocab} * 24 + 8192;
 }
 
-ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, uint64_t seed) {
+ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, uint64_t seed, ExampleMix mix) {
   ExampleModelSpec s;
   s.dtype = dtype;
+  s.mix = mix;
   s.seed = seed;
   s.n_embd = h;
   const uint32_t hd = h >= 2048 ? 128 : (h >= 128 ? 64 : 32);
@@ -139,10 +184,68 @@ ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, ui
   if (target > fixed) {
     s.n_layers = static_cast<uint32_t>(std::clamp<uint64_t>((target - fixed + per_layer / 2) / per_layer + 1, 1, 65536));
   }
+  if (s.mix != ExampleMix::kUniform && target > 0) {
+    // A mix's layers differ in size (some at higher precision): the closest
+    // count near the linear estimate.
+    const uint32_t guess = s.n_layers;
+    auto err = [&](const ExampleModelSpec& c) {
+      return std::fabs(static_cast<double>(estimate_bytes(c)) - static_cast<double>(target));
+    };
+    ExampleModelSpec best = s;
+    for (uint32_t n = guess > 4 ? guess - 4 : 1; n <= std::min<uint32_t>(guess + 4, 65536); ++n) {
+      ExampleModelSpec c = s;
+      c.n_layers = n;
+      if (err(c) < err(best)) best = c;
+    }
+    s = best;
+  }
   return s;
 }
 
 }  // namespace
+
+GgmlType example_mix_base(ExampleMix mix) {
+  switch (mix) {
+    case ExampleMix::kQ4_K_M: return GgmlType::Q4_K;
+    case ExampleMix::kQ5_K_M: return GgmlType::Q5_K;
+    case ExampleMix::kQ3_K_M: return GgmlType::Q3_K;
+    default: return GgmlType::F16;
+  }
+}
+
+std::optional<ExampleMix> parse_example_mix(std::string_view name) {
+  for (ExampleMix m : {ExampleMix::kQ4_K_M, ExampleMix::kQ5_K_M, ExampleMix::kQ3_K_M}) {
+    const std::string_view n = example_mix_name(m);
+    if (n.size() != name.size()) continue;
+    bool eq = true;
+    for (size_t i = 0; i < n.size() && eq; ++i) eq = std::toupper(static_cast<unsigned char>(name[i])) == n[i];
+    if (eq) return m;
+  }
+  return std::nullopt;
+}
+
+const char* example_mix_name(ExampleMix mix) {
+  switch (mix) {
+    case ExampleMix::kQ4_K_M: return "Q4_K_M";
+    case ExampleMix::kQ5_K_M: return "Q5_K_M";
+    case ExampleMix::kQ3_K_M: return "Q3_K_M";
+    default: return "uniform";
+  }
+}
+
+GgmlType example_tensor_type(const ExampleModelSpec& spec, const std::string& name, uint64_t ne0) {
+  const GgmlType t = mix_type(spec, name);
+  if (ggml_type_traits(t).block_elems != 256 || ne0 % 256 == 0) return t;
+  switch (t) {
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K: return GgmlType::Q4_0;
+    case GgmlType::Q4_K: return GgmlType::Q5_0;
+    case GgmlType::Q5_K: return GgmlType::Q5_1;
+    case GgmlType::Q6_K: return GgmlType::Q8_0;
+    case GgmlType::IQ4_XS: return GgmlType::IQ4_NL;
+    default: return t;
+  }
+}
 
 uint32_t llama_file_type(GgmlType t) {
   switch (t) {
@@ -151,13 +254,42 @@ uint32_t llama_file_type(GgmlType t) {
     case GgmlType::Q4_0: return 2;
     case GgmlType::Q4_1: return 3;
     case GgmlType::Q8_0: return 7;
+    case GgmlType::Q5_0: return 8;
+    case GgmlType::Q5_1: return 9;
+    case GgmlType::Q2_K: return 10;
+    case GgmlType::Q3_K: return 11;  // Q3_K_S
+    case GgmlType::Q4_K: return 14;  // Q4_K_S
+    case GgmlType::Q5_K: return 16;  // Q5_K_S
+    case GgmlType::Q6_K: return 18;
+    case GgmlType::IQ4_NL: return 25;
+    case GgmlType::IQ4_XS: return 30;
     case GgmlType::BF16: return 32;
     default: return 1024;  // LLAMA_FTYPE_GUESSED
   }
 }
 
+uint32_t llama_file_type(const ExampleModelSpec& spec) {
+  switch (spec.mix) {
+    case ExampleMix::kQ4_K_M: return 15;
+    case ExampleMix::kQ5_K_M: return 17;
+    case ExampleMix::kQ3_K_M: return 12;
+    default: return llama_file_type(spec.dtype);
+  }
+}
+
 Status validate_example_spec(const ExampleModelSpec& s) {
-  const GgmlTypeTraits tr = ggml_type_traits(s.dtype);
+  if (s.mix != ExampleMix::kUniform && s.dtype != example_mix_base(s.mix)) {
+    return Status::InvalidArgument(fmt::format("example model: mix {} needs dtype {}, not {}", example_mix_name(s.mix),
+                                               ggml_type_traits(example_mix_base(s.mix)).name, ggml_type_traits(s.dtype).name));
+  }
+  if (s.alignment < 32 || s.alignment > 65536 || (s.alignment & (s.alignment - 1)) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("example model: alignment = {} must be a power of two in 32..65536 (4096 to stream, 32 for llama.cpp's tools)", s.alignment));
+  }
+  // 256-element block types fall back to a 32-element type for rows that are
+  // not a multiple of 256 (example_tensor_type), so widths need only be multiples of 32.
+  GgmlTypeTraits tr = ggml_type_traits(s.dtype);
+  if (tr.supported && tr.block_elems == 256) tr.block_elems = 32;
   if (!tr.supported) {
     return Status::Unsupported(fmt::format("unsupported tensor type {} (id {})", tr.name, static_cast<uint32_t>(s.dtype)));
   }
@@ -171,7 +303,19 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   if (s.n_head_kv == 0 || s.n_head % s.n_head_kv) {
     return bad("kv-heads", s.n_head_kv, fmt::format("must divide heads {}", s.n_head));
   }
-  if (head_dim(s) % 2) return bad("head dim (hidden/heads)", head_dim(s), "must be even");
+  if (head_dim(s) % 2 || head_dim(s) == 0) return bad("head dim", head_dim(s), "must be even and > 0");
+  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "gemma3") {
+    return Status::InvalidArgument(fmt::format("example model: arch '{}' is not one of llama, qwen3, gemma3", s.arch));
+  }
+  if (s.rope_freqs && s.arch != "llama") {
+    return Status::InvalidArgument("example model: rope_freqs (Llama 3.1 frequency factors) needs arch llama");
+  }
+  if (s.sliding_window && s.arch != "gemma3") {
+    return Status::InvalidArgument("example model: a sliding window needs arch gemma3");
+  }
+  if (const uint64_t q = uint64_t{s.n_head} * head_dim(s); q % tr.block_elems) {
+    return bad("heads x head dim", q, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
+  }
   if (s.n_embd % tr.block_elems) return bad("hidden", s.n_embd, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
   if (s.n_ff % tr.block_elems) return bad("ffn", s.n_ff, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
   if (s.n_vocab < kMinExampleVocabSize || s.n_vocab > (1u << 24)) {
@@ -181,7 +325,7 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   return Status::OK();
 }
 
-Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, uint64_t seed) {
+Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, uint64_t seed, ExampleMix mix) {
   const GgmlTypeTraits tr = ggml_type_traits(dtype);
   if (!tr.supported) {
     return Status::Unsupported(fmt::format("unsupported tensor type {} (id {})", tr.name, static_cast<uint32_t>(dtype)));
@@ -190,7 +334,7 @@ Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, 
   // small fraction of the total (so rounding the layer count stays within 5%).
   std::optional<ExampleModelSpec> best;
   for (uint32_t h : {8192u, 6144u, 5120u, 4096u, 3072u, 2048u, 1536u, 1024u, 768u, 512u, 384u, 256u, 128u, 64u}) {
-    ExampleModelSpec s = shape_for_width(h, dtype, target, seed);
+    ExampleModelSpec s = shape_for_width(h, dtype, target, seed, mix);
     const double err = std::fabs(static_cast<double>(estimate_bytes(s)) - static_cast<double>(target)) / target;
     if (err <= 0.04 && s.n_layers >= 8) return s;
     if (err <= 0.04 && !best) best = s;
@@ -198,17 +342,17 @@ Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, 
   if (best) return *best;
   return Status::InvalidArgument(
       fmt::format("cannot build an example model within 5% of {} bytes (the smallest is about {} bytes)", target,
-                  estimate_bytes(shape_for_width(64, dtype, 0, seed))));
+                  estimate_bytes(shape_for_width(64, dtype, 0, seed, mix))));
 }
 
 Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(validate_example_spec(s));
-  GgufWriter w(kAlign);
-  const std::string a = "llama";
+  GgufWriter w(s.alignment);
+  const std::string& a = s.arch;
   auto u32 = [&](const std::string& k, uint32_t v) { return w.add(k, GgufValue::u32(v)); };
   LS_RETURN_IF_ERROR(w.add("general.architecture", GgufValue::string(a)));
   LS_RETURN_IF_ERROR(w.add("general.name", GgufValue::string("layerstream example model")));
-  LS_RETURN_IF_ERROR(u32("general.file_type", llama_file_type(s.dtype)));
+  LS_RETURN_IF_ERROR(u32("general.file_type", llama_file_type(s)));
   if (ggml_type_traits(s.dtype).block_elems > 1) LS_RETURN_IF_ERROR(u32("general.quantization_version", 2));
   LS_RETURN_IF_ERROR(w.add("layerstream.example.seed", GgufValue::u64(s.seed)));
   LS_RETURN_IF_ERROR(u32(a + ".context_length", s.n_ctx));
@@ -218,8 +362,17 @@ Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(u32(a + ".rope.dimension_count", head_dim(s)));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count", s.n_head));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count_kv", s.n_head_kv));
+  if (s.head_dim) {
+    LS_RETURN_IF_ERROR(u32(a + ".attention.key_length", s.head_dim));
+    LS_RETURN_IF_ERROR(u32(a + ".attention.value_length", s.head_dim));
+  }
+  if (s.sliding_window) {
+    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window", s.sliding_window));
+    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window_pattern", s.swa_pattern));
+  }
   LS_RETURN_IF_ERROR(w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f)));
-  LS_RETURN_IF_ERROR(w.add(a + ".rope.freq_base", GgufValue::f32(10000.0f)));
+  // qwen3 / gemma3 use a large global base (gemma3's local layers keep the default 10000).
+  LS_RETURN_IF_ERROR(w.add(a + ".rope.freq_base", GgufValue::f32(a == "llama" ? 10000.0f : 1e6f)));
   LS_RETURN_IF_ERROR(u32(a + ".vocab_size", s.n_vocab));
   LS_ASSIGN_OR_RETURN(TokenizerVocab vocab, try_make_example_vocab(s.n_vocab));
   LS_RETURN_IF_ERROR(add_tokenizer_metadata(w, vocab));

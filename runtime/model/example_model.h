@@ -1,18 +1,37 @@
-// The example model: a Llama-architecture GGUF file with deterministic
+// The example model: a Llama-family GGUF file with deterministic
 // pseudo-random weights and the example tokenizer, of any size. Used by the
-// demo, the benchmarks and the tests as a stand-in for a real model.
+// demo, the benchmarks and the tests as a stand-in for a real model. The
+// architecture is llama by default; qwen3 and gemma3 (and llama with Llama 3.1
+// RoPE frequency factors) give the tests tiny models of those too.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
+#include <string_view>
 
 #include "kernels/math/ggml_type.h"
 #include "layerstream/status.h"
 #include "runtime/model/gguf_writer.h"
 
 namespace layerstream {
+
+// llama.cpp-style mixes: most matrices at the base K type, some at higher
+// precision (as llama-quantize's Q4_K_M, Q5_K_M, Q3_K_M do):
+//  q4_k_m / q5_k_m: base Q4_K / Q5_K; attn_v and ffn_down of the first and
+//    last eighth of the layers and every third layer between at Q6_K;
+//    output at Q6_K.
+//  q3_k_m: base Q3_K; attn_v Q5_K in layers 0-1, Q4_K after; ffn_down Q5_K in
+//    the first sixteenth, Q4_K after; attn_output Q4_K; output Q6_K.
+enum class ExampleMix { kUniform, kQ4_K_M, kQ5_K_M, kQ3_K_M };
+
+// "q4_k_m" -> kQ4_K_M (case-insensitive); nullopt for other names.
+std::optional<ExampleMix> parse_example_mix(std::string_view name);
+const char* example_mix_name(ExampleMix mix);  // "Q4_K_M"; "uniform"
+GgmlType example_mix_base(ExampleMix mix);     // Q4_K for kQ4_K_M (REQUIRES not kUniform)
 
 struct ExampleModelSpec {
   uint32_t n_layers = 4;
@@ -22,19 +41,39 @@ struct ExampleModelSpec {
   uint32_t n_head_kv = 2;
   uint32_t n_vocab = 512;   // >= 512 (the example tokenizer's minimum)
   uint32_t n_ctx = 2048;
-  GgmlType dtype = GgmlType::F16;  // type of every matrix; norms are F32
+  GgmlType dtype = GgmlType::F16;  // type of every matrix (kUniform); norms are F32
+  ExampleMix mix = ExampleMix::kUniform;  // not kUniform: dtype is the mix's base type
   uint64_t seed = 1;
   bool tied_output = false; // no output.weight: the head reuses token_embd (as SmolLM2 does)
+  std::string arch = "llama";  // llama, qwen3 (QK-norm, neox RoPE) or gemma3
+  uint32_t head_dim = 0;       // attention.key_length; 0 = n_embd / n_head
+  bool rope_freqs = false;     // llama: write a rope_freqs tensor (Llama 3.1 frequency factors)
+  // gemma3: attention.sliding_window and attention.sliding_window_pattern
+  // (every pattern-th layer global); 0 = the file has no sliding window.
+  uint32_t sliding_window = 0;
+  uint32_t swa_pattern = 6;
+  // general.alignment: 4096 for files we stream (O_DIRECT); 32 for interop
+  // files given to llama.cpp's tools (llama-quantize lays data out at 32).
+  uint32_t alignment = 4096;
 };
+
+// The type of matrix `name` ("blk.3.ffn_down.weight") with row length ne0:
+// the mix's choice, then, for a 256-element block type when ne0 is not a
+// multiple of 256, llama.cpp's fallback (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0,
+// Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL).
+GgmlType example_tensor_type(const ExampleModelSpec& spec, const std::string& name, uint64_t ne0);
 
 // InvalidArgument naming the field when the spec is not a valid Llama model
 // (zero sizes, heads not dividing, odd head dim, widths not a multiple of the
-// dtype's block size, vocab < 512) or the dtype is not supported.
+// dtype's block size, vocab < 512, an unknown arch, rope_freqs or a sliding
+// window on an arch without them) or the dtype is not supported.
 Status validate_example_spec(const ExampleModelSpec& spec);
 
 // Picks layers and widths so the file lands within 5% of `target_bytes`
 // (InvalidArgument when no shape does, e.g. a target under ~1 MiB).
-Result<ExampleModelSpec> example_spec_for_size(uint64_t target_bytes, GgmlType dtype, uint64_t seed = 1);
+// With a mix, dtype must be its base type (the sizes count the mix's types).
+Result<ExampleModelSpec> example_spec_for_size(uint64_t target_bytes, GgmlType dtype, uint64_t seed = 1,
+                                               ExampleMix mix = ExampleMix::kUniform);
 
 // The writer (metadata and tensor layout, no data) for a spec: general.*,
 // llama.* and tokenizer.ggml.* keys, tensors 4096-aligned.
@@ -55,5 +94,7 @@ Status write_example_model(const std::string& path, const ExampleModelSpec& spec
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a model whose matrices are `dtype`.
 uint32_t llama_file_type(GgmlType dtype);
+// ... for a spec (a mix's own file type, e.g. 15 for Q4_K_M).
+uint32_t llama_file_type(const ExampleModelSpec& spec);
 
 }  // namespace layerstream

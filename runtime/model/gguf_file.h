@@ -101,12 +101,19 @@ class GgufFile {
   std::unordered_map<std::string, size_t> tensor_index_;
 };
 
+struct GgufReadOptions {
+  // Accept tensors of known GGML types that layerstream cannot compute with
+  // (e.g. IQ2_XXS): `inspect` shows such files; whoever runs the model must
+  // check each tensor's type (load_llama_model does).
+  bool allow_unsupported_types = false;
+};
+
 // Parses and validates a GGUF file. Errors: IOError (cannot open/read),
 // Corruption (breaks the format; the message names the file, the field or
 // tensor, the byte offset, the value and the limit), Unsupported (a valid
-// but unsupported version or tensor type, "unsupported tensor type Q4_K (id 12)").
-Result<GgufFile> read_gguf(const ByteSource& src);
-Result<GgufFile> read_gguf_file(const std::string& path);
+// but unsupported version or tensor type, "unsupported tensor type IQ2_XXS (id 16)").
+Result<GgufFile> read_gguf(const ByteSource& src, const GgufReadOptions& options = {});
+Result<GgufFile> read_gguf_file(const std::string& path, const GgufReadOptions& options = {});
 
 // Tokenizer token-id keys checked against the vocabulary by the reader.
 const std::vector<std::string>& gguf_token_id_keys();

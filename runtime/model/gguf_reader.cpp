@@ -32,7 +32,7 @@ const std::vector<std::string>& gguf_token_id_keys() {
 
 class GgufParser {
  public:
-  explicit GgufParser(const ByteSource& src) : src_(src), in_(src) {}
+  GgufParser(const ByteSource& src, const GgufReadOptions& options) : src_(src), in_(src), options_(options) {}
 
   Result<GgufFile> parse() {
     f_.path_ = src_.name();
@@ -246,7 +246,7 @@ class GgufParser {
       if (!traits) {
         return corrupt(type_at, "tensor '{}': {} is not a valid tensor type", t.name, ggml_type_name(type_id));
       }
-      if (!traits->supported) {
+      if (!traits->supported && !options_.allow_unsupported_types) {
         return Status::Unsupported(fmt::format("{}: at byte {}: tensor '{}': unsupported tensor type {} (id {})",
                                                src_.name(), type_at, t.name, traits->name, type_id));
       }
@@ -350,17 +350,20 @@ class GgufParser {
 
   const ByteSource& src_;
   BufferedReader in_;
+  GgufReadOptions options_;
   GgufFile f_;
   uint64_t n_tensors_ = 0, n_kv_ = 0;
   std::vector<uint64_t> kv_offsets_;      // byte offset of each key
   std::vector<uint64_t> tensor_offsets_;  // byte offset of each tensor's offset field
 };
 
-Result<GgufFile> read_gguf(const ByteSource& src) { return GgufParser(src).parse(); }
+Result<GgufFile> read_gguf(const ByteSource& src, const GgufReadOptions& options) {
+  return GgufParser(src, options).parse();
+}
 
-Result<GgufFile> read_gguf_file(const std::string& path) {
+Result<GgufFile> read_gguf_file(const std::string& path, const GgufReadOptions& options) {
   LS_ASSIGN_OR_RETURN(auto src, FileByteSource::open(path));
-  return read_gguf(*src);
+  return read_gguf(*src, options);
 }
 
 }  // namespace layerstream

@@ -7,7 +7,25 @@
 
 namespace layerstream {
 
-bool is_llama_family(const std::string& arch) { return arch == "llama" || arch == "mistral" || arch == "qwen2"; }
+const ArchTraits* arch_traits(const std::string& arch) {
+  static const ArchTraits kLlama{};
+  static const ArchTraits kQwen2{.rope_neox = true};
+  static const ArchTraits kQwen3{.rope_neox = true, .qk_norm = true};
+  static const ArchTraits kGemma3{.rope_neox = true,
+                                  .qk_norm = true,
+                                  .post_norms = true,
+                                  .embed_scale = true,
+                                  .ffn = FfnActivation::kGeluTanh,
+                                  .sliding_window = true,
+                                  .swa_pattern = 6};
+  if (arch == "llama" || arch == "mistral") return &kLlama;
+  if (arch == "qwen2") return &kQwen2;
+  if (arch == "qwen3") return &kQwen3;
+  if (arch == "gemma3") return &kGemma3;
+  return nullptr;
+}
+
+bool is_llama_family(const std::string& arch) { return arch_traits(arch) != nullptr; }
 
 namespace {
 
@@ -33,10 +51,11 @@ class LlamaLoader {
     LlamaHparams& h = m_.hparams;
     LS_ASSIGN_OR_RETURN(h.arch, f_.get_string("general.architecture"));
     if (!is_llama_family(h.arch)) {
-      return Status::Unsupported(fmt::format("{}: architecture '{}' is not supported (supported: llama, mistral, qwen2)",
-                                             f_.path(), h.arch));
+      return Status::Unsupported(fmt::format(
+          "{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3, gemma3)", f_.path(), h.arch));
     }
-    h.rope_neox = h.arch == "qwen2";
+    h.traits = *arch_traits(h.arch);
+    h.rope_neox = h.traits.rope_neox;
     LS_ASSIGN_OR_RETURN(h.n_layers, f_.get_u32(key("block_count")));
     LS_ASSIGN_OR_RETURN(h.n_embd, f_.get_u32(key("embedding_length")));
     LS_ASSIGN_OR_RETURN(h.n_ff, f_.get_u32(key("feed_forward_length")));
@@ -99,6 +118,53 @@ class LlamaLoader {
     h.rope_scaling_factor = static_cast<float>(factor);
     LS_ASSIGN_OR_RETURN(h.rope_scaling_orig_ctx,
                         f_.get_u32_or(key("rope.scaling.original_context_length"), h.n_ctx_train));
+    return read_arch_hparams();
+  }
+
+  // The hyper-parameters only some architectures have.
+  Status read_arch_hparams() {
+    LlamaHparams& h = m_.hparams;
+    double scale = 1.0 / std::sqrt(double(h.head_dim));
+    if (h.arch == "gemma3" && h.n_layers == 62) scale = 1.0 / std::sqrt(double(h.n_embd / h.n_head));  // 27B
+    LS_ASSIGN_OR_RETURN(scale, f_.get_float_or(key("attention.scale"), scale));
+    if (!(scale > 0 && std::isfinite(scale))) {
+      return Status::Corruption(
+          fmt::format("{}: hyper-parameter {} = {} must be positive and finite", f_.path(), key("attention.scale"), scale));
+    }
+    h.attn_scale = static_cast<float>(scale);
+    LS_ASSIGN_OR_RETURN(double softcap, f_.get_float_or(key("final_logit_softcapping"), 0.0));
+    if (softcap != 0) {
+      return Status::Unsupported(fmt::format("{}: {} = {} (logit soft-capping) is not supported", f_.path(),
+                                             key("final_logit_softcapping"), softcap));
+    }
+    if (!h.traits.sliding_window) {
+      if (f_.has(key("attention.sliding_window"))) {
+        return Status::Unsupported(fmt::format("{}: {} is not supported for architecture '{}'", f_.path(),
+                                               key("attention.sliding_window"), h.arch));
+      }
+      return Status::OK();
+    }
+    LS_ASSIGN_OR_RETURN(h.n_swa, f_.get_u32_or(key("attention.sliding_window"), 0));
+    if (h.n_swa == 0) return Status::OK();
+    h.swa_layers.assign(h.n_layers, false);
+    if (const GgufValue* arr = f_.find(key("attention.sliding_window_pattern")); arr && arr->is_array()) {
+      const GgufType et = arr->array_type();
+      if (arr->array_size() != h.n_layers || et == GgufType::kString || et == GgufType::kFloat32 ||
+          et == GgufType::kFloat64 || et == GgufType::kArray) {
+        return bad_hparam(key("attention.sliding_window_pattern") + " (entries)", arr->array_size(),
+                          fmt::format("must be {} booleans (one per block)", h.n_layers));
+      }
+      for (uint32_t i = 0; i < h.n_layers; ++i) h.swa_layers[i] = arr->array_int(i) != 0;
+    } else {
+      LS_ASSIGN_OR_RETURN(uint32_t pattern, f_.get_u32_or(key("attention.sliding_window_pattern"), h.traits.swa_pattern));
+      for (uint32_t i = 0; i < h.n_layers; ++i) h.swa_layers[i] = pattern == 0 || i % pattern < pattern - 1;
+    }
+    LS_ASSIGN_OR_RETURN(double base_swa, f_.get_float_or(key("rope.freq_base_swa"), 10000.0));
+    if (!(base_swa > 0 && std::isfinite(base_swa))) {
+      return Status::Corruption(fmt::format("{}: hyper-parameter {} = {} must be positive and finite", f_.path(),
+                                            key("rope.freq_base_swa"), base_swa));
+    }
+    h.rope_freq_base_swa = static_cast<float>(base_swa);
     return Status::OK();
   }
 
@@ -173,7 +239,16 @@ class LlamaLoader {
       LS_ASSIGN_OR_RETURN(b.attn_q_bias, optional_tensor(n("attn_q.bias"), {q}));
       LS_ASSIGN_OR_RETURN(b.attn_k_bias, optional_tensor(n("attn_k.bias"), {kv}));
       LS_ASSIGN_OR_RETURN(b.attn_v_bias, optional_tensor(n("attn_v.bias"), {kv}));
+      if (h.traits.qk_norm) {
+        LS_ASSIGN_OR_RETURN(b.attn_q_norm, tensor(n("attn_q_norm.weight"), {h.head_dim}, true));
+        LS_ASSIGN_OR_RETURN(b.attn_k_norm, tensor(n("attn_k_norm.weight"), {h.head_dim}, true));
+      }
+      if (h.traits.post_norms) {
+        LS_ASSIGN_OR_RETURN(b.attn_post_norm, tensor(n("post_attention_norm.weight"), {e}, true));
+        LS_ASSIGN_OR_RETURN(b.ffn_post_norm, tensor(n("post_ffw_norm.weight"), {e}, true));
+      }
     }
+    LS_ASSIGN_OR_RETURN(m_.rope_freqs, optional_tensor("rope_freqs.weight", {h.n_rot / 2}));
     return Status::OK();
   }
 
@@ -211,13 +286,15 @@ class LlamaLoader {
 
   void build_layers() {
     m_.layers.push_back(make_layer(LayerKind::kEmbedding, "embedding", -1, {m_.token_embd}));
-    m_.total_tensor_bytes = m_.token_embd.n_bytes + m_.output_norm.n_bytes + (m_.output_tied ? 0 : m_.output.n_bytes);
+    m_.total_tensor_bytes = m_.token_embd.n_bytes + m_.output_norm.n_bytes + (m_.output_tied ? 0 : m_.output.n_bytes) +
+                            (m_.rope_freqs ? m_.rope_freqs->n_bytes : 0);
     for (size_t i = 0; i < m_.blocks.size(); ++i) {
       const LlamaBlock& b = m_.blocks[i];
       std::vector<GgufTensorInfo> ts = {b.attn_norm, b.attn_q, b.attn_k, b.attn_v, b.attn_output,
                                         b.ffn_norm,  b.ffn_gate, b.ffn_up, b.ffn_down};
-      for (const auto* bias : {&b.attn_q_bias, &b.attn_k_bias, &b.attn_v_bias}) {
-        if (*bias) ts.push_back(**bias);
+      for (const auto* opt : {&b.attn_q_bias, &b.attn_k_bias, &b.attn_v_bias, &b.attn_q_norm, &b.attn_k_norm,
+                              &b.attn_post_norm, &b.ffn_post_norm}) {
+        if (*opt) ts.push_back(**opt);
       }
       ModelLayer l = make_layer(LayerKind::kBlock, fmt::format("blk.{}", i), static_cast<int>(i), std::move(ts));
       m_.total_tensor_bytes += l.tensor_bytes;

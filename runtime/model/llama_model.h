@@ -1,7 +1,10 @@
 // The Llama-family view of a GGUF file (architectures llama, mistral,
-// qwen2): validated hyper-parameters, the tensors of every block, and the
-// file as a sequence of *layers* (embedding, block 0..n-1, head) each with
-// the byte span the runtime reads to load it.
+// qwen2, qwen3, gemma3): validated hyper-parameters, the tensors of every
+// block, and the file as a sequence of *layers* (embedding, block 0..n-1,
+// head) each with the byte span the runtime reads to load it. What an
+// architecture does differently from llama is one ArchTraits value plus a
+// few hyper-parameters (attention scale, sliding window), not another
+// forward pass.
 //
 // Weight shapes, in GGUF order [ne0, ne1] (ne0 contiguous, so a weight
 // [n_in, n_out] is a row-major n_out x n_in matrix):
@@ -12,7 +15,11 @@
 //   attn_output  [n_head*hd, n_embd]
 //   ffn_gate/up  [n_embd, n_ff]           ffn_down  [n_ff, n_embd]
 //   output_norm  [n_embd]                 output    [n_embd, n_vocab] (absent: tied to token_embd)
-// Norms and biases are F32; matrices any supported type.
+//   attn_q_norm, attn_k_norm [head_dim]   (qk_norm: qwen3, gemma3)
+//   post_attention_norm, post_ffw_norm [n_embd]  (post_norms: gemma3)
+//   rope_freqs   [n_rot/2]                (optional, global: Llama 3.1 RoPE frequency factors)
+// Norms and biases are F32; matrices any supported type. Norm weights are
+// used as stored (Gemma's converter already folded its "1 + w").
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,23 @@
 namespace layerstream {
 
 inline constexpr uint64_t kDirectIoAlignment = 4096;
+
+enum class FfnActivation { kSilu, kGeluTanh };  // SwiGLU (llama) or GeGLU with tanh-GELU (gemma)
+
+// What an architecture changes in the Llama block. The runner reads these
+// flags; it has one forward pass.
+struct ArchTraits {
+  bool rope_neox = false;    // RoPE pairs (i, i + n_rot/2) instead of adjacent pairs
+  bool qk_norm = false;      // RMSNorm of each Q and K head (attn_q_norm / attn_k_norm) before RoPE
+  bool post_norms = false;   // RMSNorm of the attention and FFN outputs before each residual add
+  bool embed_scale = false;  // token embeddings multiplied by sqrt(n_embd)
+  FfnActivation ffn = FfnActivation::kSilu;
+  bool sliding_window = false;  // layers alternate local (windowed) and global attention
+  uint32_t swa_pattern = 0;     // default sliding-window pattern: every pattern-th layer is global
+};
+
+// Traits of a supported architecture; nullptr for any other.
+const ArchTraits* arch_traits(const std::string& arch);
 
 struct LlamaHparams {
   std::string arch;           // general.architecture: "llama", "mistral", "qwen2"
@@ -44,12 +68,29 @@ struct LlamaHparams {
   float rope_scaling_factor = 1.0f;        // <arch>.rope.scaling.factor
   uint32_t rope_scaling_orig_ctx = 0;      // <arch>.rope.scaling.original_context_length
   bool rope_neox = false;     // true: pairs (i, i + n_rot/2) (qwen2); false: adjacent pairs (llama)
+  ArchTraits traits;          // arch_traits(arch)
+  // Attention logit scale: <arch>.attention.scale, else gemma3's rule
+  // (1/sqrt(key_length); 1/sqrt(n_embd/n_head) for the 62-layer 27B), else
+  // 1/sqrt(head_dim).
+  float attn_scale = 0;
+  // Sliding-window attention (traits.sliding_window): <arch>.attention.sliding_window
+  // positions; swa_layers[i] says whether block i is windowed (pattern from
+  // <arch>.attention.sliding_window_pattern, default traits.swa_pattern:
+  // layer i is local unless i % pattern == pattern - 1); local layers use
+  // <arch>.rope.freq_base_swa (default 10000) as their RoPE base.
+  uint32_t n_swa = 0;
+  std::vector<bool> swa_layers;
+  float rope_freq_base_swa = 10000.0f;
+  bool is_swa(uint32_t layer) const { return n_swa > 0 && layer < swa_layers.size() && swa_layers[layer]; }
+  float rope_base(uint32_t layer) const { return is_swa(layer) ? rope_freq_base_swa : rope_freq_base; }
 };
 
 struct LlamaBlock {
   GgufTensorInfo attn_norm, attn_q, attn_k, attn_v, attn_output;
   GgufTensorInfo ffn_norm, ffn_gate, ffn_up, ffn_down;
   std::optional<GgufTensorInfo> attn_q_bias, attn_k_bias, attn_v_bias;
+  std::optional<GgufTensorInfo> attn_q_norm, attn_k_norm;       // traits.qk_norm
+  std::optional<GgufTensorInfo> attn_post_norm, ffn_post_norm;  // traits.post_norms
 };
 
 enum class LayerKind { kEmbedding, kBlock, kHead };
@@ -87,6 +128,9 @@ struct LlamaModel {
   LlamaHparams hparams;
   GgufTensorInfo token_embd, output_norm, output;
   bool output_tied = false;  // output is token_embd (no "output.weight" in the file)
+  // Llama 3.1 RoPE frequency factors, shared by every block; not part of any
+  // layer (the runner keeps the few bytes in its reserved region).
+  std::optional<GgufTensorInfo> rope_freqs;
   std::vector<LlamaBlock> blocks;
   // layers[0] = embedding, layers[1 + i] = block i, layers.back() = head
   // (output_norm + output; with a tied output it contains token_embd again).

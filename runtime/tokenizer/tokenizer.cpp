@@ -79,10 +79,14 @@ std::string unmap_bytes(std::string_view t) {
   return out;
 }
 
+// Tokens that end a turn by their text, as llama.cpp's vocabulary loader
+// marks them (whatever their type in the file): <|eot_id|>, <|im_end|>,
+// <end_of_turn>, ...
 bool named_like_end_of_turn(std::string_view t) {
   static const std::unordered_set<std::string_view> names = {
-      "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
-      "<end_of_turn>", "<|return|>", "<EOT>", "<|END_OF_TURN_TOKEN|>"};
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+      "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+      "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<|END_OF_TURN_TOKEN|>"};
   return names.count(t) > 0;
 }
 
@@ -131,6 +135,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
     }
     m.types[i] = static_cast<TokenType>(t);
   }
+  // llama.cpp overrides the type of a token named like an end of turn to
+  // control (a file that marks <|im_end|> normal still stops on it and never
+  // produces it from plain text).
+  for (size_t i = 0; i < n; ++i) {
+    if ((m.types[i] == TokenType::kNormal || m.types[i] == TokenType::kUndefined) &&
+        named_like_end_of_turn(vocab.tokens[i])) {
+      m.types[i] = TokenType::kControl;
+    }
+  }
 
   m.byte_to_id.fill(-1);
   const auto& b2cp = gpt2_byte_to_code_point();
@@ -164,8 +177,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
       auto it = bpe_char_to_byte.find(t);
       if (it != bpe_char_to_byte.end() && m.byte_to_id[it->second] < 0) m.byte_to_id[it->second] = id;
     }
-    if ((type == TokenType::kControl && !t.empty()) || (type == TokenType::kUserDefined && !t.empty())) {
-      m.specials.push_back({t, id, type == TokenType::kControl});
+    // Split out of the text before the model's algorithm runs: user-defined
+    // tokens always; control and unknown tokens with parse_special (llama.cpp's
+    // tokenizer_st_partition).
+    if (!t.empty() &&
+        (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown)) {
+      m.specials.push_back({t, id, type != TokenType::kUserDefined});
     }
   }
   for (int b = 0; b < 256; ++b) {
@@ -178,6 +195,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
   }
   std::stable_sort(m.specials.begin(), m.specials.end(),
                    [](const Impl::Special& a, const Impl::Special& b) { return a.text.size() > b.text.size(); });
+  for (size_t i = 0; i < m.specials.size(); ++i) {
+    m.specials_by_byte[static_cast<uint8_t>(m.specials[i].text[0])].push_back(static_cast<uint32_t>(i));
+  }
 
   if (m.model == Impl::Model::kBpe) {
     m.merge_rank.reserve(vocab.merges.size());
@@ -215,7 +235,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
           m.rendered[i] = m.types[i] == TokenType::kUserDefined ? t : unmap_bytes(t);
         }
     }
-    m.eog[i] = m.types[i] == TokenType::kControl && named_like_end_of_turn(t);
+    m.eog[i] = named_like_end_of_turn(t);
   }
   if (vocab.eos_id) m.eog[*vocab.eos_id] = true;
   if (vocab.eot_id) m.eog[*vocab.eot_id] = true;
@@ -244,7 +264,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   size_t frag_start = 0;
   for (size_t pos = 0; pos < text.size();) {
     const Impl::Special* hit = nullptr;
-    for (const Impl::Special& s : m.specials) {  // longest first
+    for (uint32_t si : m.specials_by_byte[static_cast<uint8_t>(text[pos])]) {  // longest first
+      const Impl::Special& s = m.specials[si];
       if (s.control && !parse_special) continue;
       if (text.compare(pos, s.text.size(), s.text) == 0) {
         hit = &s;

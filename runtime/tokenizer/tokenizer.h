@@ -41,9 +41,10 @@ class Tokenizer {
 
   // Text (any bytes; need not be valid UTF-8) to token ids.
   // add_special: prepend BOS / append EOS as the vocabulary's add_bos/add_eos say.
-  // parse_special: control tokens written in the text ("<s>") become their
-  //   ids; otherwise they are tokenized as plain text. User-defined tokens
-  //   are always split out.
+  // parse_special: control and unknown tokens written in the text ("<s>",
+  //   "<|im_start|>") become their ids, as llama.cpp's llama-tokenize does by
+  //   default; otherwise they are tokenized as plain text. User-defined
+  //   tokens are always split out.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
 
   // Token ids to bytes. Control and unused tokens render as nothing, <unk>
@@ -59,8 +60,9 @@ class Tokenizer {
   // InvalidArgument naming the first id outside [0, vocab_size()).
   Status check_ids(std::span<const int32_t> ids) const;
 
-  // End of generation: EOS, EOT, and control tokens named like an end of
-  // turn (<|eot_id|>, <|im_end|>, <|endoftext|>, <end_of_turn>, ...).
+  // End of generation: EOS, EOT, and tokens named like an end of turn
+  // (<|eot_id|>, <|im_end|>, <|endoftext|>, <end_of_turn>, ...; the list of
+  // llama.cpp's vocabulary loader; such a token is treated as control).
   bool is_eog(int32_t id) const;
   bool is_control(int32_t id) const;
 

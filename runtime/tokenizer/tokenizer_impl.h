@@ -40,6 +40,9 @@ struct Tokenizer::Impl {
     bool control;  // split out only with parse_special
   };
   std::vector<Special> specials;       // longest first
+  // Indices into specials by their first byte (each list longest first), so
+  // that splitting them out costs a lookup per text byte, not a scan of all.
+  std::array<std::vector<uint32_t>, 256> specials_by_byte;
   std::vector<std::string> rendered;   // per id: the bytes decode() writes
   std::vector<bool> eog;               // per id
 

@@ -3,7 +3,8 @@
 //   matmul, every weight type: 1e-5 * sum_i |w_i x_i| against the exactly
 //     decoded weights (f32 accumulation rounding only); Q4_1: 4e-5 * that
 //     sum, since the kernel forms d*sum(q x) + m*sum(x) whose terms can cancel.
-//   rmsnorm, silu_mul: 1e-5 relative per element; add: 1e-6 relative.
+//   rmsnorm, silu_mul, gelu_mul: 1e-5 relative per element (gelu_mul: plus
+//     1e-6 * |up| absolute, where gelu(g) ~ 0 cancels); add, scale: 1e-6 relative.
 //   rope: |pair| * (1e-6 + 4e-7 * pos * freq_scale): the angle is formed in f32.
 //   attention: 1e-5 * max|v| (output is a convex combination of v rows).
 //   embedding: exact.
@@ -39,7 +40,7 @@ double matmul_tol(GgmlType t) { return t == GgmlType::Q4_1 ? 4e-5 : 1e-5; }
 
 TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
   for (GgmlType type : all_weight_types()) {
-    for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 96, 257, 544, 1056}) {
+    for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 96, 256, 257, 544, 1056, 2304}) {
       if (n % ggml_type_traits(type).block_elems != 0) continue;
       const Weight w = random_weight(type, 1, n, rng_);
       const std::vector<float> x = random_floats(n, rng_);
@@ -56,7 +57,10 @@ TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
             << ggml_type_traits(type).name << " n=" << n;
         std::vector<float> dec = poisoned(n);
         k.decode(w.bytes.data(), 0, n, dec.data());
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dec[i], w.exact[i]) << ggml_type_traits(type).name << " i=" << i;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(decoded_exactly(dec[i], w.exact[i])) << ggml_type_traits(type).name << " i=" << i << " got " << dec[i]
+                                                           << " exact " << w.exact[i];
+        }
       }
     }
   }
@@ -70,7 +74,7 @@ TEST_F(CpuKernelsTest, DotRowsMatchExactDecodingOnEveryIsa) {
   for (GgmlType type : all_weight_types()) {
     std::vector<cpu::RowKernels> impls = {cpu::row_kernels(type)};
     if (cpu::avx512::supported()) impls.push_back(cpu::avx512::row_kernels(type));
-    for (int64_t n : {7, 32, 33, 96, 544, 1056, 4128, 8224, 12327}) {
+    for (int64_t n : {7, 32, 33, 96, 256, 544, 1056, 4128, 8224, 8448, 12327}) {
       if (n % ggml_type_traits(type).block_elems != 0) continue;
       for (int64_t rows : {1, 3, 4, 5, 8, 9}) {
         const Weight w = random_weight(type, rows, n, rng_);
@@ -99,7 +103,8 @@ TEST_F(CpuKernelsTest, DotRowsMatchExactDecodingOnEveryIsa) {
 
 TEST_F(CpuKernelsTest, MatmulEveryWeightTypeAndShape) {
   const std::vector<MatmulShape> shapes = {{1, 32, 1},   {7, 64, 1},   {33, 96, 3}, {130, 320, 5},
-                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}, {3, 8256, 1}, {2, 12320, 1}};
+                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}, {3, 8256, 1}, {2, 12320, 1},
+                                           {5, 256, 1}, {9, 512, 3},   {17, 768, 9}, {3, 8448, 1}};
   for (GgmlType type : all_weight_types()) {
     for (const MatmulShape& s : shapes) {
       if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
@@ -129,7 +134,7 @@ TEST_F(CpuKernelsTest, MatmulRejectsBadShapes) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("48"), std::string::npos) << s.message();
   p.n_in = 32;
-  p.w_type = GgmlType::Q4_K;
+  p.w_type = GgmlType::IQ2_XXS;
   EXPECT_TRUE(validate(p).IsUnsupported());
 }
 
@@ -179,6 +184,56 @@ TEST_F(CpuKernelsTest, RopeBothLayouts) {
   }
 }
 
+// Llama 3.1 frequency factors divide each pair's angle.
+TEST_F(CpuKernelsTest, RopeFrequencyFactors) {
+  for (bool neox : {false, true}) {
+    const int64_t n_tok = 4, n_heads = 3, head_dim = 32;
+    std::vector<int32_t> pos(n_tok);
+    for (auto& p : pos) p = static_cast<int32_t>(rng_() % 3000);
+    std::vector<float> ff = random_floats(head_dim / 2, rng_, 1, 40);
+    const std::vector<float> x = random_floats(n_tok * n_heads * head_dim, rng_);
+    std::vector<double> ref = to_double(x);
+    ref_rope(ref, n_tok, n_heads, head_dim, head_dim, pos, 500000, 1, neox, &ff);
+    std::vector<float> got = x;
+    RopeParams p{got.data(), n_tok, n_heads, head_dim, 0, pos.data(), 500000, 1, neox, ff.data()};
+    LS_ASSERT_OK(validate(p));
+    cpu::rope(p, &pool3_);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      const double tol = (1e-6 + 4e-7 * pos[t]) * std::sqrt(2.0);
+      for (int64_t i = 0; i < n_heads * head_dim; ++i) {
+        const size_t k = t * n_heads * head_dim + i;
+        ASSERT_LE(std::fabs(got[k] - ref[k]), tol) << "token " << t << " elem " << i;
+      }
+    }
+    // The factors change the result (they are not ignored).
+    std::vector<float> plain = x;
+    cpu::rope({plain.data(), n_tok, n_heads, head_dim, 0, pos.data(), 500000, 1, neox}, nullptr);
+    EXPECT_NE(plain, got);
+  }
+}
+
+TEST_F(CpuKernelsTest, GeluMulAndScale) {
+  for (int64_t n : {1, 31, 5000, 40000}) {
+    const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
+    std::vector<float> out = poisoned(n);
+    cpu::gelu_mul({g.data(), u.data(), out.data(), n}, &pool3_);
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = ref_gelu_tanh(g[i]) * u[i];
+      ASSERT_LE(std::fabs(out[i] - ref), 1e-5 * std::fabs(ref) + 1e-6 * std::fabs(u[i]) + 1e-30) << g[i];
+    }
+    const float factor = static_cast<float>(std::sqrt(640.0));
+    std::vector<float> scaled = poisoned(n);
+    cpu::scale({g.data(), scaled.data(), n, factor}, &pool3_);
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = double(g[i]) * factor;
+      ASSERT_LE(std::fabs(scaled[i] - ref), 1e-6 * std::fabs(ref) + 1e-30) << i;
+    }
+  }
+  std::vector<float> x(4);
+  EXPECT_TRUE(validate(ScaleParams{x.data(), x.data(), 4, NAN}).IsInvalidArgument());
+  EXPECT_TRUE(validate(GeluMulParams{x.data(), nullptr, x.data(), 4}).IsInvalidArgument());
+}
+
 TEST_F(CpuKernelsTest, SiluMulAndAdd) {
   for (int64_t n : {1, 31, 5000, 40000}) {
     const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
@@ -198,7 +253,8 @@ TEST_F(CpuKernelsTest, SiluMulAndAdd) {
 
 TEST_F(CpuKernelsTest, EmbeddingEveryType) {
   for (GgmlType type : all_weight_types()) {
-    const int64_t n_vocab = 37, n_embd = is_block_type(type) ? 96 : 45;
+    const int64_t n_vocab = 37;
+    const int64_t n_embd = ggml_type_traits(type).block_elems == 256 ? 512 : (is_block_type(type) ? 96 : 45);
     const Weight table = random_weight(type, n_vocab, n_embd, rng_);
     std::vector<int32_t> tokens = {0, static_cast<int32_t>(n_vocab - 1), 5, 5, static_cast<int32_t>(rng_() % n_vocab)};
     std::vector<float> out = poisoned(tokens.size() * n_embd);
@@ -207,7 +263,7 @@ TEST_F(CpuKernelsTest, EmbeddingEveryType) {
                                 &pool3_));
     for (size_t t = 0; t < tokens.size(); ++t) {
       for (int64_t i = 0; i < n_embd; ++i) {
-        ASSERT_EQ(out[t * n_embd + i], table.exact[tokens[t] * n_embd + i]) << ggml_type_traits(type).name;
+        ASSERT_TRUE(decoded_exactly(out[t * n_embd + i], table.exact[tokens[t] * n_embd + i])) << ggml_type_traits(type).name;
       }
     }
     tokens[2] = static_cast<int32_t>(n_vocab);
@@ -281,6 +337,61 @@ TEST_F(CpuKernelsTest, AttentionPrefillAndDecode) {
       }
     }
   }
+}
+
+// Sliding-window attention (Gemma's local layers) with an explicit scale:
+// prefill across the window boundary and decode far past it.
+TEST_F(CpuKernelsTest, AttentionSlidingWindow) {
+  struct Case {
+    int64_t start_pos, n_tok, window;
+  };
+  const int64_t n_head = 4, n_kv = 2, d = 32, row = n_kv * d;
+  for (const Case& c : {Case{0, 12, 5}, Case{7, 6, 4}, Case{40, 1, 16}, Case{3, 2, 1}, Case{10, 3, 64}}) {
+    const int64_t n_ctx = c.start_pos + c.n_tok;
+    std::vector<float> k_all = random_floats(n_ctx * row, rng_), v_all = random_floats(n_ctx * row, rng_, -2, 2);
+    std::vector<float> kc(n_ctx * row, NAN), vc(n_ctx * row, NAN);
+    // Prefix positions inside any window hold real data; those outside are
+    // NaN too, so reading them would poison the output.
+    for (int64_t i = 0; i < c.start_pos * row; ++i) {
+      const int64_t pos = i / row;
+      if (c.start_pos - pos < c.window + c.n_tok) {
+        kc[i] = k_all[i];
+        vc[i] = v_all[i];
+      }
+    }
+    const std::vector<float> q = random_floats(c.n_tok * n_head * d, rng_, -2, 2);
+    std::vector<float> out = poisoned(q.size());
+    AttentionParams p;
+    p.q = q.data();
+    p.k_new = k_all.data() + c.start_pos * row;
+    p.v_new = v_all.data() + c.start_pos * row;
+    p.k_cache = kc.data();
+    p.v_cache = vc.data();
+    p.n_ctx = n_ctx;
+    p.start_pos = c.start_pos;
+    p.n_tokens = c.n_tok;
+    p.n_head = n_head;
+    p.n_kv_head = n_kv;
+    p.head_dim = d;
+    p.scale = 0.0625f;
+    p.window = c.window;
+    p.out = out.data();
+    LS_ASSERT_OK(validate(p));
+    cpu::attention(p, &pool3_);
+    const std::vector<double> ref =
+        ref_attention(to_double(q), to_double(k_all), to_double(v_all), c.start_pos, c.n_tok, n_head, n_kv, d,
+                      c.window, 0.0625);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 2e-5) << "window " << c.window << " i=" << i;
+  }
+  AttentionParams bad;
+  std::vector<float> buf(64);
+  bad.q = buf.data();
+  bad.k_cache = bad.v_cache = buf.data();
+  bad.out = buf.data() + 32;
+  bad.n_ctx = bad.n_tokens = bad.n_head = bad.n_kv_head = 1;
+  bad.head_dim = 16;
+  bad.window = -1;
+  EXPECT_TRUE(validate(bad).IsInvalidArgument());
 }
 
 TEST_F(CpuKernelsTest, AttentionRejectsOverflowingPositions) {

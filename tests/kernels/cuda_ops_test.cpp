@@ -87,7 +87,7 @@ TEST_F(CudaKernelsTest, MatmulEveryWeightTypeSmallAndLargeBatch) {
   struct Shape { int64_t n_out, n_in, n_tok; };
   for (GgmlType type : all_weight_types()) {
     for (Shape s : {Shape{1, 32, 1}, Shape{7, 64, 3}, Shape{33, 96, 8}, Shape{130, 320, 9}, Shape{65, 1024, 33},
-                    Shape{5, 17, 2}, Shape{9, 33, 12}}) {
+                    Shape{5, 17, 2}, Shape{9, 33, 12}, Shape{9, 256, 3}, Shape{33, 512, 33}}) {
       if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
       const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
       const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
@@ -155,7 +155,8 @@ TEST_F(CudaKernelsTest, RmsNormRopeSiluAddEmbedding) {
   }
 
   for (GgmlType type : all_weight_types()) {
-    const int64_t n_vocab = 37, n_embd = is_block_type(type) ? 96 : 45;
+    const int64_t n_vocab = 37;
+    const int64_t n_embd = ggml_type_traits(type).block_elems == 256 ? 512 : (is_block_type(type) ? 96 : 45);
     const Weight table = random_weight(type, n_vocab, n_embd, rng_);
     const std::vector<int32_t> tokens = {0, 36, 5, 5, static_cast<int32_t>(rng_() % n_vocab)};
     Dev dt = Dev::from(table.bytes), dtok = Dev::from(tokens), de = Dev::from(poisoned(tokens.size() * n_embd));
@@ -163,7 +164,9 @@ TEST_F(CudaKernelsTest, RmsNormRopeSiluAddEmbedding) {
     LS_ASSERT_OK(s_.synchronize());
     const std::vector<float> e = de.get<float>();
     for (size_t t = 0; t < tokens.size(); ++t) {
-      for (int64_t i = 0; i < n_embd; ++i) ASSERT_EQ(e[t * n_embd + i], table.exact[tokens[t] * n_embd + i]);
+      for (int64_t i = 0; i < n_embd; ++i) {
+        ASSERT_TRUE(decoded_exactly(e[t * n_embd + i], table.exact[tokens[t] * n_embd + i])) << ggml_type_traits(type).name;
+      }
     }
   }
 }
@@ -221,6 +224,68 @@ TEST_F(CudaKernelsTest, AttentionPrefillAndDecode) {
       for (double v : v_ref) vmax = std::max(vmax, std::fabs(v));
       for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 1e-5 * vmax) << i;
     }
+  }
+}
+
+// The Gemma / Llama 3.1 additions: GELU-mul, scale, RoPE frequency factors,
+// sliding-window attention with an explicit scale.
+TEST_F(CudaKernelsTest, GeluMulScaleRopeFactorsSlidingWindow) {
+  const int64_t n = 40001;
+  const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
+  Dev dg = Dev::from(g), du = Dev::from(u), dgo = Dev::from(poisoned(n)), dsc = Dev::from(poisoned(n));
+  LS_ASSERT_OK(k_->gelu_mul({dg.f(), du.f(), dgo.f(), n}, s_));
+  LS_ASSERT_OK(k_->scale({dg.f(), dsc.f(), n, 25.3f}, s_));
+  LS_ASSERT_OK(s_.synchronize());
+  const std::vector<float> go = dgo.get<float>(), sc = dsc.get<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = ref_gelu_tanh(g[i]) * u[i];
+    ASSERT_LE(std::fabs(go[i] - r), 1e-5 * std::fabs(r) + 1e-6 * std::fabs(u[i]) + 1e-30);
+    ASSERT_LE(std::fabs(sc[i] - double(g[i]) * 25.3f), 1e-6 * std::fabs(double(g[i]) * 25.3f) + 1e-30);
+  }
+
+  const int64_t n_tok = 3, n_heads = 4, hd = 64;
+  std::vector<int32_t> pos(n_tok);
+  for (auto& p : pos) p = static_cast<int32_t>(rng_() % 3000);
+  const std::vector<float> ff = random_floats(hd / 2, rng_, 1, 40), x = random_floats(n_tok * n_heads * hd, rng_);
+  std::vector<double> rref = to_double(x);
+  ref_rope(rref, n_tok, n_heads, hd, hd, pos, 500000, 1, false, &ff);
+  Dev dx = Dev::from(x), dpos = Dev::from(pos), dff = Dev::from(ff);
+  RopeParams rp{dx.f(), n_tok, n_heads, hd, 0, static_cast<int32_t*>(dpos.p), 500000, 1, false, dff.f()};
+  LS_ASSERT_OK(k_->rope(rp, s_));
+  LS_ASSERT_OK(s_.synchronize());
+  const std::vector<float> rx = dx.get<float>();
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t i = 0; i < n_heads * hd; ++i)
+      ASSERT_LE(std::fabs(rx[t * n_heads * hd + i] - rref[t * n_heads * hd + i]), (1e-6 + 4e-7 * pos[t]) * std::sqrt(2.0));
+
+  for (auto [start, nt, window] : std::vector<std::array<int64_t, 3>>{{0, 12, 5}, {40, 1, 16}, {7, 6, 4}}) {
+    const int64_t n_head = 4, n_kv = 2, d = 32, row = n_kv * d, n_ctx = start + nt;
+    const std::vector<float> k_all = random_floats(n_ctx * row, rng_), v_all = random_floats(n_ctx * row, rng_, -2, 2);
+    const std::vector<float> q = random_floats(nt * n_head * d, rng_, -2, 2);
+    const std::vector<float> k_new(k_all.begin() + start * row, k_all.end()), v_new(v_all.begin() + start * row, v_all.end());
+    Dev dq = Dev::from(q), dkn = Dev::from(k_new), dvn = Dev::from(v_new), dkc = Dev::from(k_all),
+        dvc = Dev::from(v_all), dout = Dev::from(poisoned(q.size()));
+    AttentionParams p;
+    p.q = dq.f();
+    p.k_new = dkn.f();
+    p.v_new = dvn.f();
+    p.k_cache = dkc.p;
+    p.v_cache = dvc.p;
+    p.n_ctx = n_ctx;
+    p.start_pos = start;
+    p.n_tokens = nt;
+    p.n_head = n_head;
+    p.n_kv_head = n_kv;
+    p.head_dim = d;
+    p.scale = 0.0625f;
+    p.window = window;
+    p.out = dout.f();
+    LS_ASSERT_OK(k_->attention(p, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    const std::vector<float> out = dout.get<float>();
+    const std::vector<double> ref =
+        ref_attention(to_double(q), to_double(k_all), to_double(v_all), start, nt, n_head, n_kv, d, window, 0.0625);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 2e-5) << "window " << window;
   }
 }
 

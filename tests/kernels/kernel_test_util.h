@@ -13,6 +13,7 @@
 #include "kernels/math/convert_row.h"
 #include "kernels/math/fp16.h"
 #include "runtime/device/device.h"
+#include "tests/kernels/kquant_spec.h"
 #include "tests/common/testing.h"
 
 namespace layerstream::kernels::testing {
@@ -42,7 +43,9 @@ class InlineStream final : public Stream {
 };
 
 inline std::vector<GgmlType> all_weight_types() {
-  return {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1};
+  std::vector<GgmlType> t = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1};
+  for (GgmlType k : kquant_types()) t.push_back(k);
+  return t;
 }
 inline bool is_block_type(GgmlType t) { return ggml_type_traits(t).block_elems > 1; }
 
@@ -93,8 +96,19 @@ inline double spec_element(GgmlType t, const uint8_t* row, int64_t i) {
       const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
       return spec_half(b) * q + spec_half(b + 2);
     }
-    default: return std::nan("");
+    default: {
+      const GgmlTypeTraits tr = ggml_type_traits(t);
+      return kspec_element(t, row + (i / tr.block_elems) * tr.block_bytes, static_cast<int>(i % tr.block_elems));
+    }
   }
+}
+
+// Exact decoding: the f32 value is the exact (float64) value rounded once to
+// f32, so it equals it when that is representable and is within half an f32
+// ulp (2^-24 relative) otherwise (types with an offset: scale * q + offset).
+inline bool decoded_exactly(float got, double exact) {
+  if (static_cast<double>(static_cast<float>(exact)) == exact) return static_cast<double>(got) == exact;
+  return std::fabs(got - exact) <= std::ldexp(std::fabs(exact), -24);
 }
 
 // A random weight [n_rows][n_cols] encoded in `type`, and its exact values.
@@ -146,12 +160,13 @@ inline void ref_rmsnorm(std::vector<double>& x, const std::vector<double>& w, in
 }
 
 inline void ref_rope(std::vector<double>& x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t n_rot,
-                     const std::vector<int32_t>& pos, double base, double scale, bool neox) {
+                     const std::vector<int32_t>& pos, double base, double scale, bool neox,
+                     const std::vector<float>* freq_factors = nullptr) {
   for (int64_t t = 0; t < n_tok; ++t) {
     for (int64_t h = 0; h < n_heads; ++h) {
       double* v = x.data() + (t * n_heads + h) * head_dim;
       for (int64_t i = 0; i < n_rot / 2; ++i) {
-        const double theta = pos[t] * scale * std::pow(base, -2.0 * i / n_rot);
+        const double theta = pos[t] * scale * std::pow(base, -2.0 * i / n_rot) / (freq_factors ? (*freq_factors)[i] : 1.0);
         const int64_t a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
         const double x0 = v[a], x1 = v[b];
         v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
@@ -162,11 +177,13 @@ inline void ref_rope(std::vector<double>& x, int64_t n_tok, int64_t n_heads, int
 }
 
 // q [n_tok][n_head][d]; k, v [n_pos][n_kv][d] (every cache position up to start_pos + n_tok).
+// window > 0: token at position P sees only positions p with P - p < window; scale 0: 1/sqrt(d).
 inline std::vector<double> ref_attention(const std::vector<double>& q, const std::vector<double>& k,
                                          const std::vector<double>& v, int64_t start_pos, int64_t n_tok,
-                                         int64_t n_head, int64_t n_kv, int64_t d) {
+                                         int64_t n_head, int64_t n_kv, int64_t d, int64_t window = 0,
+                                         double scale = 0) {
   std::vector<double> out(n_tok * n_head * d, 0.0);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (int64_t t = 0; t < n_tok; ++t) {
     for (int64_t h = 0; h < n_head; ++h) {
       const int64_t kvh = h / (n_head / n_kv);
@@ -176,7 +193,7 @@ inline std::vector<double> ref_attention(const std::vector<double>& q, const std
       for (int64_t p = 0; p <= last; ++p) {
         double dot = 0;
         for (int64_t i = 0; i < d; ++i) dot += q[(t * n_head + h) * d + i] * k[(p * n_kv + kvh) * d + i];
-        s[p] = dot * scale;
+        s[p] = window > 0 && last - p >= window ? -INFINITY : dot * scale;
         mx = std::max(mx, s[p]);
       }
       double sum = 0;
@@ -190,6 +207,10 @@ inline std::vector<double> ref_attention(const std::vector<double>& q, const std
 }
 
 inline double ref_silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+inline double ref_gelu_tanh(double g) {
+  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+}
 
 inline std::vector<double> to_double(const std::vector<float>& f) { return {f.begin(), f.end()}; }
 

@@ -92,5 +92,47 @@ TEST(CliRun, BadInputExitsWithError) {
   }
 }
 
+// `layerstream perplexity` end to end on a tiny gemma3 model: per-window
+// figures and the JSON key "perplexity"; streamed under a small --vram the
+// figure is the same; a text too short for two windows is a clear error.
+TEST(CliPerplexity, ResidentStreamedJsonAndShortText) {
+  TempDir dir;
+  const std::string model = dir.file("tiny.gguf"), text = dir.file("text.txt");
+  const uint64_t seed = testing::fresh_seed() % 1000000;
+  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
+                             "--arch gemma3 --head-dim 32 --sliding-window 8 --dtype f16 --seed " + std::to_string(seed));
+  ASSERT_EQ(mk.exit_code, 0) << mk.out << mk.err;
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 40; ++i) f << "The quick brown fox " << i << " jumps over the lazy dog.\n";
+  }
+  double ppl[2] = {0, 0};
+  const char* budgets[2] = {"", " --vram 700KiB"};
+  for (int k = 0; k < 2; ++k) {
+    const std::string json = dir.file("p" + std::to_string(k) + ".json");
+    CliResult r = run_cli("perplexity " + model + " -f " + text + " --ctx 32 --chunks 2 --batch 8 --backend host" +
+                          budgets[k] + " --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("[1]"));
+    EXPECT_THAT(r.out, HasSubstr("[2]"));
+    EXPECT_THAT(r.out, HasSubstr("Final estimate: PPL = "));
+    std::ifstream jf(json);
+    const nlohmann::json j = nlohmann::json::parse(jf);
+    ppl[k] = j["perplexity"].get<double>();
+    EXPECT_GT(ppl[k], 1.0);
+    EXPECT_EQ(j["chunks"], 2);
+    EXPECT_EQ(j["ctx"], 32);
+    EXPECT_EQ(j["scored_tokens"], 2 * (32 - 1 - 16));
+    ASSERT_EQ(j["per_chunk"].size(), 2u);
+    if (k == 1) EXPECT_GT(j["streamed_bytes_per_pass"].get<uint64_t>(), 0u) << j.dump();
+  }
+  EXPECT_EQ(ppl[0], ppl[1]) << "streaming changed the perplexity";
+
+  CliResult bad = run_cli("perplexity " + model + " -f " + text + " --ctx 4096 --backend host");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("error:"));
+  EXPECT_THAT(bad.err, HasSubstr("needs at least 8192"));
+}
+
 }  // namespace
 }  // namespace layerstream

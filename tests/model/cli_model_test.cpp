@@ -2,6 +2,8 @@
 // it (JSON checked against the request), and fails cleanly on bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -93,10 +95,84 @@ TEST(CliModel, ErrorsExitOneWithAMessage) {
   EXPECT_NE(r.out.find("heads = 3"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 
-  r = run_cli("example-model " + dir.file("x.gguf") + " --dtype q4_k");
+  r = run_cli("example-model " + dir.file("x.gguf") + " --dtype iq2_xxs");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("unsupported tensor type Q4_K (id 12)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported tensor type IQ2_XXS (id 16)"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+}
+
+}  // namespace
+}  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// Sets the GGML type id of tensor `name` in the file's tensor infos.
+void patch_tensor_type(const std::string& path, const std::string& name, uint32_t type) {
+  std::vector<uint8_t> bytes = testing::read_file(path);
+  auto it = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(it, bytes.end());
+  size_t at = (it - bytes.begin()) + name.size();
+  uint32_t n_dims;
+  std::memcpy(&n_dims, &bytes[at], 4);
+  at += 4 + 8 * n_dims;
+  std::memcpy(&bytes[at], &type, 4);
+  testing::write_file(path, bytes);
+}
+
+// Must-show: a well-formed file with a tensor type layerstream does not
+// compute with is shown by inspect (exit 0, the type named as unsupported);
+// run refuses it with the reason.
+TEST(CliModel, InspectShowsUnsupportedTypesRunRefuses) {
+  testing::TempDir dir;
+  const std::string model = dir.file("m.gguf");
+  CliResult w = run_cli("example-model " + model +
+                        " --layers 2 --hidden 256 --ffn 512 --heads 4 --kv-heads 2 --vocab 512 --dtype f32");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  // F32 (4 bytes per element) -> IQ2_XXS (66 bytes per 256): the data still lies inside the old span.
+  patch_tensor_type(model, "blk.1.attn_q.weight", 16);
+
+  CliResult r = run_cli("inspect " + model + " --json " + dir.file("i.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("IQ2_XXS x1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported:   tensor types IQ2_XXS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runnable:      no:"), std::string::npos) << r.out;
+  const auto j = load_json(dir.file("i.json"));
+  EXPECT_EQ(j["runnable"], false);
+  EXPECT_EQ(j["unsupported_tensor_types"], nlohmann::json::array({"IQ2_XXS"}));
+  EXPECT_EQ(j["tensor_types"]["IQ2_XXS"]["count"], 1);
+
+  CliResult run = run_cli("run " + model + " -p hi -n 1 --backend host");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("unsupported tensor type IQ2_XXS (id 16)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("blk.1.attn_q.weight"), std::string::npos) << run.out;
+}
+
+// An unsupported architecture: inspect shows the file and the reason, exit 0.
+TEST(CliModel, InspectShowsUnsupportedArchitecture) {
+  testing::TempDir dir;
+  const std::string model = dir.file("m.gguf");
+  CliResult w = run_cli("example-model " + model +
+                        " --layers 2 --hidden 64 --ffn 128 --heads 2 --kv-heads 2 --vocab 512 --dtype q5_0");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  std::vector<uint8_t> bytes = testing::read_file(model);
+  const std::string from = "llama.", to = "llamb.";  // every llama.* key: not a llama model any more
+  const std::string arch_key = "general.architecture";
+  auto it = std::search(bytes.begin(), bytes.end(), arch_key.begin(), arch_key.end());
+  ASSERT_NE(it, bytes.end());
+  // the value: u32 type (8 = string), u64 length 5, "llama"
+  const size_t at = (it - bytes.begin()) + arch_key.size() + 4 + 8;
+  ASSERT_EQ(std::string(bytes.begin() + at, bytes.begin() + at + 5), "llama");
+  bytes[at + 4] = 'x';  // "llamx"
+  testing::write_file(model, bytes);
+  CliResult r = run_cli("inspect " + model);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("architecture:  llamx"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runnable:      no:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("architecture 'llamx' is not supported"), std::string::npos) << r.out;
+  CliResult run = run_cli("run " + model + " -p hi -n 1 --backend host");
+  EXPECT_NE(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("architecture 'llamx' is not supported"), std::string::npos) << run.out;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // deterministic bytes, sensible weight scales, and --size landing within 5%.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -112,7 +114,8 @@ TEST_P(ExampleModelTest, WritesAValidLlamaModelThatReadsBackIdentically) {
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, ExampleModelTest,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                                           GgmlType::Q4_0, GgmlType::Q4_1),
+                                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                           GgmlType::IQ4_NL),
                          [](const auto& info) { return std::string(ggml_type_traits(info.param).name); });
 
 TEST(ExampleModel, BytesDependOnTheSeedOnlyNotOnThreads) {
@@ -146,6 +149,19 @@ TEST(ExampleModel, SizeTargetsLandWithinFivePercent) {
                            << " (" << s.n_layers << " layers, hidden " << s.n_embd << ")";
     }
   }
+  // The new types and the mixes (layers of different sizes).
+  for (auto [t, mix] : {std::pair{GgmlType::Q6_K, ExampleMix::kUniform}, std::pair{GgmlType::Q5_0, ExampleMix::kUniform},
+                        std::pair{GgmlType::Q4_K, ExampleMix::kQ4_K_M}, std::pair{GgmlType::Q5_K, ExampleMix::kQ5_K_M},
+                        std::pair{GgmlType::Q3_K, ExampleMix::kQ3_K_M}}) {
+    for (uint64_t target : {uint64_t{20} << 20, uint64_t{100} << 20, uint64_t{1} << 30, uint64_t{6} << 30}) {
+      LS_ASSERT_OK_AND_ASSIGN(ExampleModelSpec s, example_spec_for_size(target, t, 1, mix));
+      LS_ASSERT_OK(validate_example_spec(s));
+      LS_ASSERT_OK_AND_ASSIGN(GgufWriter w, example_model_layout(s));
+      const double err = std::fabs(double(w.file_size()) - double(target)) / double(target);
+      EXPECT_LE(err, 0.05) << ggml_type_name(uint32_t(t)) << " " << example_mix_name(mix) << " target " << target
+                           << " got " << w.file_size() << " (" << s.n_layers << " layers, hidden " << s.n_embd << ")";
+    }
+  }
   EXPECT_TRUE(example_spec_for_size(1000, GgmlType::F16).status().IsInvalidArgument());
 }
 
@@ -158,11 +174,54 @@ TEST(ExampleModel, InvalidSpecsAreRejectedWithTheField) {
   s = small_spec(GgmlType::Q4_0, 1);
   s.n_ff = 100;
   EXPECT_NE(validate_example_spec(s).message().find("ffn = 100"), std::string::npos);
-  s = small_spec(GgmlType::Q4_K, 1);
-  EXPECT_NE(validate_example_spec(s).message().find("unsupported tensor type Q4_K (id 12)"), std::string::npos);
+  s = small_spec(GgmlType::IQ2_XXS, 1);
+  EXPECT_NE(validate_example_spec(s).message().find("unsupported tensor type IQ2_XXS (id 16)"), std::string::npos);
   s = small_spec(GgmlType::F16, 1);
   s.n_vocab = 100;
   EXPECT_TRUE(validate_example_spec(s).IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// The mixes put each tensor at the type llama.cpp's quantiser would, fall
+// back from 256-element blocks for rows that are not a multiple of 256, and
+// write llama.cpp's file type; --align 32 gives a 32-aligned file.
+TEST(ExampleModel, MixesPickTypesPerTensorAndFallBackForShortRows) {
+  testing::TempDir dir;
+  ExampleModelSpec s = small_spec(GgmlType::Q4_K, testing::fresh_seed());
+  s.n_layers = 8;
+  s.n_embd = 256;  // rows of attn_*, ffn_gate/up, output: multiples of 256
+  s.n_ff = 320;    // ffn_down rows: 320, not a multiple of 256
+  s.mix = ExampleMix::kQ4_K_M;
+  s.alignment = 32;
+  const std::string path = dir.file("m.gguf");
+  ASSERT_TRUE(write_example_model(path, s).ok());
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
+  EXPECT_EQ(f.alignment(), 32u);
+  EXPECT_EQ(f.get_u32("general.file_type").value(), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  auto type_of = [&](const std::string& n) { return f.find_tensor(n)->type; };
+  EXPECT_EQ(type_of("output.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of("token_embd.weight"), GgmlType::Q4_K);
+  // use_more_bits(i, 8): layers 0 and 7, and (i - 1) % 3 == 2: layer 3, 6
+  for (int i = 0; i < 8; ++i) {
+    const bool more = i == 0 || i == 3 || i == 6 || i == 7;
+    EXPECT_EQ(type_of(fmt::format("blk.{}.attn_v.weight", i)), more ? GgmlType::Q6_K : GgmlType::Q4_K) << i;
+    EXPECT_EQ(type_of(fmt::format("blk.{}.attn_q.weight", i)), GgmlType::Q4_K) << i;
+    // ffn_down rows are 320 long: Q6_K falls back to Q8_0, Q4_K to Q5_0
+    EXPECT_EQ(type_of(fmt::format("blk.{}.ffn_down.weight", i)), more ? GgmlType::Q8_0 : GgmlType::Q5_0) << i;
+  }
+  for (const GgufTensorInfo& t : f.tensors()) EXPECT_EQ(t.offset % 32, 0u) << t.name;
+  LS_EXPECT_OK(load_llama_model(f).status());
+
+  s.mix = ExampleMix::kQ3_K_M;  // needs dtype Q3_K
+  EXPECT_NE(validate_example_spec(s).message().find("needs dtype Q3_K"), std::string::npos);
+  s.dtype = GgmlType::Q3_K;
+  s.alignment = 48;
+  EXPECT_NE(validate_example_spec(s).message().find("alignment = 48"), std::string::npos);
 }
 
 }  // namespace

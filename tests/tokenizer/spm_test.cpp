@@ -1,4 +1,5 @@
 // SentencePiece ("llama") tokenizer on vocabularies built here.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "runtime/tokenizer/tokenizer.h"
@@ -104,6 +105,30 @@ TEST(SpmTokenizer, UserDefinedTokensAlwaysSplitOut) {
   auto t = make_tokenizer(v);
   EXPECT_EQ(t->encode("a<tool>b", false, false), (Ids{id_of(v, sp("a")), tool, id_of(v, kSp), id_of(v, "b")}));
   EXPECT_EQ(t->decode(Ids{id_of(v, sp("a")), tool}), "a<tool>");
+}
+
+// As llama.cpp's vocabulary loader: a token named like an end of turn stops
+// generation even when the file types it normal (and is then control: split
+// out only with parse_special, never produced from plain text); <unk> written
+// in the text is parsed as a special with parse_special.
+TEST(SpmTokenizer, EndOfTurnByNameAndUnknownParsedAsSpecial) {
+  auto v = spm_vocab({{kSp, -1}, {"a", -2}, {sp("a"), -3}});
+  for (const char* name : {"<end_of_turn>", "<|im_end|>", "<start_of_turn>"}) {
+    v.tokens.push_back(name);
+    v.scores.push_back(0);
+    v.token_types.push_back(static_cast<int32_t>(TokenType::kNormal));
+  }
+  const int32_t eot = id_of(v, "<end_of_turn>"), im_end = id_of(v, "<|im_end|>"), sot = id_of(v, "<start_of_turn>");
+  auto t = make_tokenizer(v);
+  EXPECT_TRUE(t->is_eog(eot));
+  EXPECT_TRUE(t->is_eog(im_end));
+  EXPECT_FALSE(t->is_eog(sot));
+  EXPECT_TRUE(t->is_control(im_end));
+  EXPECT_FALSE(t->is_control(sot));
+  EXPECT_EQ(t->encode("a<|im_end|>", false, true), (Ids{id_of(v, sp("a")), im_end}));
+  const Ids plain = t->encode("a<|im_end|>", false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), im_end), 0);
+  EXPECT_EQ(t->encode("<unk>a", false, true), (Ids{0, id_of(v, sp("a"))}));
 }
 
 TEST(SpmTokenizer, DecodeRendersUnknownAndOutOfRange) {

@@ -47,7 +47,10 @@ class Model : public std::enable_shared_from_this<Model> {
 
   const ModelInfo& info() const;
   const ModelOptions& options() const;
-  std::vector<int32_t> tokenize(const std::string& text, bool add_bos = true) const;
+  // Text to token ids as the file's tokenizer says: add_special adds BOS/EOS
+  // only where tokenizer.ggml.add_bos_token / add_eos_token ask; special
+  // tokens written in the text (<|im_start|>) become their ids.
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special = true) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
   bool is_end_of_generation(int32_t token) const;
   int n_vocab() const;

@@ -1,0 +1,164 @@
+// `layerstream perplexity MODEL -f TEXT`: perplexity of the model over a text,
+// computed as llama.cpp's llama-perplexity does (runtime/llama/perplexity.h:
+// non-overlapping windows of --ctx tokens, BOS at the start of each window
+// when the tokenizer adds one, the second half of each window scored). Runs
+// streamed like `run` under --vram / --ram. Per-window figures go to stdout
+// as they come ("[i]running-ppl," like llama-perplexity), progress to stderr.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "examples/cli/cli_common.h"
+#include "layerstream/units.h"
+#include "runtime/core/cancel.h"
+#include "runtime/llama/perplexity.h"
+#include "runtime/model/gguf_file.h"
+#include "runtime/model/tokenizer_gguf.h"
+#include "runtime/scheduler/planner.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace layerstream::cli {
+namespace {
+
+// Default tokens per pass: the head keeps [tokens][n_vocab] float logits in
+// the reserve, so a big vocabulary gets smaller passes (about 32 MiB).
+int default_pass_tokens(uint32_t n_vocab, int n_ctx) {
+  const uint64_t by_logits = (32ull << 20) / (uint64_t{n_vocab} * 4);
+  return static_cast<int>(std::clamp<uint64_t>(by_logits, 8, static_cast<uint64_t>(n_ctx)));
+}
+
+class PerplexityCommand : public Command {
+ public:
+  void setup(CLI::App& sub) override {
+    sub.add_option("model", model_, "GGUF model file")->required();
+    sub.add_option("-f,--file", text_file_, "Text file to score")->required();
+    sub.add_option("--ctx", ctx_, "Tokens per window")->capture_default_str();
+    sub.add_option("--chunks", chunks_, "Windows to score (-1: all that fit)")->capture_default_str();
+    sub.add_option("--batch", batch_, "Tokens per pass (0: from the vocabulary size, <= ctx)");
+    sub.add_option("--vram", vram_,
+                   "Device memory budget (e.g. 200MiB); below the model size streams layers");
+    sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
+    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
+    sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
+    sub.add_option("--json", json_, "Write the result as JSON to FILE (key \"perplexity\")");
+    device_.add_to(sub);
+  }
+
+  int run() override {
+    llama::RunnerOptions ro;
+    if (!vram_.empty()) {
+      auto v = parse_size_flag("--vram", vram_);
+      if (!v.ok()) return usage_error(v.status().message());
+      ro.vram_budget = *v;
+    }
+    if (!ram_.empty()) {
+      auto v = parse_size_flag("--ram", ram_);
+      if (!v.ok()) return usage_error(v.status().message());
+      ro.ram_budget = *v;
+    }
+    if (ctx_ < 4) return usage_error("--ctx must be >= 4, got " + std::to_string(ctx_));
+    if (batch_ < 0) return usage_error("--batch must be >= 0");
+    if (kv_type_ == "f32")
+      ro.kv_type = GgmlType::F32;
+    else if (kv_type_ == "f16")
+      ro.kv_type = GgmlType::F16;
+    else
+      return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
+    auto strategy = llama::parse_strategy(strategy_);
+    if (!strategy.ok()) return usage_error("--strategy: " + strategy.status().message());
+    ro.strategy = *strategy;
+    auto dopt = device_.options();
+    if (!dopt.ok()) return usage_error(dopt.status().message());
+
+    std::ifstream in(text_file_, std::ios::binary);
+    if (!in) return fail(Status::IOError("cannot open " + text_file_));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+
+    ScopedInterruptHandler interrupt;
+    auto file = read_gguf_file(model_);
+    if (!file.ok()) return fail(file.status());
+    auto vocab = read_tokenizer_vocab(*file);
+    if (!vocab.ok()) return fail(vocab.status());
+    auto tok = Tokenizer::create(std::move(*vocab));
+    if (!tok.ok()) return fail(tok.status().WithContext(model_));
+    if ((*tok)->vocab().add_eos)
+      return fail(Status::Unsupported(model_ +
+                                      ": the tokenizer appends EOS (add_eos_token); perplexity as "
+                                      "llama-perplexity computes it needs a tokenizer that does not"));
+    // As llama-perplexity: BOS where the file asks, special tokens in the text not parsed.
+    const std::vector<int32_t> tokens = (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
+
+    auto dev = open_device(*dopt);
+    if (!dev.ok()) return fail(dev.status());
+    ro.n_ctx = ctx_;
+    ro.logits_all = true;
+    ro.trace = false;
+    {
+      auto m = load_llama_model(*file);
+      if (!m.ok()) return fail(m.status().WithContext(model_));
+      ro.prefill_chunk = batch_ ? std::min(batch_, ctx_) : default_pass_tokens(m->hparams.n_vocab, ctx_);
+    }
+    auto runner = llama::LlamaRunner::create(**dev, model_, ro);
+    if (!runner.ok()) return fail(runner.status());
+    const std::string plan = sched::describe_plan((*runner)->plan(), (*runner)->executor().layer_bytes());
+    std::cerr << "perplexity: " << tokens.size() << " tokens, ctx " << ctx_ << ", " << ro.prefill_chunk
+              << " tokens per pass, plan: " << plan << "\n";
+
+    llama::PerplexityOptions po;
+    po.n_ctx = ctx_;
+    po.n_chunks = chunks_;
+    if ((*tok)->vocab().add_bos) po.bos = (*tok)->bos();
+    const bool tty = stderr_is_tty();
+    auto res = llama::compute_perplexity(**runner, tokens, po, [&](const llama::PerplexityChunk& c, int n) {
+      std::printf("[%d]%.4f,", c.index + 1, c.running_ppl);
+      std::fflush(stdout);
+      if (tty)
+        std::fprintf(stderr, "\rwindow %d/%d (%.2f s)   ", c.index + 1, n, c.seconds);
+      else if (c.index == 0)
+        std::fprintf(stderr, "%.2f seconds per window, %d windows\n", c.seconds, n);
+      return !cancel_requested();
+    });
+    if (tty) std::fprintf(stderr, "\n");
+    std::printf("\n");
+    if (!res.ok()) return fail(res.status());
+    std::printf("Final estimate: PPL = %.4f +/- %.5f  (%d windows of %d tokens, %lld scored)\n", res->ppl,
+                res->ppl_stderr, res->n_chunks, res->n_ctx, static_cast<long long>(res->scored));
+
+    if (!json_.empty()) {
+      nlohmann::json chunks = nlohmann::json::array();
+      for (const auto& c : res->chunks)
+        chunks.push_back(
+            {{"index", c.index}, {"nll", c.nll}, {"running_ppl", c.running_ppl}, {"seconds", c.seconds}});
+      nlohmann::json j = {{"model", model_},
+                          {"text", text_file_},
+                          {"perplexity", res->ppl},
+                          {"perplexity_stderr", res->ppl_stderr},
+                          {"ctx", res->n_ctx},
+                          {"chunks", res->n_chunks},
+                          {"tokens", res->n_tokens},
+                          {"scored_tokens", res->scored},
+                          {"tokens_per_pass", ro.prefill_chunk},
+                          {"kv_type", kv_type_},
+                          {"plan", plan},
+                          {"streamed_bytes_per_pass", (*runner)->streamed_bytes_per_pass()},
+                          {"per_chunk", chunks}};
+      if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
+    }
+    return kExitOk;
+  }
+
+ private:
+  std::string model_, text_file_, vram_, ram_, kv_type_ = "f32", strategy_ = "planned", json_;
+  int ctx_ = 512, chunks_ = -1, batch_ = 0;
+  DeviceFlags device_;
+};
+
+}  // namespace
+
+LS_REGISTER_COMMAND(PerplexityCommand, "perplexity",
+                    "Perplexity over a text, as llama-perplexity computes it (streamed under --vram)");
+
+}  // namespace layerstream::cli
