@@ -245,8 +245,7 @@ Status Executor::load_layer_to_host(int i, void* dst) {
     LS_RETURN_IF_ERROR(
         rd->read_span(l.file_offset, l.bytes, dst).WithContext(fmt::format("load layer {} ({})", i, l.name)));
   }
-  load_bytes_ += l.bytes;
-  load_done_ += l.bytes;
+  load_done_ += l.bytes;  // progress; load_bytes_ is counted by apply_plan
   if (opt_.load_progress && !opt_.load_progress(load_done_, std::max(load_total_, load_done_)))
     return Status::Cancelled(fmt::format("loading was cancelled after {} of {}", format_bytes(load_done_),
                                          format_bytes(std::max(load_total_, load_done_))));

@@ -130,13 +130,11 @@ class Executor {
   const PassStats& last_pass() const { return last_; }
   uint64_t passes_run() const { return pass_; }
   int replans() const { return replans_; }
-  // Bytes loaded into the resident and RAM tiers since creation (streamed
-  // window loads not counted): what sharing one executor saves.
-  uint64_t load_bytes() const { return load_bytes_; }
   const std::vector<uint64_t>& layer_bytes() const { return bytes_; }
   std::vector<std::string> layer_names() const;
   // Bytes loaded into resident regions and RAM-tier buffers so far (start-up
-  // and re-plans; not the per-pass streaming).
+  // and re-plans; not the per-pass streaming): what sharing one executor
+  // between contexts saves.
   uint64_t load_bytes() const { return load_bytes_; }
   // The RAM-tier copy of layer i (its `bytes` bytes), or nullptr when layer i
   // is not in the RAM tier now. Valid until the next plan change.
@@ -222,7 +220,6 @@ class Executor {
   uint64_t g_compute_ = 0;        // next streamed layer to compute (global within the plan epoch)
   uint64_t g_copy_ = 0;           // next streamed layer to enqueue a load for
   int replans_ = 0;
-  uint64_t load_bytes_ = 0;      // resident + RAM tier loads (load_layer_to_host)
   uint64_t load_total_ = 0;      // bytes the current apply_plan loads (progress)
   uint64_t load_done_ = 0;
 
