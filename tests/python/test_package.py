@@ -63,3 +63,20 @@ def test_sampler_chain_is_deterministic():
     assert greedy.sample(logits) == int(np.argmax(logits))
     a, b = ls.SamplerChain(temperature=1.0, seed=9), ls.SamplerChain(temperature=1.0, seed=9)
     assert [a.sample(logits) for _ in range(20)] == [b.sample(logits) for _ in range(20)]
+
+
+def test_stubs_name_every_public_class_and_function():
+    import ast
+
+    from layerstream import _layerstream
+
+    stub = ast.parse((Path(ls.__file__).parent / "_layerstream.pyi").read_text())
+    stubbed = {n.name for n in stub.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    public = {n for n in dir(_layerstream) if not n.startswith("_")}
+    assert public <= stubbed, f"missing from _layerstream.pyi: {sorted(public - stubbed)}"
+    for cls in ("Model", "Context", "Generation", "Stats", "MemoryPlan"):
+        node = next(n for n in stub.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        members = {m.name for m in node.body if isinstance(m, ast.FunctionDef)} | {
+            m.target.id for m in node.body if isinstance(m, ast.AnnAssign)}
+        actual = {n for n in dir(getattr(_layerstream, cls)) if not n.startswith("_")}
+        assert actual <= members, f"{cls}: missing from the stub: {sorted(actual - members)}"
