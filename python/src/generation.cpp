@@ -69,6 +69,7 @@ TokenEvent Generation::next() {
 
 std::optional<TokenEvent> Generation::next_event() {
   using namespace std::chrono_literals;
+  if (finished_) return std::nullopt;  // closed or interrupted: tokens still queued are dropped
   for (;;) {
     std::optional<TokenEvent> event;
     bool done = false;
@@ -84,7 +85,7 @@ std::optional<TokenEvent> Generation::next_event() {
       }
     }
     if (event) return event;
-    if (done || finished_) {
+    if (done) {
       check(finish());
       return std::nullopt;
     }

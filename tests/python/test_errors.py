@@ -88,6 +88,8 @@ def test_context_busy_while_generating(tiny_model):
     with pytest.raises(RuntimeError, match="busy"):
         ctx.complete("again")
     gen.close()
+    assert gen.finished and list(gen) == []
+    assert gen.result is not None and len(gen.result.generated[0]) <= 8
     ctx.clear()
     assert len(ctx.complete("again", max_tokens=3, stop_at_eog=False).generated[0]) == 3
 
