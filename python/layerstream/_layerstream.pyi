@@ -59,7 +59,7 @@ def format_bytes(bytes: int) -> str:
 def set_log_level(level: str) -> None:
     """The library's log level (stderr): trace, debug, info, warn, error, critical or off."""
 
-def make_example_model(path: str, *, size: Size = 0, dtype: str = "f16", seed: int = 1) -> None:
+def make_example_model(path: str | os.PathLike[str], *, size: Size = 0, dtype: str = "f16", seed: int = 1) -> None:
     """Writes the example model (a Llama GGUF with pseudo-random weights and a tokenizer).
 
     size 0: a tiny 4-layer model (~1 MiB); else about that many bytes. dtype: f32,
@@ -148,7 +148,7 @@ class MemoryPlan:
 
 class Model:
     """One GGUF model opened within memory budgets; owns weights, placement and the KV pool."""
-    def __init__(self, path: str, *, vram_budget: Size = 0, ram_budget: Size = 0,
+    def __init__(self, path: str | os.PathLike[str], *, vram_budget: Size = 0, ram_budget: Size = 0,
                  backend: Backend = Backend.AUTO, sim_link_gbps: float = 0.0, host_threads: int = 0,
                  io: IoPath = IoPath.AUTO, context: int = 0, sequences: int = 1, prefill_chunk: int = 256,
                  kv_type: KvType = KvType.F32, strategy: Strategy = Strategy.PLANNED, trace: bool = False,
@@ -160,7 +160,7 @@ class Model:
         CancelledError; KeyboardInterrupt on Ctrl-C while loading.
         """
     @staticmethod
-    def plan(path: str, *, context: int = 0, sequences: int = 1, prefill_chunk: int = 256,
+    def plan(path: str | os.PathLike[str], *, context: int = 0, sequences: int = 1, prefill_chunk: int = 256,
              kv_type: KvType = KvType.F32, backend: Backend = Backend.AUTO, sim_link_gbps: float = 0.0,
              host_threads: int = 0, io: IoPath = IoPath.AUTO, box: str = "", vram_budget: Size = 0,
              ram_budget: Size = 0, budgets: int = 8) -> MemoryPlan:
@@ -266,7 +266,7 @@ class Context:
     def clear(self, sequence: int = -1) -> None: ...
     def copy_sequence(self, src: int, dst: int) -> None: ...
     def remove(self, sequence: int, start: int) -> None: ...
-    def write_trace(self, path: str) -> None: ...
+    def write_trace(self, path: str | os.PathLike[str]) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> Context: ...
     def __exit__(self, *args: object) -> None: ...

@@ -1,6 +1,7 @@
 // Context: generate (an iterator, generation.h), complete (run to the end),
 // decode a Batch and read logits as NumPy arrays, KV cache edits.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
@@ -117,7 +118,7 @@ void bind_context(nb::module_& m) {
           "remove", [](PyContext& pc, int seq, int from) { check(pc.idle("remove").remove(seq, from)); },
           nb::arg("sequence"), nb::arg("start"), "Forgets positions >= start of the sequence.")
       .def(
-          "write_trace", [](PyContext& pc, const std::string& path) { check(pc.idle("write_trace").write_trace(path)); },
+          "write_trace", [](PyContext& pc, const std::filesystem::path& path) { check(pc.idle("write_trace").write_trace(path.string())); },
           nb::arg("path"), "Chrome trace-event JSON of the model's passes (needs Model(trace=True)).")
       .def(
           "close", [](PyContext& pc) {

@@ -2,6 +2,7 @@
 // make_example_model. Model.open releases the GIL while it loads; the
 // progress callback takes it back to call Python and to check for Ctrl-C.
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -23,7 +24,7 @@ struct ProgressBridge {
   std::optional<nb::python_error> error;
 };
 
-std::shared_ptr<Model> open_model(const std::string& path, nb::handle vram_budget, nb::handle ram_budget,
+std::shared_ptr<Model> open_model(const std::filesystem::path& path, nb::handle vram_budget, nb::handle ram_budget,
                                   Backend backend, double sim_link_gbps, int host_threads, IoPath io, int context,
                                   int sequences, int prefill_chunk, KvType kv_type, Strategy strategy, bool trace,
                                   nb::object progress) {
@@ -62,7 +63,7 @@ std::shared_ptr<Model> open_model(const std::string& path, nb::handle vram_budge
   Result<std::shared_ptr<Model>> model = Status::Internal("not opened");
   {
     nb::gil_scoped_release release;
-    model = Model::open(path, o);
+    model = Model::open(path.string(), o);
   }
   bridge->open = false;
   if (bridge->error) throw *bridge->error;
@@ -127,7 +128,7 @@ void bind_model(nb::module_& m) {
 
   m.def(
       "make_example_model",
-      [](const std::string& path, nb::handle size, const std::string& dtype, uint64_t seed) {
+      [](const std::filesystem::path& path, nb::handle size, const std::string& dtype, uint64_t seed) {
         ExampleModelOptions o;
         o.target_bytes = size_arg(size, "size");
         o.dtype = dtype;
@@ -135,7 +136,7 @@ void bind_model(nb::module_& m) {
         Status s;
         {
           nb::gil_scoped_release release;
-          s = make_example_model(path, o);
+          s = make_example_model(path.string(), o);
         }
         check(s);
       },

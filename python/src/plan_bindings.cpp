@@ -1,6 +1,7 @@
 // Model.plan: the memory plan of a model file (each part's bytes, the least
 // budget that runs, per budget the placement and predicted speed) without
 // loading it. Releases the GIL (it may measure the box).
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -40,7 +41,7 @@ void bind_plan(nb::module_& m) {
       .def_ro("budgets", &MemoryPlan::budgets);
 
   nb::handle model_class = m.attr("Model");
-  auto plan = [](const std::string& path, int context, int sequences, int prefill_chunk, KvType kv_type,
+  auto plan = [](const std::filesystem::path& path, int context, int sequences, int prefill_chunk, KvType kv_type,
                  Backend backend, double sim_link_gbps, int host_threads, IoPath io, const std::string& box,
                  nb::handle vram_budget, nb::handle ram_budget, int budgets) {
     PlanOptions o;
@@ -59,7 +60,7 @@ void bind_plan(nb::module_& m) {
     Result<MemoryPlan> r = Status::Internal("not planned");
     {
       nb::gil_scoped_release release;
-      r = Model::plan(path, o);
+      r = Model::plan(path.string(), o);
     }
     return unwrap(std::move(r));
   };

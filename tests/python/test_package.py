@@ -37,7 +37,7 @@ def test_sizes():
 
 
 def test_model_info_and_tokenizer(tiny_model):
-    model = ls.Model(tiny_model, backend=ls.Backend.HOST)
+    model = ls.Model(Path(tiny_model), backend=ls.Backend.HOST)  # str or os.PathLike
     info = model.info
     assert info.architecture == "llama" and info.layers == 4 and info.vocab == model.n_vocab
     assert info.file_bytes == Path(tiny_model).stat().st_size
