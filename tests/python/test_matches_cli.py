@@ -82,3 +82,16 @@ def test_decode_and_logits_match_generation(tiny_model):
     bad.add(model.n_vocab + 5, len(ids), 0, True)
     with pytest.raises(ls.InvalidArgumentError):
         ctx.decode(bad)
+
+
+def test_two_sequences_equal_the_clis_batch(run_cli, tmp_path, tiny_model):
+    r = run_cli("run", tiny_model, "-p", PROMPT, "-n", "10", "--temp", "0.9", "--seed", "11", "--batch", "2",
+                "--backend", "host", "--json", str(tmp_path / "run.json"))
+    assert r.returncode == 0, r.stderr
+    cli = load_json(tmp_path / "run.json")
+    model = ls.Model(tiny_model, backend=ls.Backend.HOST, sequences=2)
+    ctx = model.create_context(sequences=2)
+    events = list(ctx.generate(PROMPT, max_tokens=10, temperature=0.9, seed=11))
+    per_seq = [[e.token for e in events if e.sequence == s] for s in range(2)]
+    assert per_seq == cli["generated_tokens"]
+    assert per_seq[0] != per_seq[1]  # seeds 11 and 12
