@@ -94,3 +94,18 @@ def test_two_threads_generate_at_once(stream_model, stream_plan):
         contexts[i].clear()
         alone = contexts[i].complete(PROMPT, max_tokens=6, temperature=0.8, seed=i, stop_at_eog=False)
         assert results[i] == alone.generated[0]
+
+
+def test_keyboard_interrupt_while_loading(stream_model, stream_plan):
+    calls = []
+
+    def interrupt(fraction):
+        calls.append(fraction)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        ls.Model(stream_model, backend=ls.Backend.HOST, context=STREAM_CONTEXT, ram_budget=stream_plan.weight_bytes,
+                 progress=interrupt)
+    assert len(calls) == 1, "loading went on after the interrupt"
+    model = ls.Model(stream_model, backend=ls.Backend.HOST, context=STREAM_CONTEXT)
+    assert len(model.create_context().complete(PROMPT, max_tokens=2, stop_at_eog=False).generated[0]) == 2
