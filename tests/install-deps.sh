@@ -8,6 +8,9 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# tests/run.sh builds the Python package in a virtual environment: venv and the headers.
+python3 -c 'import ensurepip, os, sysconfig; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' \
+  2>/dev/null || missing+=(python3-venv python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing missing packages: ${missing[*]}"
   SUDO=""

@@ -2,7 +2,9 @@
 # The whole test suite, from a fresh clone:
 #   1. installs missing build dependencies (Debian packages; needs root),
 #   2. builds with the CUDA backend when nvcc exists (so CUDA code always
-#      compiles and links) and runs every test through ctest,
+#      compiles and links) and runs every test through ctest, then installs
+#      the Python package (pip install . in a fresh virtual environment,
+#      build/py-venv) and runs its pytest suite (tests/python),
 #   3. rebuilds the host side with clang, address+undefined sanitizers and the
 #      libFuzzer targets (clang also checks the thread-safety annotations:
 #      -Werror=thread-safety on the annotated areas, e.g. runtime/llama), and
@@ -41,6 +43,23 @@ cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_
 cmake --build build/ci -j "$JOBS"
 step "tests (all labels)"
 ctest --test-dir build/ci -j "$JOBS" --output-on-failure --timeout 900
+
+step "python package: pip install . in a fresh venv, pytest tests/python"
+# The package the way a user gets it (pyproject.toml: scikit-build-core +
+# nanobind from PyPI), built with the same CUDA setting as above into
+# build/python (ccache serves the library's objects compiled above), then its
+# tests, which compare against build/ci/bin/layerstream. pytest's exit code 5
+# (no tests collected) is a failure here, not a silent pass.
+rm -rf build/py-venv
+python3 -m venv build/py-venv
+# CC/CXX as CMake picked them above (ccache's key includes the compiler's name).
+CC=${CC:-cc} CXX=${CXX:-c++} LAYERSTREAM_CUDA=$cuda_flag build/py-venv/bin/pip install --quiet "$ROOT"
+build/py-venv/bin/pip install --quiet pytest numpy
+py_rc=0
+LAYERSTREAM_CLI="$ROOT/build/ci/bin/layerstream" LAYERSTREAM_REQUIRE_CLI=1 \
+  build/py-venv/bin/python -m pytest tests/python -p no:cacheprovider -rs || py_rc=$?
+if [ "$py_rc" = 5 ]; then echo "pytest collected no tests in tests/python" >&2; exit 1; fi
+if [ "$py_rc" != 0 ]; then exit "$py_rc"; fi
 
 # The test executables whose layerstream_add_test() call carries label $1.
 targets_labelled() {

@@ -1,0 +1,139 @@
+// Context: generate (an iterator, generation.h), complete (run to the end),
+// decode a Batch and read logits as NumPy arrays, KV cache edits.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include "generation.h"
+
+namespace layerstream::python {
+
+Context& PyContext::idle(const char* what) {
+  if (!context) throw nb::value_error((std::string(what) + ": the context is closed").c_str());
+  if (busy)
+    throw std::runtime_error(std::string(what) +
+                             ": the context is busy with a generation; exhaust or close() it first (a context "
+                             "serves one thread at a time; use one context per thread)");
+  return *context;
+}
+
+namespace {
+
+GenerateOptions generate_options(int max_tokens, float temperature, int top_k, float top_p, float min_p,
+                                 float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog,
+                                 bool keep_logits) {
+  GenerateOptions o;
+  o.max_tokens = max_tokens;
+  o.sampling = {temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed};
+  o.stop_at_eog = stop_at_eog;
+  o.keep_logits = keep_logits;
+  return o;
+}
+
+Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p,
+                  float min_p, float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog,
+                  bool keep_logits) {
+  PyContext& pc = nb::cast<PyContext&>(self);
+  return new Generation(nb::borrow(self), pc, std::move(prompt),
+                        generate_options(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
+                                         repeat_last_n, seed, stop_at_eog, keep_logits));
+}
+
+// The generate/complete keyword arguments, GenerateOptions' defaults.
+#define LS_GENERATE_ARGS                                                                                   \
+  nb::arg("prompt"), nb::kw_only(), nb::arg("max_tokens") = 32, nb::arg("temperature") = 0.8f,            \
+      nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f, nb::arg("min_p") = 0.05f,                           \
+      nb::arg("repeat_penalty") = 1.0f, nb::arg("repeat_last_n") = 64, nb::arg("seed") = 0,                \
+      nb::arg("stop_at_eog") = true, nb::arg("keep_logits") = false
+
+nb::ndarray<nb::numpy, float, nb::ndim<1>> logits_array(std::span<const float> row) {
+  auto* copy = new std::vector<float>(row.begin(), row.end());
+  nb::capsule owner(copy, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  return nb::ndarray<nb::numpy, float, nb::ndim<1>>(copy->data(), {copy->size()}, owner);
+}
+
+}  // namespace
+
+void bind_context(nb::module_& m) {
+  nb::class_<PyContext>(m, "Context",
+                        "One conversation on a Model: KV-cache sequences that persist between calls, so a second "
+                        "generate() continues where the last stopped and prefills only what is new. One thread "
+                        "uses a context at a time; different contexts run on different threads at once.")
+      .def(
+          "generate",
+          [](nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p, float min_p,
+             float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog, bool keep_logits) {
+            return start(self, std::move(prompt), max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
+                         repeat_last_n, seed, stop_at_eog, keep_logits);
+          },
+          LS_GENERATE_ARGS, nb::rv_policy::take_ownership,
+          "Generates from `prompt` (text, or token ids) appended to every sequence, as an iterator of "
+          "TokenEvent; its `result` has the GenerateResult at the end. temperature <= 0 is greedy; sequence i "
+          "samples with seed + i. The first call adds BOS to a text prompt.")
+      .def(
+          "complete",
+          [](nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p, float min_p,
+             float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog, bool keep_logits) {
+            std::unique_ptr<Generation> g(start(self, std::move(prompt), max_tokens, temperature, top_k, top_p,
+                                                min_p, repeat_penalty, repeat_last_n, seed, stop_at_eog,
+                                                keep_logits));
+            while (g->next_event()) {
+            }
+            return GenerateResult(*g->result());
+          },
+          LS_GENERATE_ARGS, "generate() run to the end: the GenerateResult (text, tokens, stats, logits).")
+      .def(
+          "decode",
+          [](PyContext& pc, const Batch& batch) {
+            Context& ctx = pc.idle("decode");
+            pc.busy = true;
+            Status s;
+            {
+              nb::gil_scoped_release release;
+              s = ctx.decode(batch);
+            }
+            pc.busy = false;
+            check(s);
+          },
+          nb::arg("batch"),
+          "Runs a Batch (GIL released). InvalidArgumentError naming the token for a bad id, sequence or "
+          "position; nothing is decoded then.")
+      .def(
+          "logits", [](PyContext& pc, int i) { return logits_array(pc.idle("logits").logits(i)); }, nb::arg("i"),
+          "float32 array of the logits of token i of the last decode() (empty when it did not ask for them).")
+      .def_prop_ro("sequences", [](PyContext& pc) { return pc.idle("sequences").sequences(); })
+      .def_prop_ro("n_context", [](PyContext& pc) { return pc.idle("n_context").n_context(); })
+      .def(
+          "position", [](PyContext& pc, int seq) { return pc.idle("position").position(seq); },
+          nb::arg("sequence") = 0, "Tokens the sequence holds (its next position).")
+      .def(
+          "clear", [](PyContext& pc, int seq) { check(pc.idle("clear").clear(seq)); }, nb::arg("sequence") = -1,
+          "Forgets every token of the sequence (-1: all).")
+      .def(
+          "copy_sequence", [](PyContext& pc, int src, int dst) { check(pc.idle("copy_sequence").copy_sequence(src, dst)); },
+          nb::arg("src"), nb::arg("dst"), "dst becomes a copy of src (a shared prefix, decoded once).")
+      .def(
+          "remove", [](PyContext& pc, int seq, int from) { check(pc.idle("remove").remove(seq, from)); },
+          nb::arg("sequence"), nb::arg("start"), "Forgets positions >= start of the sequence.")
+      .def(
+          "write_trace", [](PyContext& pc, const std::filesystem::path& path) { check(pc.idle("write_trace").write_trace(path.string())); },
+          nb::arg("path"), "Chrome trace-event JSON of the model's passes (needs Model(trace=True)).")
+      .def(
+          "close", [](PyContext& pc) {
+            (void)pc.idle("close");
+            pc.context.reset();
+            pc.model.reset();
+          },
+          "Returns the sequences to the model's pool now (also when the context is garbage-collected).")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](PyContext& pc, nb::args) {
+        if (pc.context && !pc.busy) {
+          pc.context.reset();
+          pc.model.reset();
+        }
+      });
+}
+
+}  // namespace layerstream::python

@@ -1,0 +1,71 @@
+// The typed options as Python enums (Backend, IoPath, KvType, Strategy), the
+// Batch of Context.decode and the SamplerChain.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+
+namespace layerstream::python {
+
+void bind_options(nb::module_& m) {
+  nb::enum_<Backend>(m, "Backend", "Where layers compute: AUTO picks CUDA when a device is present, else HOST.")
+      .value("AUTO", Backend::kAuto)
+      .value("HOST", Backend::kHost)
+      .value("CUDA", Backend::kCuda);
+  nb::enum_<IoPath>(m, "IoPath", "How disk-tier layers are read (AUTO: io_uring O_DIRECT when available).")
+      .value("AUTO", IoPath::kAuto)
+      .value("URING", IoPath::kUring)
+      .value("PREAD", IoPath::kPread)
+      .value("BUFFERED", IoPath::kBuffered);
+  nb::enum_<KvType>(m, "KvType", "Element type of the KV cache.")
+      .value("F32", KvType::kF32)
+      .value("F16", KvType::kF16);
+  nb::enum_<Strategy>(m, "Strategy",
+                      "How layers are placed: RESIDENT (all in the budget), SERIAL (load then compute), "
+                      "OVERLAP (two window slots), PLANNED (the planner, re-planning on drift).")
+      .value("RESIDENT", Strategy::kResident)
+      .value("SERIAL", Strategy::kSerial)
+      .value("OVERLAP", Strategy::kOverlap)
+      .value("PLANNED", Strategy::kPlanned);
+
+  nb::class_<Batch>(m, "Batch",
+                    "Tokens for one Context.decode call: each names its sequence, its position in that "
+                    "sequence, and whether its logits are wanted (like llama.cpp's llama_batch).")
+      .def(nb::init<>())
+      .def("add", &Batch::add, nb::arg("token"), nb::arg("position"), nb::arg("sequence") = 0,
+           nb::arg("logits") = false, "Appends one token.")
+      .def("add_sequence", &Batch::add_sequence, nb::arg("tokens"), nb::arg("first_position"),
+           nb::arg("sequence") = 0, nb::arg("logits_for_last") = true,
+           "Appends `tokens` to `sequence` from `first_position`; logits for the last one.")
+      .def("clear", &Batch::clear)
+      .def("__len__", &Batch::size)
+      .def_ro("tokens", &Batch::tokens)
+      .def_ro("positions", &Batch::positions)
+      .def_ro("sequences", &Batch::sequences)
+      .def_prop_ro("logits", [](const Batch& b) { return std::vector<bool>(b.logits.begin(), b.logits.end()); });
+
+  nb::class_<SamplerChain>(m, "SamplerChain",
+                           "Samplers apart from decoding: repetition penalty, top-k, top-p, min-p and temperature "
+                           "(llama.cpp's order), then a seeded draw (argmax when temperature <= 0).")
+      .def(
+          "__init__",
+          [](SamplerChain* self, float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
+             int repeat_last_n, uint64_t seed) {
+            SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed};
+            new (self) SamplerChain(SamplerChain::from(o));
+          },
+          nb::kw_only(), nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f,
+          nb::arg("min_p") = 0.05f, nb::arg("repeat_penalty") = 1.0f, nb::arg("repeat_last_n") = 64,
+          nb::arg("seed") = 0)
+      .def(
+          "sample",
+          [](SamplerChain& c, nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {
+            return c.sample(std::span<const float>(logits.data(), logits.shape(0)));
+          },
+          nb::arg("logits"), "A token id drawn from one row of float32 logits (not accepted; -1 when empty).")
+      .def("accept", &SamplerChain::accept, nb::arg("token"), "Adds `token` to the repetition-penalty history.")
+      .def("reset", &SamplerChain::reset, "Clears the history and restarts the random stream from the seed.");
+}
+
+}  // namespace layerstream::python

@@ -1,0 +1,78 @@
+// Model.plan: the memory plan of a model file (each part's bytes, the least
+// budget that runs, per budget the placement and predicted speed) without
+// loading it. Releases the GIL (it may measure the box).
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+
+namespace layerstream::python {
+
+void bind_plan(nb::module_& m) {
+  nb::class_<BudgetPlan>(m, "BudgetPlan", "One budget's placement and predicted speed.")
+      .def_ro("vram_bytes", &BudgetPlan::vram_bytes)
+      .def_ro("ram_bytes", &BudgetPlan::ram_bytes)
+      .def_ro("fits", &BudgetPlan::fits, "False: below the minimum (why in `placement`).")
+      .def_ro("layers_resident", &BudgetPlan::layers_resident)
+      .def_ro("layers_ram", &BudgetPlan::layers_ram)
+      .def_ro("layers_disk", &BudgetPlan::layers_disk)
+      .def_ro("slots", &BudgetPlan::slots)
+      .def_ro("placement", &BudgetPlan::placement)
+      .def_ro("predicted_decode_pass_s", &BudgetPlan::predicted_decode_pass_s)
+      .def_ro("predicted_decode_tokens_per_s", &BudgetPlan::predicted_decode_tokens_per_s)
+      .def_ro("predicted_prefill_tokens_per_s", &BudgetPlan::predicted_prefill_tokens_per_s);
+
+  nb::class_<MemoryPlan>(m, "MemoryPlan", "How much memory a model needs and how fast it runs per budget.")
+      .def_ro("model", &MemoryPlan::model)
+      .def_ro("context", &MemoryPlan::context)
+      .def_ro("sequences", &MemoryPlan::sequences)
+      .def_ro("pass_tokens", &MemoryPlan::pass_tokens)
+      .def_ro("kv_type", &MemoryPlan::kv_type)
+      .def_ro("weight_bytes", &MemoryPlan::weight_bytes)
+      .def_ro("largest_layer_bytes", &MemoryPlan::largest_layer_bytes)
+      .def_ro("kv_bytes", &MemoryPlan::kv_bytes)
+      .def_ro("activation_bytes", &MemoryPlan::activation_bytes)
+      .def_ro("min_vram_bytes", &MemoryPlan::min_vram_bytes, "KV + activations + one window slot: the least that runs.")
+      .def_ro("all_resident_vram_bytes", &MemoryPlan::all_resident_vram_bytes)
+      .def_ro("figures_source", &MemoryPlan::figures_source)
+      .def_ro("link_gbps", &MemoryPlan::link_gbps)
+      .def_ro("disk_gbps", &MemoryPlan::disk_gbps)
+      .def_ro("budgets", &MemoryPlan::budgets);
+
+  nb::handle model_class = m.attr("Model");
+  auto plan = [](const std::filesystem::path& path, int context, int sequences, int prefill_chunk, KvType kv_type,
+                 Backend backend, double sim_link_gbps, int host_threads, IoPath io, const std::string& box,
+                 nb::handle vram_budget, nb::handle ram_budget, int budgets) {
+    PlanOptions o;
+    o.context = context;
+    o.sequences = sequences;
+    o.prefill_chunk = prefill_chunk;
+    o.kv_type = kv_type;
+    o.backend = backend;
+    o.sim_link_gbps = sim_link_gbps;
+    o.host_threads = host_threads;
+    o.io = io;
+    o.box = box;
+    o.vram_budget = size_arg(vram_budget, "vram_budget");
+    o.ram_budget = size_arg(ram_budget, "ram_budget");
+    o.budgets = budgets;
+    Result<MemoryPlan> r = Status::Internal("not planned");
+    {
+      nb::gil_scoped_release release;
+      r = Model::plan(path.string(), o);
+    }
+    return unwrap(std::move(r));
+  };
+  nb::cast<nb::class_<Model>>(model_class)
+      .def_static("plan", plan, nb::arg("path"), nb::kw_only(), nb::arg("context") = 0, nb::arg("sequences") = 1,
+                  nb::arg("prefill_chunk") = 256, nb::arg("kv_type") = KvType::kF32,
+                  nb::arg("backend") = Backend::kAuto, nb::arg("sim_link_gbps") = 0.0, nb::arg("host_threads") = 0,
+                  nb::arg("io") = IoPath::kAuto, nb::arg("box") = "", nb::arg("vram_budget") = 0,
+                  nb::arg("ram_budget") = 0, nb::arg("budgets") = 8,
+                  "Without loading anything: each part's bytes, the smallest budget that runs, the "
+                  "all-resident budget and, per budget, the placement and predicted tokens/s (from `box`, a "
+                  "`layerstream probe --json` file, or figures measured now).");
+}
+
+}  // namespace layerstream::python
