@@ -9,7 +9,7 @@
 #include <iostream>
 #include <mutex>
 #include <pthread.h>
-#include <spdlog/spdlog.h>
+#include "runtime/core/log.h"
 #include <thread>
 
 #include "examples/cli/cli_common.h"
@@ -36,7 +36,7 @@ Result<serve::ChatTemplate> chat_template_of(const std::string& path) {
     bos = text_of("tokenizer.ggml.bos_token_id");
     eos = text_of("tokenizer.ggml.eos_token_id");
   }
-  if (source->empty()) spdlog::info("serve: {} has no tokenizer.chat_template; chat uses ChatML", path);
+  if (source->empty()) LS_LOG_INFO("serve: {} has no tokenizer.chat_template; chat uses ChatML", path);
   return serve::ChatTemplate::create(*source, bos, eos);
 }
 
@@ -104,7 +104,7 @@ class ServeCommand : public Command {
       int sig = 0;
       sigwait(&set, &sig);
       if (sig == SIGUSR2) return;
-      spdlog::info("serve: {} received: finishing running requests, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      LS_LOG_INFO("serve: {} received: finishing running requests, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       stop = true;
       std::lock_guard lock(mu);
       if (live) live->shutdown(std::chrono::milliseconds(static_cast<int64_t>(grace_s_ * 1000)));
@@ -119,8 +119,12 @@ class ServeCommand : public Command {
 
     auto tmpl = chat_template_of(model_);
     if (!tmpl.ok()) return fail(tmpl.status());
-    mo_.progress = [&](float) { return !stop.load(); };
+    // A signal while the model loads cancels the load; once it is open, later
+    // loads (re-plans between passes) must run to the end of what runs.
+    std::atomic<bool> opened{false};
+    mo_.progress = [&](float) { return opened.load() || !stop.load(); };
     auto model = Model::open(model_, mo_);
+    opened = true;
     if (!model.ok()) return fail(model.status());
     auto scheduler = serve::BatchScheduler::create(*model, sched_);
     if (!scheduler.ok()) return fail(scheduler.status());
@@ -140,7 +144,7 @@ class ServeCommand : public Command {
       live = nullptr;
     }
     if (!st.ok()) return fail(st);
-    spdlog::info("serve: stopped");
+    LS_LOG_INFO("serve: stopped");
     return 0;
   }
 

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include <spdlog/spdlog.h>
+#include "runtime/core/log.h"
 #include "runtime/serve/text_stream.h"
 
 namespace layerstream::serve {
@@ -188,7 +188,7 @@ void BatchScheduler::pass() {
   }
   if (batch.empty()) return;
   if (Status st = ctx_->decode(batch); !st.ok()) {
-    spdlog::error("serve: a pass of {} tokens failed: {}", batch.size(), st.ToString());
+    LS_LOG_ERROR("serve: a pass of {} tokens failed: {}", batch.size(), st.ToString());
     for (Slot* s : in_pass) end(*s, FinishReason::kError, st.ToString());
     return;
   }

@@ -1,7 +1,6 @@
 #include "runtime/serve/http_server.h"
 
 #include <httplib.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>

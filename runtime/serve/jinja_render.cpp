@@ -88,7 +88,9 @@ std::string title(const std::string& s) {
   return out;
 }
 
-const Value& arg(const Args& a, size_t i, const Kwargs& kw, const char* name, const Value& fallback) {
+// Argument `name` (keyword) or at position `i`, else `fallback`. By value:
+// fallbacks are temporaries.
+Value arg(const Args& a, size_t i, const Kwargs& kw, const char* name, const Value& fallback) {
   for (const auto& [k, v] : kw)
     if (k == name) return v;
   return i < a.size() ? a[i] : fallback;
@@ -447,7 +449,7 @@ class Renderer {
         });
       if (name == "get")
         return bound([obj](const Args& a, const Kwargs& kw) {
-          const Value& key = arg(a, 0, kw, "key", Value());
+          const Value key = arg(a, 0, kw, "key", Value());
           const Value* v = key.is_string() ? obj.object().find(key.str()) : nullptr;
           return v ? *v : arg(a, 1, kw, "default", Value::none());
         });
@@ -457,13 +459,13 @@ class Renderer {
       const std::string s = obj.str();
       if (name == "strip" || name == "lstrip" || name == "rstrip")
         return bound([s, name](const Args& a, const Kwargs& kw) {
-          const Value& c = arg(a, 0, kw, "chars", Value());
+          const Value c = arg(a, 0, kw, "chars", Value());
           const std::string chars = c.is_string() ? c.str() : kSpace;
           return Value(strip(s, chars, name != "rstrip", name != "lstrip"));
         });
       if (name == "startswith" || name == "endswith")
         return bound([s, name](const Args& a, const Kwargs& kw) {
-          const Value& p = arg(a, 0, kw, "prefix", Value());
+          const Value p = arg(a, 0, kw, "prefix", Value());
           Value::Array options = p.is_array() ? p.array() : Value::Array{p};
           for (const Value& o : options) {
             if (!o.is_string()) throw Error(name + " needs a string");
@@ -476,7 +478,7 @@ class Renderer {
         });
       if (name == "split")
         return bound([s](const Args& a, const Kwargs& kw) {
-          const Value& m = arg(a, 1, kw, "maxsplit", Value(int64_t{-1}));
+          const Value m = arg(a, 1, kw, "maxsplit", Value(int64_t{-1}));
           return split(s, arg(a, 0, kw, "sep", Value()), m.as_int());
         });
       if (name == "upper") return bound([s](const Args&, const Kwargs&) { return Value(upper(s)); });
@@ -553,7 +555,7 @@ class Renderer {
 
   Value filter(const std::string& name, const Value& v, const Args& a, const Kwargs& kw) {
     if (name == "trim") {
-      const Value& c = arg(a, 0, kw, "chars", Value());
+      const Value c = arg(a, 0, kw, "chars", Value());
       return Value(strip(v.to_string(), c.is_string() ? c.str() : kSpace, true, true));
     }
     if (name == "upper") return Value(upper(v.to_string()));
@@ -621,7 +623,7 @@ class Renderer {
     if (name == "items") return attribute(v, "items").function()({}, {});
     if (name == "join") {
       const std::string sep = arg(a, 0, kw, "d", Value("")).to_string();
-      const Value& attr = arg(a, 1, kw, "attribute", Value());
+      const Value attr = arg(a, 1, kw, "attribute", Value());
       std::string out;
       const Value::Array items = items_of(v);
       for (size_t i = 0; i < items.size(); ++i)
@@ -632,11 +634,11 @@ class Renderer {
       return Value(replace_all(v.to_string(), arg(a, 0, kw, "old", Value("")).to_string(),
                                arg(a, 1, kw, "new", Value("")).to_string(), arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
     if (name == "tojson") {
-      const Value& indent = arg(a, 0, kw, "indent", Value());
+      const Value indent = arg(a, 0, kw, "indent", Value());
       return Value(v.to_json(indent.is_number() ? static_cast<int>(indent.as_int()) : -1));
     }
     if (name == "indent") {
-      const Value& w = arg(a, 0, kw, "width", Value(int64_t{4}));
+      const Value w = arg(a, 0, kw, "width", Value(int64_t{4}));
       const std::string pad = w.is_string() ? w.str() : std::string(size_t(w.as_int()), ' ');
       const bool first = arg(a, 1, kw, "first", Value(false)).truthy();
       const bool blank = arg(a, 2, kw, "blank", Value(false)).truthy();
@@ -677,7 +679,7 @@ class Renderer {
     if (name == "sort") {
       Value::Array items = items_of(v);
       const bool reverse = arg(a, 0, kw, "reverse", Value(false)).truthy();
-      const Value& attr = arg(a, 2, kw, "attribute", Value());
+      const Value attr = arg(a, 2, kw, "attribute", Value());
       std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
         const Value kx = attr.is_undefined() ? x : item(x, attr), ky = attr.is_undefined() ? y : item(y, attr);
         return reverse ? compare(kx, ky) > 0 : compare(kx, ky) < 0;
@@ -686,7 +688,7 @@ class Renderer {
     }
     if (name == "map") {
       Value::Array out;
-      const Value& attr = arg(a, 99, kw, "attribute", Value());
+      const Value attr = arg(a, 99, kw, "attribute", Value());
       for (const Value& x : items_of(v)) {
         if (!attr.is_undefined()) out.push_back(item(x, attr));
         else if (!a.empty()) out.push_back(filter(a[0].to_string(), x, Args(a.begin() + 1, a.end()), {}));
