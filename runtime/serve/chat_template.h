@@ -30,6 +30,7 @@ class ChatTemplate {
 
   Result<std::string> apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
   bool is_fallback() const { return !tmpl_; }
+  const std::string& bos_token() const { return bos_; }
   // Extra stop strings the template's turn end suggests ("<|im_end|>" for the fallback).
   const std::vector<std::string>& turn_ends() const { return turn_ends_; }
 

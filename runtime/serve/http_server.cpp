@@ -162,7 +162,11 @@ void HttpServer::routes() {
       if (chat) {
         auto text = template_.apply(p.messages, /*add_generation_prompt=*/true);
         if (!text.ok()) return send_error(res, error_of(400, text.status().message(), "invalid_request_error"));
-        tokens = model_->tokenize(*text, /*add_bos=*/true);
+        // Templates that write bos_token: the tokenizer adds BOS itself.
+        std::string prompt = std::move(*text);
+        const std::string& bos = template_.bos_token();
+        if (!bos.empty() && prompt.rfind(bos, 0) == 0) prompt.erase(0, bos.size());
+        tokens = model_->tokenize(prompt, /*add_bos=*/true);
         for (const std::string& end : template_.turn_ends()) p.stop.push_back(end);
       } else {
         if (p.prompt.empty()) return send_error(res, error_of(400, "'prompt' is empty", "invalid_request_error"));
