@@ -14,6 +14,8 @@ python3 - "$ls_bin" "$model" "$out" "$@" <<'PY'
 import json, subprocess, sys
 ls_bin, model, out, extra = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 plan = json.load(open(f"{out}/plan.json"))
+# --ram goes to run from the plan's rows (the same value); the rest as given.
+run_extra = [a for i, a in enumerate(extra) if a != "--ram" and (i == 0 or extra[i - 1] != "--ram")]
 print("\n| vram budget (bytes) | placement (resident/ram/disk) | predicted decode tok/s | measured: 1 / mean decode pass | ratio | run's decode tok/s (incl. re-plans) | re-plans |")
 print("|---|---|---|---|---|---|---|")
 for b in plan["budgets"]:
@@ -21,7 +23,7 @@ for b in plan["budgets"]:
         continue
     j = f"{out}/run.json"
     r = subprocess.run([ls_bin, "run", model, "-p", "Once upon a time", "-n", "48", "--temp", "0",
-                        "--vram", str(b["vram_bytes"]), "--ram", str(b["ram_bytes"]), "--json", j] + extra,
+                        "--vram", str(b["vram_bytes"]), "--ram", str(b["ram_bytes"]), "--json", j] + run_extra,
                        capture_output=True, text=True)
     if r.returncode != 0:
         print(f"| {b['vram_bytes']} | run failed: {r.stderr.strip().splitlines()[-1]} | | | | | |")
@@ -34,7 +36,7 @@ for b in plan["budgets"]:
           f"{res['decode_tokens_per_s']:.2f} | {res['replans']} |")
 lo = plan["min_vram_bytes"]
 for v in (lo - 1, lo):
-    r = subprocess.run([ls_bin, "run", model, "-p", "Hello", "-n", "2", "--vram", str(v)] + extra,
+    r = subprocess.run([ls_bin, "run", model, "-p", "Hello", "-n", "2", "--vram", str(v)] + run_extra,
                        capture_output=True, text=True)
     last = (r.stderr.strip().splitlines() or [""])[-1]
     print(f"\nrun --vram {v}: exit {r.returncode}" + (f": {last}" if r.returncode else ""))

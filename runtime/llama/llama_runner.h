@@ -5,16 +5,18 @@
 // span; the compute callback finds each tensor at run.data + (tensor offset -
 // span start).
 //
-// Reserved region (carved first in the arena): per sequence a KV cache
+// Reserved region (carved first in the arena): per sequence slot a KV cache
 // [layer][pos][n_kv_head][head_dim] of kv_type for K and V, positions
-// 0..n_ctx-1; activations for max_pass_tokens() tokens; logits for
-// n_seq rows; tokens/positions; matmul scratch.
+// 0..n_ctx-1 (a Model lends these slots to its contexts); activations for
+// max_pass_tokens() tokens; head rows and logits for n_seq rows;
+// tokens/positions; matmul scratch.
 //
 // A pass runs a list of segments, one per sequence: (seq, n tokens) appended
-// at that sequence's current position. Prefill is one segment (chunked into
-// passes of at most prefill_chunk tokens); decode is one token for each of
-// the sequences, all in one pass. Logits are produced for the last token of
-// each segment and copied to host memory (logits(seq)).
+// at that sequence's current position. prefill/decode produce logits for the
+// last token of each segment (logits(seq), and on the device for sample());
+// decode_tokens() takes a batch of (token, position, sequence, wants logits)
+// and writes the logits of every token that asks, in groups of n_seq rows
+// through the head buffers.
 //
 // Thread safety: one thread uses a runner. The Device must outlive it.
 #pragma once
