@@ -102,14 +102,16 @@ void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
     const std::string rest = s.text->finish(all);
     if (!rest.empty()) s.state->append(rest, static_cast<int>(s.generated.size()));
   }
+  {  // counted before the client hears of the end: metrics never lag it
+    std::lock_guard lock(mu_);
+    --metrics_.active;
+    if (reason == FinishReason::kCancelled) ++metrics_.requests_cancelled;
+    else if (reason == FinishReason::kError) ++metrics_.requests_failed;
+    else ++metrics_.requests_finished;
+  }
   s.state->finish(reason, std::move(error));
   s.active = false;
   s.state.reset();
-  std::lock_guard lock(mu_);
-  --metrics_.active;
-  if (reason == FinishReason::kCancelled) ++metrics_.requests_cancelled;
-  else if (reason == FinishReason::kError) ++metrics_.requests_failed;
-  else ++metrics_.requests_finished;
 }
 
 bool BatchScheduler::admit() {
@@ -117,17 +119,18 @@ bool BatchScheduler::admit() {
   for (;;) {
     const bool any_active = metrics_.active > 0;
     if (stopping_) {
-      for (Queued& q : queue_) q.state->finish(FinishReason::kCancelled, "the server is shutting down");
-      metrics_.requests_cancelled += queue_.size();
-      queue_.clear();
-      metrics_.queued = 0;
+      // Accepted requests (running or queued) finish, unless the grace ran out.
       if (cancel_running_) {
+        for (Queued& q : queue_) q.state->finish(FinishReason::kCancelled, "the server is shutting down");
+        metrics_.requests_cancelled += queue_.size();
+        queue_.clear();
+        metrics_.queued = 0;
         lock.unlock();
         for (auto& s : slots_)
           if (s->active) end(*s, FinishReason::kCancelled, "the server is shutting down");
         lock.lock();
       }
-      if (metrics_.active == 0) {
+      if (metrics_.active == 0 && queue_.empty()) {
         idle_ = true;
         cv_.notify_all();
         return false;

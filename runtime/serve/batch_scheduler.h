@@ -49,8 +49,8 @@ class BatchScheduler {
   // fit the context; OutOfBudget when every sequence is busy and the queue is
   // full; Cancelled after drain().
   Result<std::shared_ptr<RequestState>> submit(GenerationRequest request);
-  // Stops accepting, cancels what waits, lets running requests finish (up to
-  // `grace`, then cancels them) and returns when the scheduler is idle.
+  // Stops accepting, lets accepted requests (running and queued) finish (up
+  // to `grace`, then cancels them) and returns when the scheduler is idle.
   void drain(std::chrono::milliseconds grace);
   SchedulerMetrics metrics() const;
   int n_context() const { return n_ctx_; }
