@@ -3,17 +3,18 @@
 // Prints "listening on http://HOST:PORT" on stdout once it accepts requests;
 // SIGTERM or SIGINT stops accepting, lets running requests finish (up to
 // --grace seconds, then cancels them) and exits 0.
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <pthread.h>
-#include "runtime/core/log.h"
 #include <thread>
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/layerstream.h"
+#include "runtime/core/log.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/serve/http_server.h"
 
@@ -44,18 +45,23 @@ class ServeCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
     sub.add_option("model", model_, "GGUF model file")->required();
-    sub.add_option("--vram", vram_, "Device memory budget for layers, KV cache of every sequence, activations");
+    sub.add_option("--vram", vram_,
+                   "Device memory budget for layers, KV cache of every sequence, activations");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
     sub.add_option("--host", so_.host, "Address to listen on")->capture_default_str();
     sub.add_option("--port", so_.port, "Port (0: any free port)")->capture_default_str();
-    sub.add_option("--parallel", sched_.parallel, "Sequences decoded together in every pass")->capture_default_str();
-    sub.add_option("--queue", sched_.queue, "Requests that may wait for a sequence (beyond: 503)")->capture_default_str();
+    sub.add_option("--parallel", sched_.parallel, "Sequences decoded together in every pass")
+        ->capture_default_str();
+    sub.add_option("--queue", sched_.queue, "Requests that may wait for a sequence (beyond: 503)")
+        ->capture_default_str();
     sub.add_option("--ctx", mo_.context, "Positions per sequence (0: min(model, 2048))");
     sub.add_option("--api-key", so_.api_key, "Require 'Authorization: Bearer KEY' on /v1/* and /metrics");
-    sub.add_option("--max-body", so_.max_body_bytes, "Largest request body in bytes (beyond: 413)")->capture_default_str();
+    sub.add_option("--max-body", so_.max_body_bytes, "Largest request body in bytes (beyond: 413)")
+        ->capture_default_str();
     sub.add_option("--default-max-tokens", so_.default_max_tokens, "max_tokens when a request gives none")
         ->capture_default_str();
-    sub.add_option("--grace", grace_s_, "Seconds running requests may finish after SIGTERM")->capture_default_str();
+    sub.add_option("--grace", grace_s_, "Seconds running requests may finish after SIGTERM")
+        ->capture_default_str();
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
     sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
     sub.add_option("--threads", mo_.host_threads, "Host backend compute threads (0: all)");
@@ -65,7 +71,8 @@ class ServeCommand : public Command {
   }
 
   int run() override {
-    for (auto [flag, text, out] : {std::tuple{"--vram", &vram_, &mo_.vram_budget}, {"--ram", &ram_, &mo_.ram_budget}}) {
+    for (auto [flag, text, out] :
+         {std::tuple{"--vram", &vram_, &mo_.vram_budget}, {"--ram", &ram_, &mo_.ram_budget}}) {
       if (text->empty()) continue;
       auto v = parse_size_flag(flag, *text);
       if (!v.ok()) return usage_error(v.status().message());
@@ -104,7 +111,8 @@ class ServeCommand : public Command {
       int sig = 0;
       sigwait(&set, &sig);
       if (sig == SIGUSR2) return;
-      LS_LOG_INFO("serve: {} received: finishing running requests, then exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      LS_LOG_INFO("serve: {} received: finishing running requests, then exiting",
+                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
       stop = true;
       std::lock_guard lock(mu);
       if (live) live->shutdown(std::chrono::milliseconds(static_cast<int64_t>(grace_s_ * 1000)));
@@ -135,8 +143,8 @@ class ServeCommand : public Command {
       if (stop) return 0;
       live = &server;
     }
-    std::cout << "listening on http://" << so_.host << ":" << server.port() << " (model " << so_.model_id << ", "
-              << sched_.parallel << " sequences of " << (*scheduler)->n_context() << " positions; "
+    std::cout << "listening on http://" << so_.host << ":" << server.port() << " (model " << so_.model_id
+              << ", " << sched_.parallel << " sequences of " << (*scheduler)->n_context() << " positions; "
               << (*model)->placement() << ")" << std::endl;
     const Status st = server.run();
     {
@@ -158,6 +166,7 @@ class ServeCommand : public Command {
 
 }  // namespace
 
-LS_REGISTER_COMMAND(ServeCommand, "serve", "Serve a model over an OpenAI-compatible HTTP API with continuous batching");
+LS_REGISTER_COMMAND(ServeCommand, "serve",
+                    "Serve a model over an OpenAI-compatible HTTP API with continuous batching");
 
 }  // namespace layerstream::cli

@@ -16,8 +16,8 @@ struct BatchScheduler::Slot {
   std::unique_ptr<SamplerChain> sampler;
   std::unique_ptr<TextStream> text;
   std::vector<int32_t> generated;
-  int32_t last = -1;       // the sampled token to decode next
-  int batch_index = -1;    // its logits row in the current pass
+  int32_t last = -1;     // the sampled token to decode next
+  int batch_index = -1;  // its logits row in the current pass
 };
 
 Result<std::unique_ptr<BatchScheduler>> BatchScheduler::create(std::shared_ptr<Model> model,
@@ -66,10 +66,10 @@ Result<std::shared_ptr<RequestState>> BatchScheduler::submit(GenerationRequest r
     const int busy = metrics_.active;
     if (busy >= options_.parallel && static_cast<int>(queue_.size()) >= options_.queue) {
       ++metrics_.requests_rejected;
-      return Status::OutOfBudget("the server is busy: " + std::to_string(busy) + " of " +
-                                 std::to_string(options_.parallel) + " sequences run and " +
-                                 std::to_string(queue_.size()) + " requests wait (the queue holds " +
-                                 std::to_string(options_.queue) + "; retry later, or raise --parallel or --queue)");
+      return Status::OutOfBudget(
+          "the server is busy: " + std::to_string(busy) + " of " + std::to_string(options_.parallel) +
+          " sequences run and " + std::to_string(queue_.size()) + " requests wait (the queue holds " +
+          std::to_string(options_.queue) + "; retry later, or raise --parallel or --queue)");
     }
     ++metrics_.requests_submitted;
     metrics_.prompt_tokens += n;
@@ -105,9 +105,12 @@ void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
   {  // counted before the client hears of the end: metrics never lag it
     std::lock_guard lock(mu_);
     --metrics_.active;
-    if (reason == FinishReason::kCancelled) ++metrics_.requests_cancelled;
-    else if (reason == FinishReason::kError) ++metrics_.requests_failed;
-    else ++metrics_.requests_finished;
+    if (reason == FinishReason::kCancelled)
+      ++metrics_.requests_cancelled;
+    else if (reason == FinishReason::kError)
+      ++metrics_.requests_failed;
+    else
+      ++metrics_.requests_finished;
   }
   s.state->finish(reason, std::move(error));
   s.active = false;
@@ -211,7 +214,8 @@ void BatchScheduler::pass() {
     s.last = t;
     const std::string piece = s.text->update(model_->detokenize(s.generated));
     if (!piece.empty()) s.state->append(piece, static_cast<int>(s.generated.size()));
-    if (s.text->stopped()) end(s, FinishReason::kStop);
+    if (s.text->stopped())
+      end(s, FinishReason::kStop);
     else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens || ctx_->position(s.seq) >= n_ctx_)
       end(s, FinishReason::kLength);
   }

@@ -42,7 +42,8 @@ struct SchedulerMetrics {
 class BatchScheduler {
  public:
   // `model` must have been opened with options.sequences >= parallel.
-  static Result<std::unique_ptr<BatchScheduler>> create(std::shared_ptr<Model> model, const SchedulerOptions& options);
+  static Result<std::unique_ptr<BatchScheduler>> create(std::shared_ptr<Model> model,
+                                                        const SchedulerOptions& options);
   ~BatchScheduler();  // cancels what runs and waits for the thread
 
   // Queues `request`. InvalidArgument when the prompt is empty or does not
@@ -61,25 +62,26 @@ class BatchScheduler {
     GenerationRequest request;
     std::shared_ptr<RequestState> state;
   };
-  BatchScheduler(std::shared_ptr<Model> model, std::unique_ptr<Context> context, const SchedulerOptions& options);
+  BatchScheduler(std::shared_ptr<Model> model, std::unique_ptr<Context> context,
+                 const SchedulerOptions& options);
   void loop();
-  bool admit();                       // moves queued requests into free slots; false when stopping and idle
-  void pass();                        // one decode over the active slots
+  bool admit();  // moves queued requests into free slots; false when stopping and idle
+  void pass();   // one decode over the active slots
   void end(Slot& slot, FinishReason reason, std::string error = {});
 
   std::shared_ptr<Model> model_;
-  std::unique_ptr<Context> ctx_;      // used by the loop thread only
+  std::unique_ptr<Context> ctx_;  // used by the loop thread only
   const SchedulerOptions options_;
   const int n_ctx_;
   std::vector<std::unique_ptr<Slot>> slots_;  // loop thread only
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Queued> queue_;          // guarded by mu_
-  bool stopping_ = false;             // guarded by mu_: no new requests
-  bool cancel_running_ = false;       // guarded by mu_
-  bool idle_ = true;                  // guarded by mu_: no slot active
-  SchedulerMetrics metrics_;          // guarded by mu_
+  std::deque<Queued> queue_;     // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_: no new requests
+  bool cancel_running_ = false;  // guarded by mu_
+  bool idle_ = true;             // guarded by mu_: no slot active
+  SchedulerMetrics metrics_;     // guarded by mu_
   std::thread thread_;
 };
 

@@ -8,7 +8,8 @@ ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 ChatTemplate::~ChatTemplate() = default;
 
-Result<ChatTemplate> ChatTemplate::create(const std::string& source, std::string bos_token, std::string eos_token) {
+Result<ChatTemplate> ChatTemplate::create(const std::string& source, std::string bos_token,
+                                          std::string eos_token) {
   ChatTemplate t;
   t.bos_ = std::move(bos_token);
   t.eos_ = std::move(eos_token);
@@ -25,7 +26,8 @@ Result<ChatTemplate> ChatTemplate::create(const std::string& source, std::string
   return t;
 }
 
-Result<std::string> ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+Result<std::string> ChatTemplate::apply(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
   if (!tmpl_) {
     std::string out;
     for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
@@ -45,7 +47,8 @@ Result<std::string> ChatTemplate::apply(const std::vector<ChatMessage>& messages
   vars["bos_token"] = jinja::Value(bos_);
   vars["eos_token"] = jinja::Value(eos_);
   auto text = tmpl_->render(vars);
-  if (!text.ok()) return Status::InvalidArgument("the chat template failed on these messages: " + text.status().message());
+  if (!text.ok())
+    return Status::InvalidArgument("the chat template failed on these messages: " + text.status().message());
   return text;
 }
 

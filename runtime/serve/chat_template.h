@@ -28,7 +28,8 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
   ~ChatTemplate();
 
-  Result<std::string> apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  Result<std::string> apply(const std::vector<ChatMessage>& messages,
+                            bool add_generation_prompt = true) const;
   bool is_fallback() const { return !tmpl_; }
   const std::string& bos_token() const { return bos_; }
   // Extra stop strings the template's turn end suggests ("<|im_end|>" for the fallback).

@@ -34,14 +34,18 @@ ApiError error_of(const Status& st) {
   switch (st.code()) {
     case StatusCode::kInvalidArgument:
       return error_of(400, st.message(), "invalid_request_error", "context_length_exceeded");
-    case StatusCode::kOutOfBudget: return error_of(503, st.message(), "server_busy", "server_busy");
-    case StatusCode::kCancelled: return error_of(503, st.message(), "server_shutting_down", "server_shutting_down");
-    default: return error_of(500, st.ToString(), "server_error");
+    case StatusCode::kOutOfBudget:
+      return error_of(503, st.message(), "server_busy", "server_busy");
+    case StatusCode::kCancelled:
+      return error_of(503, st.message(), "server_shutting_down", "server_shutting_down");
+    default:
+      return error_of(500, st.ToString(), "server_error");
   }
 }
 
 int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 // Generated text may hold bytes that are not UTF-8 (a model can emit any
@@ -161,7 +165,8 @@ void HttpServer::routes() {
       std::vector<int32_t> tokens;
       if (chat) {
         auto text = template_.apply(p.messages, /*add_generation_prompt=*/true);
-        if (!text.ok()) return send_error(res, error_of(400, text.status().message(), "invalid_request_error"));
+        if (!text.ok())
+          return send_error(res, error_of(400, text.status().message(), "invalid_request_error"));
         // Templates that write bos_token: the tokenizer adds BOS itself.
         std::string prompt = std::move(*text);
         const std::string& bos = template_.bos_token();
@@ -169,7 +174,8 @@ void HttpServer::routes() {
         tokens = model_->tokenize(prompt, /*add_bos=*/true);
         for (const std::string& end : template_.turn_ends()) p.stop.push_back(end);
       } else {
-        if (p.prompt.empty()) return send_error(res, error_of(400, "'prompt' is empty", "invalid_request_error"));
+        if (p.prompt.empty())
+          return send_error(res, error_of(400, "'prompt' is empty", "invalid_request_error"));
         tokens = model_->tokenize(p.prompt, /*add_bos=*/true);
       }
       const int n_ctx = scheduler_.n_context();
@@ -185,20 +191,24 @@ void HttpServer::routes() {
         none.done = true;
         none.reason = FinishReason::kLength;
         none.prompt_tokens = static_cast<int>(g.prompt.size());
-        const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model, unix_seconds()};
+        const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
+                              unix_seconds()};
         res.set_content(to_text(completion_response(ids, chat, none)), "application/json");
         return;
       }
       auto state = scheduler_.submit(std::move(g));
       if (!state.ok()) return send_error(res, error_of(state.status()));
-      const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model, unix_seconds()};
+      const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
+                            unix_seconds()};
       std::shared_ptr<RequestState> st = *state;
 
       if (!p.stream) {
         const RequestState::Chunk all = st->wait_all();
-        if (all.reason == FinishReason::kError) return send_error(res, error_of(500, all.error, "server_error"));
+        if (all.reason == FinishReason::kError)
+          return send_error(res, error_of(500, all.error, "server_error"));
         if (all.reason == FinishReason::kCancelled)
-          return send_error(res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
+          return send_error(
+              res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
         res.set_content(to_text(completion_response(ids, chat, all)), "application/json");
         return;
       }
@@ -219,13 +229,15 @@ void HttpServer::routes() {
               return true;
             }
             std::string out;
-            if (!c.text.empty() || *first) out += sse(stream_chunk(ids, chat, c.text, *first, FinishReason::kNone));
+            if (!c.text.empty() || *first)
+              out += sse(stream_chunk(ids, chat, c.text, *first, FinishReason::kNone));
             *first = false;
             if (c.done) {
               if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
-                out += sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
-                                    c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
-                               .body());
+                out +=
+                    sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
+                                 c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
+                            .body());
               } else {
                 out += sse(stream_chunk(ids, chat, "", false, c.reason));
                 if (include_usage) {
@@ -257,20 +269,24 @@ std::string HttpServer::render_metrics() const {
   const SchedulerMetrics m = scheduler_.metrics();
   std::ostringstream o;
   auto metric = [&](const char* name, const char* type, const char* help, auto value) {
-    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value << '\n';
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+      << name << ' ' << value << '\n';
   };
-  o << "# HELP layerstream_requests_total Generation requests by outcome.\n# TYPE layerstream_requests_total counter\n";
+  o << "# HELP layerstream_requests_total Generation requests by outcome.\n# TYPE layerstream_requests_total "
+       "counter\n";
   o << "layerstream_requests_total{outcome=\"submitted\"} " << m.requests_submitted << '\n';
   o << "layerstream_requests_total{outcome=\"finished\"} " << m.requests_finished << '\n';
   o << "layerstream_requests_total{outcome=\"cancelled\"} " << m.requests_cancelled << '\n';
   o << "layerstream_requests_total{outcome=\"failed\"} " << m.requests_failed << '\n';
   o << "layerstream_requests_total{outcome=\"rejected\"} " << m.requests_rejected << '\n';
   metric("layerstream_http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
-  metric("layerstream_http_errors_total", "counter", "HTTP responses with a 4xx/5xx status.", http_errors_.load());
+  metric("layerstream_http_errors_total", "counter", "HTTP responses with a 4xx/5xx status.",
+         http_errors_.load());
   metric("layerstream_queue_length", "gauge", "Requests waiting for a sequence.", m.queued);
   metric("layerstream_active_sequences", "gauge", "Sequences generating now.", m.active);
   metric("layerstream_sequences", "gauge", "Sequences (--parallel).", m.parallel);
-  metric("layerstream_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.", m.prompt_tokens);
+  metric("layerstream_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.",
+         m.prompt_tokens);
   metric("layerstream_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
   metric("layerstream_passes_total", "counter", "Passes over the layers.", m.passes);
   metric("layerstream_pass_seconds_total", "counter", "Time spent in passes.", m.pass_seconds);

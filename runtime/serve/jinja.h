@@ -71,7 +71,7 @@ class Value {
   int64_t as_int() const;
   double as_float() const;
   const std::string& str() const { return *s_; }
-  Array& array() const { return *a_; }    // shared: a copy of the Value sees changes
+  Array& array() const { return *a_; }  // shared: a copy of the Value sees changes
   Object& object() const { return *o_; }
   const Function& function() const { return *f_; }
 

@@ -27,8 +27,10 @@ size_t find_close(const std::string& s, size_t from, const char* close) {
   for (size_t i = from; i + 1 < s.size(); ++i) {
     const char c = s[i];
     if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
+      if (c == '\\')
+        ++i;
+      else if (c == quote)
+        quote = 0;
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == close[0] && s[i + 1] == close[1]) {
@@ -51,8 +53,10 @@ std::vector<Segment> cut(const std::string& src) {
       while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
       text.erase(0, i);
     } else if (trim_newline) {
-      if (text.rfind("\n", 0) == 0) text.erase(0, 1);
-      else if (text.rfind("\r\n", 0) == 0) text.erase(0, 2);
+      if (text.rfind("\n", 0) == 0)
+        text.erase(0, 1);
+      else if (text.rfind("\r\n", 0) == 0)
+        text.erase(0, 2);
     }
     strip_next = trim_newline = false;
     if (start == std::string::npos) {
@@ -72,7 +76,8 @@ std::vector<Segment> cut(const std::string& src) {
     if (!text.empty()) out.push_back({Segment::Kind::kText, text, line_at(src, pos)});
     const size_t end = type == '#' ? src.find("#}", start + 2) : find_close(src, start + 2, close);
     if (end == std::string::npos)
-      throw Error("line " + std::to_string(line_at(src, start)) + ": '" + src.substr(start, 2) + "' is never closed");
+      throw Error("line " + std::to_string(line_at(src, start)) + ": '" + src.substr(start, 2) +
+                  "' is never closed");
     std::string inner = src.substr(start + 2, end - start - 2);
     bool right_strip = false;
     if (!inner.empty() && (inner[0] == '-' || inner[0] == '+')) inner.erase(0, 1);
@@ -113,8 +118,9 @@ std::vector<Token> tokenize(const std::string& s, int line) {
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i;
       bool is_float = false;
-      while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
-                              (s[j] == '.' && !is_float && j + 1 < s.size() && std::isdigit((unsigned char)s[j + 1])))) {
+      while (j < s.size() &&
+             (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '_' ||
+              (s[j] == '.' && !is_float && j + 1 < s.size() && std::isdigit((unsigned char)s[j + 1])))) {
         is_float |= s[j] == '.';
         ++j;
       }
@@ -174,7 +180,8 @@ class ExprParser {
     }
     return e;
   }
-  // `a, b` without brackets (for targets and `set a = 1, 2` are rare; tuples in parentheses are parsed in primary)
+  // `a, b` without brackets (for targets and `set a = 1, 2` are rare; tuples in parentheses are parsed in
+  // primary)
   bool at_end() const { return t_[i_].kind == Token::Kind::kEnd; }
   bool is_name(const char* n) const { return t_[i_].kind == Token::Kind::kName && t_[i_].text == n; }
   bool is_op(const char* o) const { return t_[i_].kind == Token::Kind::kOp && t_[i_].text == o; }
@@ -297,7 +304,8 @@ class ExprParser {
   void call_args(Expr& e) {
     // after '('
     while (!accept_op(")")) {
-      if (t_[i_].kind == Token::Kind::kName && t_[i_ + 1].kind == Token::Kind::kOp && t_[i_ + 1].text == "=") {
+      if (t_[i_].kind == Token::Kind::kName && t_[i_ + 1].kind == Token::Kind::kOp &&
+          t_[i_ + 1].text == "=") {
         std::string k = t_[i_].text;
         i_ += 2;
         e.kwargs.emplace_back(k, expression());
@@ -390,7 +398,8 @@ class ExprParser {
           if (c != '_') digits += c;
         return lit(Value(static_cast<int64_t>(std::stoll(digits))));
       }
-      case Token::Kind::kFloat: return lit(Value(std::stod(t.text)));
+      case Token::Kind::kFloat:
+        return lit(Value(std::stod(t.text)));
       case Token::Kind::kName: {
         if (t.text == "true" || t.text == "True") return lit(Value(true));
         if (t.text == "false" || t.text == "False") return lit(Value(false));
@@ -434,7 +443,8 @@ class ExprParser {
           return d;
         }
         break;
-      case Token::Kind::kEnd: break;
+      case Token::Kind::kEnd:
+        break;
     }
     fail("an expression");
   }
@@ -567,7 +577,8 @@ class StmtParser {
     return out;
   }
   [[noreturn]] void unclosed(const char* what, int line) {
-    throw Error("line " + std::to_string(line) + ": '" + what + "' is never closed (missing 'end" + what + "')");
+    throw Error("line " + std::to_string(line) + ": '" + what + "' is never closed (missing 'end" + what +
+                "')");
   }
 
   std::vector<Segment> s_;

@@ -46,10 +46,12 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit) {
       while (i < s.size() && kSpace.find(s[i]) != std::string::npos) ++i;
       if (i >= s.size()) break;
       size_t j = i;
-      if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) j = s.size();
+      if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit)
+        j = s.size();
       else
         while (j < s.size() && kSpace.find(s[j]) == std::string::npos) ++j;
-      out.push_back(Value(maxsplit >= 0 && j == s.size() ? strip(s.substr(i), kSpace, false, true) : s.substr(i, j - i)));
+      out.push_back(Value(maxsplit >= 0 && j == s.size() ? strip(s.substr(i), kSpace, false, true)
+                                                         : s.substr(i, j - i)));
       i = j;
     }
     return Value(std::move(out));
@@ -57,7 +59,8 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit) {
   const std::string& d = sep.str();
   if (d.empty()) throw Error("split: empty separator");
   size_t i = 0;
-  for (size_t j; (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) && (j = s.find(d, i)) != std::string::npos;
+  for (size_t j; (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) &&
+                 (j = s.find(d, i)) != std::string::npos;
        i = j + d.size())
     out.push_back(Value(s.substr(i, j - i)));
   out.push_back(Value(s.substr(i)));
@@ -162,20 +165,28 @@ class Renderer {
 
   void exec_node(const Node& n, std::string& out) {
     switch (n.kind) {
-      case Node::Kind::kText: out += n.text; return;
-      case Node::Kind::kOutput: out += eval(*n.expr).to_string(); return;
-      case Node::Kind::kBody: exec(n.body, out); return;
+      case Node::Kind::kText:
+        out += n.text;
+        return;
+      case Node::Kind::kOutput:
+        out += eval(*n.expr).to_string();
+        return;
+      case Node::Kind::kBody:
+        exec(n.body, out);
+        return;
       case Node::Kind::kIf:
         for (const auto& [cond, body] : n.branches) {
           if (eval(*cond).truthy()) return exec(body, out);
         }
         return exec(n.else_body, out);
-      case Node::Kind::kFor: return exec_for(n, out);
+      case Node::Kind::kFor:
+        return exec_for(n, out);
       case Node::Kind::kSet: {
         Value v = eval(*n.expr);
         if (n.attr.empty()) return assign(n.text, std::move(v));
         Value ns = lookup(n.text);
-        if (!ns.is_object()) throw Error("cannot set '" + n.attr + "' on '" + n.text + "', which is not a namespace");
+        if (!ns.is_object())
+          throw Error("cannot set '" + n.attr + "' on '" + n.text + "', which is not a namespace");
         ns.object()[n.attr] = std::move(v);
         return;
       }
@@ -184,9 +195,12 @@ class Renderer {
         exec(n.body, s);
         return assign(n.text, Value(s));
       }
-      case Node::Kind::kMacro: return define_macro(n);
-      case Node::Kind::kBreak: throw BreakLoop{};
-      case Node::Kind::kContinue: throw ContinueLoop{};
+      case Node::Kind::kMacro:
+        return define_macro(n);
+      case Node::Kind::kBreak:
+        throw BreakLoop{};
+      case Node::Kind::kContinue:
+        throw ContinueLoop{};
     }
   }
 
@@ -244,36 +258,41 @@ class Renderer {
   void define_macro(const Node& n) {
     const Node* node = &n;
     assign(n.text, Value(Value::Function([this, node](const Args& args, const Kwargs& kwargs) {
-      Value::Object frame;
-      for (size_t i = 0; i < node->targets.size(); ++i) {
-        Value v = i < args.size() ? args[i] : Value();
-        for (const auto& [k, x] : kwargs)
-          if (k == node->targets[i]) v = x;
-        if (v.is_undefined() && node->defaults[i]) v = eval(*node->defaults[i]);
-        frame[node->targets[i]] = v;
-      }
-      frames_.push_back(std::move(frame));
-      std::string s;
-      try {
-        exec(node->body, s);
-      } catch (...) {
-        frames_.pop_back();
-        throw;
-      }
-      frames_.pop_back();
-      return Value(s);
-    })));
+             Value::Object frame;
+             for (size_t i = 0; i < node->targets.size(); ++i) {
+               Value v = i < args.size() ? args[i] : Value();
+               for (const auto& [k, x] : kwargs)
+                 if (k == node->targets[i]) v = x;
+               if (v.is_undefined() && node->defaults[i]) v = eval(*node->defaults[i]);
+               frame[node->targets[i]] = v;
+             }
+             frames_.push_back(std::move(frame));
+             std::string s;
+             try {
+               exec(node->body, s);
+             } catch (...) {
+               frames_.pop_back();
+               throw;
+             }
+             frames_.pop_back();
+             return Value(s);
+           })));
   }
 
   // ---- expressions ----
 
   Value eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::Kind::kLiteral: return e.literal;
-      case Expr::Kind::kName: return lookup(e.name);
-      case Expr::Kind::kAttr: return attribute(eval(*e.args[0]), e.name);
-      case Expr::Kind::kItem: return item(eval(*e.args[0]), eval(*e.args[1]));
-      case Expr::Kind::kSlice: return slice(e);
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName:
+        return lookup(e.name);
+      case Expr::Kind::kAttr:
+        return attribute(eval(*e.args[0]), e.name);
+      case Expr::Kind::kItem:
+        return item(eval(*e.args[0]), eval(*e.args[1]));
+      case Expr::Kind::kSlice:
+        return slice(e);
       case Expr::Kind::kCall: {
         const Value f = eval(*e.args[0]);
         if (!f.is_function()) throw Error("'" + describe(*e.args[0]) + "' is not callable");
@@ -295,12 +314,14 @@ class Renderer {
         for (size_t i = 1; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
         return Value(test(e.name, eval(*e.args[0]), args) != e.negated);
       }
-      case Expr::Kind::kNot: return Value(!eval(*e.args[0]).truthy());
+      case Expr::Kind::kNot:
+        return Value(!eval(*e.args[0]).truthy());
       case Expr::Kind::kNeg: {
         const Value v = eval(*e.args[0]);
         return v.kind() == Kind::kFloat ? Value(-v.as_float()) : Value(-v.as_int());
       }
-      case Expr::Kind::kTernary: return eval(*e.args[0]).truthy() ? eval(*e.args[1]) : eval(*e.args[2]);
+      case Expr::Kind::kTernary:
+        return eval(*e.args[0]).truthy() ? eval(*e.args[1]) : eval(*e.args[2]);
       case Expr::Kind::kList:
       case Expr::Kind::kTuple: {
         Value::Array a;
@@ -309,15 +330,19 @@ class Renderer {
       }
       case Expr::Kind::kDict: {
         Value::Object o;
-        for (size_t i = 0; i + 1 < e.args.size(); i += 2) o[eval(*e.args[i]).to_string()] = eval(*e.args[i + 1]);
+        for (size_t i = 0; i + 1 < e.args.size(); i += 2)
+          o[eval(*e.args[i]).to_string()] = eval(*e.args[i + 1]);
         return Value(std::move(o));
       }
-      case Expr::Kind::kBinary: return binary(e);
+      case Expr::Kind::kBinary:
+        return binary(e);
     }
     return Value();
   }
 
-  static std::string describe(const Expr& e) { return e.kind == Expr::Kind::kName || e.kind == Expr::Kind::kAttr ? e.name : "expression"; }
+  static std::string describe(const Expr& e) {
+    return e.kind == Expr::Kind::kName || e.kind == Expr::Kind::kAttr ? e.name : "expression";
+  }
 
   Value binary(const Expr& e) {
     const std::string& op = e.name;
@@ -351,14 +376,17 @@ class Renderer {
       return Value(r);
     }
     if (!a.is_number() || !b.is_number())
-      throw Error("unsupported operand types for " + op + ": '" + a.to_string() + "' and '" + b.to_string() + "'");
+      throw Error("unsupported operand types for " + op + ": '" + a.to_string() + "' and '" + b.to_string() +
+                  "'");
     const bool ints = a.kind() != Kind::kFloat && b.kind() != Kind::kFloat;
     if (op == "/") {
       if (b.as_float() == 0) throw Error("division by zero");
       return Value(a.as_float() / b.as_float());
     }
-    if (op == "**") return ints && b.as_int() >= 0 ? Value(static_cast<int64_t>(std::llround(std::pow(a.as_float(), b.as_float()))))
-                                                  : Value(std::pow(a.as_float(), b.as_float()));
+    if (op == "**")
+      return ints && b.as_int() >= 0
+                 ? Value(static_cast<int64_t>(std::llround(std::pow(a.as_float(), b.as_float()))))
+                 : Value(std::pow(a.as_float(), b.as_float()));
     if (ints) {
       const int64_t x = a.as_int(), y = b.as_int();
       if (op == "+") return Value(x + y);
@@ -381,7 +409,8 @@ class Renderer {
   static bool contains(const Value& hay, const Value& needle) {
     if (hay.is_string()) return needle.is_string() && hay.str().find(needle.str()) != std::string::npos;
     if (hay.is_array())
-      return std::any_of(hay.array().begin(), hay.array().end(), [&](const Value& v) { return v.equals(needle); });
+      return std::any_of(hay.array().begin(), hay.array().end(),
+                         [&](const Value& v) { return v.equals(needle); });
     if (hay.is_object()) return needle.is_string() && hay.object().find(needle.str()) != nullptr;
     if (hay.is_undefined()) return false;
     throw Error("'in' needs a string, list or dict on the right");
@@ -424,13 +453,17 @@ class Renderer {
     Value::Array out;
     std::string s;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (obj.is_string()) s += obj.str()[i];
-      else out.push_back(obj.array()[i]);
+      if (obj.is_string())
+        s += obj.str()[i];
+      else
+        out.push_back(obj.array()[i]);
     }
     return obj.is_string() ? Value(s) : Value(std::move(out));
   }
 
-  Value bound(std::function<Value(const Args&, const Kwargs&)> f) { return Value(Value::Function(std::move(f))); }
+  Value bound(std::function<Value(const Args&, const Kwargs&)> f) {
+    return Value(Value::Function(std::move(f)));
+  }
 
   Value attribute(const Value& obj, const std::string& name) {
     if (obj.is_object()) {
@@ -471,7 +504,8 @@ class Renderer {
             if (!o.is_string()) throw Error(name + " needs a string");
             const std::string& x = o.str();
             if (x.size() <= s.size() &&
-                (name == "startswith" ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0))
+                (name == "startswith" ? s.compare(0, x.size(), x) == 0
+                                      : s.compare(s.size() - x.size(), x.size(), x) == 0))
               return Value(true);
           }
           return Value(false);
@@ -484,10 +518,12 @@ class Renderer {
       if (name == "upper") return bound([s](const Args&, const Kwargs&) { return Value(upper(s)); });
       if (name == "lower") return bound([s](const Args&, const Kwargs&) { return Value(lower(s)); });
       if (name == "title") return bound([s](const Args&, const Kwargs&) { return Value(title(s)); });
-      if (name == "capitalize") return bound([s](const Args&, const Kwargs&) { return Value(capitalize(s)); });
+      if (name == "capitalize")
+        return bound([s](const Args&, const Kwargs&) { return Value(capitalize(s)); });
       if (name == "replace")
         return bound([s](const Args& a, const Kwargs& kw) {
-          return Value(replace_all(s, arg(a, 0, kw, "old", Value("")).to_string(), arg(a, 1, kw, "new", Value("")).to_string(),
+          return Value(replace_all(s, arg(a, 0, kw, "old", Value("")).to_string(),
+                                   arg(a, 1, kw, "new", Value("")).to_string(),
                                    arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
         });
       if (name == "find")
@@ -568,12 +604,18 @@ class Renderer {
     if (name == "e" || name == "escape") {
       std::string s = v.to_string(), out;
       for (char c : s) {
-        if (c == '&') out += "&amp;";
-        else if (c == '<') out += "&lt;";
-        else if (c == '>') out += "&gt;";
-        else if (c == '"') out += "&#34;";
-        else if (c == '\'') out += "&#39;";
-        else out += c;
+        if (c == '&')
+          out += "&amp;";
+        else if (c == '<')
+          out += "&lt;";
+        else if (c == '>')
+          out += "&gt;";
+        else if (c == '"')
+          out += "&#34;";
+        else if (c == '\'')
+          out += "&#39;";
+        else
+          out += c;
       }
       return Value(out);
     }
@@ -597,7 +639,9 @@ class Renderer {
       }
       return v.is_number() ? Value(v.as_float()) : arg(a, 0, kw, "default", Value(0.0));
     }
-    if (name == "abs") return v.kind() == Kind::kFloat ? Value(std::fabs(v.as_float())) : Value(static_cast<int64_t>(std::llabs(v.as_int())));
+    if (name == "abs")
+      return v.kind() == Kind::kFloat ? Value(std::fabs(v.as_float()))
+                                      : Value(static_cast<int64_t>(std::llabs(v.as_int())));
     if (name == "round") {
       const int64_t p = arg(a, 0, kw, "precision", Value(int64_t{0})).as_int();
       const double m = std::pow(10.0, static_cast<double>(p));
@@ -632,7 +676,8 @@ class Renderer {
     }
     if (name == "replace")
       return Value(replace_all(v.to_string(), arg(a, 0, kw, "old", Value("")).to_string(),
-                               arg(a, 1, kw, "new", Value("")).to_string(), arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
+                               arg(a, 1, kw, "new", Value("")).to_string(),
+                               arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
     if (name == "tojson") {
       const Value indent = arg(a, 0, kw, "indent", Value());
       return Value(v.to_json(indent.is_number() ? static_cast<int>(indent.as_int()) : -1));
@@ -660,8 +705,9 @@ class Renderer {
       if (name == "sum") {
         Value total(int64_t{0});
         for (const Value& x : items)
-          total = total.kind() == Kind::kFloat || x.kind() == Kind::kFloat ? Value(total.as_float() + x.as_float())
-                                                                           : Value(total.as_int() + x.as_int());
+          total = total.kind() == Kind::kFloat || x.kind() == Kind::kFloat
+                      ? Value(total.as_float() + x.as_float())
+                      : Value(total.as_int() + x.as_int());
         return total;
       }
       if (items.empty()) return Value();
@@ -681,7 +727,8 @@ class Renderer {
       const bool reverse = arg(a, 0, kw, "reverse", Value(false)).truthy();
       const Value attr = arg(a, 2, kw, "attribute", Value());
       std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-        const Value kx = attr.is_undefined() ? x : item(x, attr), ky = attr.is_undefined() ? y : item(y, attr);
+        const Value kx = attr.is_undefined() ? x : item(x, attr),
+                    ky = attr.is_undefined() ? y : item(y, attr);
         return reverse ? compare(kx, ky) > 0 : compare(kx, ky) < 0;
       });
       return Value(std::move(items));
@@ -690,9 +737,12 @@ class Renderer {
       Value::Array out;
       const Value attr = arg(a, 99, kw, "attribute", Value());
       for (const Value& x : items_of(v)) {
-        if (!attr.is_undefined()) out.push_back(item(x, attr));
-        else if (!a.empty()) out.push_back(filter(a[0].to_string(), x, Args(a.begin() + 1, a.end()), {}));
-        else out.push_back(x);
+        if (!attr.is_undefined())
+          out.push_back(item(x, attr));
+        else if (!a.empty())
+          out.push_back(filter(a[0].to_string(), x, Args(a.begin() + 1, a.end()), {}));
+        else
+          out.push_back(x);
       }
       return Value(std::move(out));
     }
@@ -703,20 +753,24 @@ class Renderer {
       for (const Value& x : items_of(v)) {
         Value subject = by_attr ? item(x, a.empty() ? Value() : a[0]) : x;
         const size_t t = by_attr ? 1 : 0;
-        const bool pass = a.size() > t ? test(a[t].to_string(), subject, Args(a.begin() + t + 1, a.end())) : subject.truthy();
+        const bool pass = a.size() > t ? test(a[t].to_string(), subject, Args(a.begin() + t + 1, a.end()))
+                                       : subject.truthy();
         if (pass == keep) out.push_back(x);
       }
       return Value(std::move(out));
     }
-    if (name == "wordcount") return Value(static_cast<int64_t>(split(v.to_string(), Value(), -1).array().size()));
+    if (name == "wordcount")
+      return Value(static_cast<int64_t>(split(v.to_string(), Value(), -1).array().size()));
     throw Error("unknown filter '" + name + "'");
   }
 
   void add_globals() {
     globals_["range"] = Value(Value::Function([](const Args& a, const Kwargs&) {
       int64_t start = 0, stop = 0, step = 1;
-      if (a.size() == 1) stop = a[0].as_int();
-      else if (a.size() >= 2) start = a[0].as_int(), stop = a[1].as_int();
+      if (a.size() == 1)
+        stop = a[0].as_int();
+      else if (a.size() >= 2)
+        start = a[0].as_int(), stop = a[1].as_int();
       if (a.size() >= 3) step = a[2].as_int();
       if (step == 0) throw Error("range() step must not be zero");
       Value::Array out;

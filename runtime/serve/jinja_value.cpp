@@ -22,11 +22,16 @@ std::string py_repr(const std::string& s) {
   const char q = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, q);
   for (char c : s) {
-    if (c == q || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else out += c;
+    if (c == q || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else
+      out += c;
   }
   return out + q;
 }
@@ -37,13 +42,27 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -63,12 +82,23 @@ void json_into(const Value& v, int indent, int level, std::string& out) {
   const std::string sep = indent < 0 ? ", " : ",";
   switch (v.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: out += "null"; return;
-    case Value::Kind::kBool: out += v.truthy() ? "true" : "false"; return;
-    case Value::Kind::kInt: out += std::to_string(v.as_int()); return;
-    case Value::Kind::kFloat: out += float_repr(v.as_float()) == "inf" ? "Infinity" : float_repr(v.as_float()); return;
-    case Value::Kind::kString: out += json_string(v.str()); return;
-    case Value::Kind::kFunction: throw Error("a function is not JSON serializable");
+    case Value::Kind::kNone:
+      out += "null";
+      return;
+    case Value::Kind::kBool:
+      out += v.truthy() ? "true" : "false";
+      return;
+    case Value::Kind::kInt:
+      out += std::to_string(v.as_int());
+      return;
+    case Value::Kind::kFloat:
+      out += float_repr(v.as_float()) == "inf" ? "Infinity" : float_repr(v.as_float());
+      return;
+    case Value::Kind::kString:
+      out += json_string(v.str());
+      return;
+    case Value::Kind::kFunction:
+      throw Error("a function is not JSON serializable");
     case Value::Kind::kArray: {
       if (v.array().empty()) {
         out += "[]";
@@ -118,14 +148,21 @@ const Value* Value::Object::find(const std::string& key) const {
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
+    case Kind::kNone:
+      return false;
     case Kind::kBool:
-    case Kind::kInt: return i_ != 0;
-    case Kind::kFloat: return d_ != 0;
-    case Kind::kString: return !s_->empty();
-    case Kind::kArray: return !a_->empty();
-    case Kind::kObject: return !o_->items.empty();
-    case Kind::kFunction: return true;
+    case Kind::kInt:
+      return i_ != 0;
+    case Kind::kFloat:
+      return d_ != 0;
+    case Kind::kString:
+      return !s_->empty();
+    case Kind::kArray:
+      return !a_->empty();
+    case Kind::kObject:
+      return !o_->items.empty();
+    case Kind::kFunction:
+      return true;
   }
   return false;
 }
@@ -144,13 +181,20 @@ double Value::as_float() const {
 
 std::string Value::to_string() const {
   switch (kind_) {
-    case Kind::kUndefined: return "";
-    case Kind::kNone: return "None";
-    case Kind::kBool: return i_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(i_);
-    case Kind::kFloat: return float_repr(d_);
-    case Kind::kString: return *s_;
-    case Kind::kFunction: return "<function>";
+    case Kind::kUndefined:
+      return "";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return i_ ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(i_);
+    case Kind::kFloat:
+      return float_repr(d_);
+    case Kind::kString:
+      return *s_;
+    case Kind::kFunction:
+      return "<function>";
     case Kind::kArray: {
       std::string out = "[";
       for (size_t i = 0; i < a_->size(); ++i) out += (i ? ", " : "") + repr((*a_)[i]);
@@ -180,9 +224,11 @@ bool Value::equals(const Value& o) const {
     if (kind_ == Kind::kFloat || o.kind_ == Kind::kFloat) return as_float() == o.as_float();
     return i_ == o.i_;
   }
-  if (kind_ != o.kind_) return (is_undefined() || is_none()) && (o.is_undefined() || o.is_none()) && kind_ == o.kind_;
+  if (kind_ != o.kind_)
+    return (is_undefined() || is_none()) && (o.is_undefined() || o.is_none()) && kind_ == o.kind_;
   switch (kind_) {
-    case Kind::kString: return *s_ == *o.s_;
+    case Kind::kString:
+      return *s_ == *o.s_;
     case Kind::kArray: {
       if (a_->size() != o.a_->size()) return false;
       for (size_t i = 0; i < a_->size(); ++i)
@@ -197,8 +243,10 @@ bool Value::equals(const Value& o) const {
       }
       return true;
     }
-    case Kind::kFunction: return f_ == o.f_;
-    default: return true;
+    case Kind::kFunction:
+      return f_ == o.f_;
+    default:
+      return true;
   }
 }
 

@@ -38,8 +38,8 @@ struct CompletionParams {
 };
 
 // Parses a request body. `served_model` is the only model id accepted.
-std::optional<ApiError> parse_completion_request(const std::string& body, bool chat, const std::string& served_model,
-                                                 CompletionParams& out);
+std::optional<ApiError> parse_completion_request(const std::string& body, bool chat,
+                                                 const std::string& served_model, CompletionParams& out);
 
 // Response bodies. `id` like "cmpl-1", `created` in seconds since the epoch.
 struct ResponseIds {

@@ -18,10 +18,10 @@
 namespace layerstream::serve {
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;     // tokens, BOS included when the model wants one
-  int max_tokens = 16;             // generated tokens at most (the context may stop it earlier)
+  std::vector<int32_t> prompt;  // tokens, BOS included when the model wants one
+  int max_tokens = 16;          // generated tokens at most (the context may stop it earlier)
   SamplingOptions sampling;
-  std::vector<std::string> stop;   // stop strings: generation ends before the first match
+  std::vector<std::string> stop;  // stop strings: generation ends before the first match
 };
 
 // Why a request ended (OpenAI's finish_reason for the first two).

@@ -2,6 +2,8 @@
 // get exactly what each gets alone (greedy), in fewer passes than tokens;
 // more requests than sequences wait in the queue; a full queue refuses; a
 // cancelled request frees its sequence; prompts that do not fit are refused.
+#include "runtime/serve/batch_scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,7 +11,6 @@
 
 #include "layerstream/layerstream.h"
 #include "runtime/model/example_model.h"
-#include "runtime/serve/batch_scheduler.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 

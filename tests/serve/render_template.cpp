@@ -16,12 +16,17 @@ namespace {
 
 Value to_value(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return Value::none();
-    case json::value_t::boolean: return Value(j.get<bool>());
+    case json::value_t::null:
+      return Value::none();
+    case json::value_t::boolean:
+      return Value(j.get<bool>());
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return Value(j.get<int64_t>());
-    case json::value_t::number_float: return Value(j.get<double>());
-    case json::value_t::string: return Value(j.get<std::string>());
+    case json::value_t::number_unsigned:
+      return Value(j.get<int64_t>());
+    case json::value_t::number_float:
+      return Value(j.get<double>());
+    case json::value_t::string:
+      return Value(j.get<std::string>());
     case json::value_t::array: {
       Value::Array a;
       for (const json& x : j) a.push_back(to_value(x));
@@ -32,7 +37,8 @@ Value to_value(const json& j) {
       for (auto it = j.begin(); it != j.end(); ++it) o[it.key()] = to_value(it.value());
       return Value(std::move(o));
     }
-    default: return Value();
+    default:
+      return Value();
   }
 }
 
@@ -60,8 +66,10 @@ int main(int argc, char** argv) {
     }
     Value::Object vars = to_value(c).object();
     auto text = (*tmpl)->render(vars);
-    if (text.ok()) out.push_back({{"ok", true}, {"text", *text}});
-    else out.push_back({{"ok", false}, {"error", text.status().message()}});
+    if (text.ok())
+      out.push_back({{"ok", true}, {"text", *text}});
+    else
+      out.push_back({{"ok", false}, {"error", text.status().message()}});
   }
   std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   return 0;

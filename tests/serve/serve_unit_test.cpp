@@ -98,7 +98,8 @@ TEST(ChatTemplate, FallsBackToChatMlWithoutATemplate) {
 
 TEST(ChatTemplate, RendersAFileTemplateWithBosAndRaisesItsErrors) {
   auto t = ChatTemplate::create(
-      "{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% endif %}"
+      "{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% "
+      "endif %}"
       "[{{ m.role }}]{{ m.content | trim }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}",
       "<s>", "</s>");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
