@@ -97,11 +97,11 @@ SchedulerMetrics BatchScheduler::metrics() const {
 }
 
 void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
-  if (reason != FinishReason::kCancelled && reason != FinishReason::kError) {
-    const std::string all = model_->detokenize(s.generated);
-    const std::string rest = s.text->finish(all);
-    if (!rest.empty()) s.state->append(rest, static_cast<int>(s.generated.size()));
-  }
+  std::string rest;
+  if (reason != FinishReason::kCancelled && reason != FinishReason::kError)
+    rest = s.text->finish(model_->detokenize(s.generated));
+  // Also when nothing is left to show: the count includes tokens of a stop string.
+  s.state->append(rest, static_cast<int>(s.generated.size()));
   {  // counted before the client hears of the end: metrics never lag it
     std::lock_guard lock(mu_);
     --metrics_.active;
