@@ -81,6 +81,7 @@ TEST_F(BatchSchedulerTest, SharedPassesGiveWhatEachRequestGetsAlone) {
   const uint64_t tokens = after.generated_tokens - before.generated_tokens;
   const uint64_t passes = after.passes - before.passes;
   EXPECT_GT(tokens, 0u);
+  EXPECT_GT(passes, 0u) << "Context::take_decode_totals counts the passes";
   EXPECT_LT(passes * 2, tokens) << "batched requests share passes";
   EXPECT_EQ(after.active, 0);
   EXPECT_EQ(after.queued, 0);
