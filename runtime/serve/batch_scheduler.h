@@ -55,6 +55,7 @@ class BatchScheduler {
   void drain(std::chrono::milliseconds grace);
   SchedulerMetrics metrics() const;
   int n_context() const { return n_ctx_; }
+  int queue_capacity() const { return options_.queue; }
 
  private:
   struct Slot;

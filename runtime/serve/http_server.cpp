@@ -65,7 +65,7 @@ HttpServer::HttpServer(std::shared_ptr<Model> model, BatchScheduler& scheduler, 
   const SchedulerMetrics m = scheduler_.metrics();
   // Every running and queued request holds an HTTP thread while it streams;
   // a few more answer /health, /metrics and refusals.
-  const int threads = options_.http_threads > 0 ? options_.http_threads : m.parallel * 3 + 8;
+  const int threads = options_.http_threads > 0 ? options_.http_threads : m.parallel + scheduler_.queue_capacity() + 8;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(options_.max_body_bytes);
   routes();
