@@ -280,26 +280,31 @@ class ExprParser {
     return e;
   }
   ExprPtr multiplicative() {
-    ExprPtr e = unary();
+    ExprPtr e = power();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
       std::string op = t_[i_++].text;
-      e = binary(op, e, unary());
+      e = binary(op, e, power());
     }
     return e;
   }
-  ExprPtr unary() {
-    if (accept_op("-")) {
-      auto e = node(Expr::Kind::kNeg);
-      e->args = {unary()};
-      return e;
-    }
-    if (accept_op("+")) return unary();
-    return power();
-  }
+  // As jinja2: `**` binds looser than unary minus (-2 ** 2 is 4), and
+  // filters and tests apply to the negated value (-3|abs is 3).
   ExprPtr power() {
-    ExprPtr e = postfix();
-    if (accept_op("**")) e = binary("**", e, unary());
+    ExprPtr e = unary();
+    while (accept_op("**")) e = binary("**", e, unary());
     return e;
+  }
+  ExprPtr unary(bool with_filters = true) {
+    ExprPtr e;
+    if (accept_op("-")) {
+      e = node(Expr::Kind::kNeg);
+      e->args = {unary(false)};
+    } else if (accept_op("+")) {
+      e = unary(false);
+    } else {
+      e = postfix(primary(), false);
+    }
+    return with_filters ? postfix(e, true) : e;
   }
   void call_args(Expr& e) {
     // after '('
@@ -315,8 +320,8 @@ class ExprParser {
       if (!is_op(")")) expect_op(",");
     }
   }
-  ExprPtr postfix() {
-    ExprPtr e = primary();
+  // Attribute, item, slice and call suffixes; with `filters` also `|f` and `is t`.
+  ExprPtr postfix(ExprPtr e, bool filters) {
     for (;;) {
       if (accept_op(".")) {
         auto a = node(Expr::Kind::kAttr);
@@ -346,13 +351,13 @@ class ExprParser {
         c->args = {e};
         call_args(*c);
         e = c;
-      } else if (accept_op("|")) {
+      } else if (filters && accept_op("|")) {
         auto f = node(Expr::Kind::kFilter);
         f->name = name();
         f->args = {e};
         if (accept_op("(")) call_args(*f);
         e = f;
-      } else if (is_name("is")) {
+      } else if (filters && is_name("is")) {
         ++i_;
         auto t = node(Expr::Kind::kTest);
         if (is_name("not")) {
