@@ -114,7 +114,8 @@ def main():
         if server:
             code = server.stop()
             if code != 0:
-                print(f"warning: the server exited {code}", file=sys.stderr)
+                print(f"warning: the server exited {code}:\n{server.stderr()}", file=sys.stderr)
+            os.unlink(server.log.name)
 
     summary = {}
     print(f"\n| clients | requests | tokens/s (aggregate) | x one client | latency p50 / p99 (s) | "
