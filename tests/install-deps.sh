@@ -3,7 +3,7 @@
 # Used by tests/run.sh and examples/demo.sh. Needs root (or sudo) to install.
 set -euo pipefail
 PACKAGES=(cmake ninja-build g++ clang libclang-rt-dev pkg-config ccache liburing-dev libspdlog-dev libfmt-dev
-          libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev fio)
+          libcli11-dev nlohmann-json3-dev libcpp-httplib-dev python3-venv libgtest-dev libgmock-dev libbenchmark-dev fio)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -82,9 +82,16 @@ Status Context::Impl::run(const Batch& b, bool timing) {
 
 Status Context::decode(const Batch& batch) {
   // Tokens decoded through the batch API are in the cache: nothing pending.
-  LS_RETURN_IF_ERROR(impl_->run(batch, /*timing=*/false));
+  LS_RETURN_IF_ERROR(impl_->run(batch, /*timing=*/true));
   for (int32_t s : batch.sequences) impl_->pending[s].clear();
   return Status::OK();
+}
+
+DecodeTotals Context::take_decode_totals() {
+  const Impl::PassSums& ps = impl_->decode_sums;
+  DecodeTotals t{ps.passes, ps.measured_s, ps.efficiency, ps.streamed_bytes};
+  impl_->decode_sums = {};
+  return t;
 }
 
 std::span<const float> Context::logits(int i) const {

@@ -60,6 +60,15 @@ struct Stats {
   int replans = 0;
 };
 
+// Pass figures summed over the decode() calls since the last
+// take_decode_totals() (a server's metrics).
+struct DecodeTotals {
+  int passes = 0;
+  double measured_s = 0;        // wall time of the passes
+  double efficiency_sum = 0;    // sum of per-pass overlap efficiency (lower bound / measured)
+  uint64_t streamed_bytes = 0;  // bytes streamed to the device over these passes
+};
+
 struct GenerateResult {
   std::vector<int32_t> prompt_tokens;           // the tokens this call prefilled (sequence 0)
   std::vector<std::vector<int32_t>> generated;  // per sequence
@@ -87,6 +96,8 @@ class Context {
   // The logits of token `i` of the last decode() (n_vocab floats); empty when
   // that token did not ask for logits.
   std::span<const float> logits(int i) const;
+  // The pass figures of decode() since the last call, then zeroed.
+  DecodeTotals take_decode_totals();
 
   // KV cache edits. clear: forget every token of `seq` (-1: all sequences);
   // copy: dst becomes a copy of src (a shared prefix, decoded once);

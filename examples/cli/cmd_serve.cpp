@@ -1,0 +1,172 @@
+// `layerstream serve MODEL`: an OpenAI-compatible HTTP server whose requests
+// share every streamed pass (continuous batching over --parallel sequences).
+// Prints "listening on http://HOST:PORT" on stdout once it accepts requests;
+// SIGTERM or SIGINT stops accepting, lets running requests finish (up to
+// --grace seconds, then cancels them) and exits 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "examples/cli/cli_common.h"
+#include "layerstream/layerstream.h"
+#include "runtime/core/log.h"
+#include "runtime/model/gguf_file.h"
+#include "runtime/serve/http_server.h"
+
+namespace layerstream::cli {
+namespace {
+
+// The chat template and the BOS/EOS token texts from the file's metadata.
+Result<serve::ChatTemplate> chat_template_of(const std::string& path) {
+  auto file = read_gguf_file(path);
+  if (!file.ok()) return file.status();
+  auto source = file->get_string_or("tokenizer.chat_template", "");
+  if (!source.ok()) return source.status();
+  std::string bos, eos;
+  if (auto tokens = file->get_array("tokenizer.ggml.tokens", GgufType::kString); tokens.ok()) {
+    const auto& list = (*tokens)->array_strings();
+    auto text_of = [&](const char* key) -> std::string {
+      auto id = file->get_uint(key);
+      return id.ok() && *id < list.size() ? list[*id] : std::string();
+    };
+    bos = text_of("tokenizer.ggml.bos_token_id");
+    eos = text_of("tokenizer.ggml.eos_token_id");
+  }
+  if (source->empty()) LS_LOG_INFO("serve: {} has no tokenizer.chat_template; chat uses ChatML", path);
+  return serve::ChatTemplate::create(*source, bos, eos);
+}
+
+class ServeCommand : public Command {
+ public:
+  void setup(CLI::App& sub) override {
+    sub.add_option("model", model_, "GGUF model file")->required();
+    sub.add_option("--vram", vram_,
+                   "Device memory budget for layers, KV cache of every sequence, activations");
+    sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
+    sub.add_option("--host", so_.host, "Address to listen on")->capture_default_str();
+    sub.add_option("--port", so_.port, "Port (0: any free port)")->capture_default_str();
+    sub.add_option("--parallel", sched_.parallel, "Sequences decoded together in every pass")
+        ->capture_default_str();
+    sub.add_option("--queue", sched_.queue, "Requests that may wait for a sequence (beyond: 503)")
+        ->capture_default_str();
+    sub.add_option("--ctx", mo_.context, "Positions per sequence (0: min(model, 2048))");
+    sub.add_option("--api-key", so_.api_key, "Require 'Authorization: Bearer KEY' on /v1/* and /metrics");
+    sub.add_option("--max-body", so_.max_body_bytes, "Largest request body in bytes (beyond: 413)")
+        ->capture_default_str();
+    sub.add_option("--default-max-tokens", so_.default_max_tokens, "max_tokens when a request gives none")
+        ->capture_default_str();
+    sub.add_option("--grace", grace_s_, "Seconds running requests may finish after SIGTERM")
+        ->capture_default_str();
+    sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
+    sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
+    sub.add_option("--threads", mo_.host_threads, "Host backend compute threads (0: all)");
+    sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
+    sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
+  }
+
+  int run() override {
+    for (auto [flag, text, out] :
+         {std::tuple{"--vram", &vram_, &mo_.vram_budget}, {"--ram", &ram_, &mo_.ram_budget}}) {
+      if (text->empty()) continue;
+      auto v = parse_size_flag(flag, *text);
+      if (!v.ok()) return usage_error(v.status().message());
+      *out = *v;
+    }
+    if (sched_.parallel < 1) return usage_error("--parallel must be >= 1");
+    if (sched_.queue < 0) return usage_error("--queue must be >= 0");
+    if (so_.port < 0 || so_.port > 65535) return usage_error("--port must be in [0, 65535]");
+    {
+      auto b = backend_from_name(backend_);
+      auto i = io_path_from_name(io_);
+      auto k = kv_type_from_name(kv_type_);
+      auto s = strategy_from_name(strategy_);
+      for (const Status& st : {b.status(), i.status(), k.status(), s.status()})
+        if (!st.ok()) return usage_error(st.message());
+      mo_.backend = *b;
+      mo_.io = *i;
+      mo_.kv_type = *k;
+      mo_.strategy = *s;
+    }
+    mo_.sequences = sched_.parallel;
+    so_.model_id = std::filesystem::path(model_).stem().string();
+
+    // Signals go to one thread that shuts the server down in order.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR2);  // our own wake-up of the signal thread at exit
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    serve::HttpServer* live = nullptr;
+    std::thread signals([&] {
+      int sig = 0;
+      sigwait(&set, &sig);
+      if (sig == SIGUSR2) return;
+      LS_LOG_INFO("serve: {} received: finishing running requests, then exiting",
+                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop = true;
+      std::lock_guard lock(mu);
+      if (live) live->shutdown(std::chrono::milliseconds(static_cast<int64_t>(grace_s_ * 1000)));
+    });
+    struct JoinSignals {
+      std::thread& t;
+      ~JoinSignals() {
+        pthread_kill(t.native_handle(), SIGUSR2);
+        t.join();
+      }
+    } join_signals{signals};
+
+    auto tmpl = chat_template_of(model_);
+    if (!tmpl.ok()) return fail(tmpl.status());
+    // A signal while the model loads cancels the load; once it is open, later
+    // loads (re-plans between passes) must run to the end of what runs.
+    std::atomic<bool> opened{false};
+    mo_.progress = [&](float) { return opened.load() || !stop.load(); };
+    auto model = Model::open(model_, mo_);
+    opened = true;
+    if (!model.ok()) return fail(model.status());
+    auto scheduler = serve::BatchScheduler::create(*model, sched_);
+    if (!scheduler.ok()) return fail(scheduler.status());
+    serve::HttpServer server(*model, **scheduler, std::move(*tmpl), so_);
+    if (Status st = server.bind(); !st.ok()) return fail(st);
+    {
+      std::lock_guard lock(mu);
+      if (stop) return 0;
+      live = &server;
+    }
+    std::cout << "listening on http://" << so_.host << ":" << server.port() << " (model " << so_.model_id
+              << ", " << sched_.parallel << " sequences of " << (*scheduler)->n_context() << " positions; "
+              << (*model)->placement() << ")" << std::endl;
+    const Status st = server.run();
+    {
+      std::lock_guard lock(mu);
+      live = nullptr;
+    }
+    if (!st.ok()) return fail(st);
+    LS_LOG_INFO("serve: stopped");
+    return 0;
+  }
+
+ private:
+  std::string model_, vram_, ram_, backend_ = "auto", io_ = "auto", kv_type_ = "f32", strategy_ = "planned";
+  double grace_s_ = 30;
+  ModelOptions mo_;
+  serve::ServerOptions so_;
+  serve::SchedulerOptions sched_;
+};
+
+}  // namespace
+
+LS_REGISTER_COMMAND(ServeCommand, "serve",
+                    "Serve a model over an OpenAI-compatible HTTP API with continuous batching");
+
+}  // namespace layerstream::cli

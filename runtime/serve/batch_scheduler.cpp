@@ -1,0 +1,234 @@
+#include "runtime/serve/batch_scheduler.h"
+
+#include <random>
+
+#include "runtime/core/log.h"
+#include "runtime/serve/text_stream.h"
+
+namespace layerstream::serve {
+
+// One sequence of the context and the request it serves.
+struct BatchScheduler::Slot {
+  int seq = 0;
+  bool active = false, prefilled = false;
+  GenerationRequest request;
+  std::shared_ptr<RequestState> state;
+  std::unique_ptr<SamplerChain> sampler;
+  std::unique_ptr<TextStream> text;
+  std::vector<int32_t> generated;
+  int32_t last = -1;     // the sampled token to decode next
+  int batch_index = -1;  // its logits row in the current pass
+};
+
+Result<std::unique_ptr<BatchScheduler>> BatchScheduler::create(std::shared_ptr<Model> model,
+                                                               const SchedulerOptions& options) {
+  if (options.parallel < 1) return Status::InvalidArgument("--parallel must be >= 1");
+  if (options.queue < 0) return Status::InvalidArgument("--queue must be >= 0");
+  ContextOptions co;
+  co.sequences = options.parallel;
+  auto ctx = model->create_context(co);
+  if (!ctx.ok()) return ctx.status();
+  return std::unique_ptr<BatchScheduler>(new BatchScheduler(std::move(model), std::move(*ctx), options));
+}
+
+BatchScheduler::BatchScheduler(std::shared_ptr<Model> model, std::unique_ptr<Context> context,
+                               const SchedulerOptions& options)
+    : model_(std::move(model)), ctx_(std::move(context)), options_(options), n_ctx_(ctx_->n_context()) {
+  for (int i = 0; i < options.parallel; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->seq = i;
+  }
+  metrics_.parallel = options.parallel;
+  thread_ = std::thread([this] { loop(); });
+}
+
+BatchScheduler::~BatchScheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    cancel_running_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<std::shared_ptr<RequestState>> BatchScheduler::submit(GenerationRequest request) {
+  const int n = static_cast<int>(request.prompt.size());
+  if (n == 0) return Status::InvalidArgument("the prompt has no tokens");
+  if (n >= n_ctx_)
+    return Status::InvalidArgument("the prompt has " + std::to_string(n) + " tokens but the context holds " +
+                                   std::to_string(n_ctx_) + " (shorten it, or start the server with --ctx " +
+                                   std::to_string(n + std::max(1, request.max_tokens)) + ")");
+  auto state = std::make_shared<RequestState>(n);
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::Cancelled("the server is shutting down");
+    const int busy = metrics_.active;
+    if (busy >= options_.parallel && static_cast<int>(queue_.size()) >= options_.queue) {
+      ++metrics_.requests_rejected;
+      return Status::OutOfBudget(
+          "the server is busy: " + std::to_string(busy) + " of " + std::to_string(options_.parallel) +
+          " sequences run and " + std::to_string(queue_.size()) + " requests wait (the queue holds " +
+          std::to_string(options_.queue) + "; retry later, or raise --parallel or --queue)");
+    }
+    ++metrics_.requests_submitted;
+    metrics_.prompt_tokens += n;
+    queue_.push_back({std::move(request), state});
+    metrics_.queued = static_cast<int>(queue_.size());
+  }
+  cv_.notify_all();
+  return state;
+}
+
+void BatchScheduler::drain(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+  if (!cv_.wait_for(lock, grace, [&] { return idle_ && queue_.empty(); })) {
+    cancel_running_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return idle_ && queue_.empty(); });
+  }
+}
+
+SchedulerMetrics BatchScheduler::metrics() const {
+  std::lock_guard lock(mu_);
+  return metrics_;
+}
+
+void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
+  std::string rest;
+  if (reason != FinishReason::kCancelled && reason != FinishReason::kError)
+    rest = s.text->finish(model_->detokenize(s.generated));
+  // Also when nothing is left to show: the count includes tokens of a stop string.
+  s.state->append(rest, static_cast<int>(s.generated.size()));
+  {  // counted before the client hears of the end: metrics never lag it
+    std::lock_guard lock(mu_);
+    --metrics_.active;
+    if (reason == FinishReason::kCancelled)
+      ++metrics_.requests_cancelled;
+    else if (reason == FinishReason::kError)
+      ++metrics_.requests_failed;
+    else
+      ++metrics_.requests_finished;
+  }
+  s.state->finish(reason, std::move(error));
+  s.active = false;
+  s.state.reset();
+}
+
+bool BatchScheduler::admit() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    const bool any_active = metrics_.active > 0;
+    if (stopping_) {
+      // Accepted requests (running or queued) finish, unless the grace ran out.
+      if (cancel_running_) {
+        for (Queued& q : queue_) q.state->finish(FinishReason::kCancelled, "the server is shutting down");
+        metrics_.requests_cancelled += queue_.size();
+        queue_.clear();
+        metrics_.queued = 0;
+        lock.unlock();
+        for (auto& s : slots_)
+          if (s->active) end(*s, FinishReason::kCancelled, "the server is shutting down");
+        lock.lock();
+      }
+      if (metrics_.active == 0 && queue_.empty()) {
+        idle_ = true;
+        cv_.notify_all();
+        return false;
+      }
+    }
+    bool admitted = false;
+    for (auto& s : slots_) {
+      if (s->active || queue_.empty()) continue;
+      Queued q = std::move(queue_.front());
+      queue_.pop_front();
+      if (q.state->cancelled()) {
+        q.state->finish(FinishReason::kCancelled);
+        ++metrics_.requests_cancelled;
+        continue;
+      }
+      s->active = true;
+      s->prefilled = false;
+      s->request = std::move(q.request);
+      s->state = std::move(q.state);
+      uint64_t seed = s->request.sampling.seed;
+      s->sampler = std::make_unique<SamplerChain>(SamplerChain::from(s->request.sampling));
+      (void)seed;
+      s->text = std::make_unique<TextStream>(s->request.stop);
+      s->generated.clear();
+      s->last = -1;
+      ++metrics_.active;
+      admitted = true;
+    }
+    metrics_.queued = static_cast<int>(queue_.size());
+    idle_ = metrics_.active == 0;
+    if (idle_) cv_.notify_all();  // drain() waits for this
+    if (any_active || admitted) return true;
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  }
+}
+
+void BatchScheduler::pass() {
+  Batch batch;
+  std::vector<Slot*> in_pass;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.active) continue;
+    if (s.state->cancelled()) {  // the client went away: free its sequence
+      end(s, FinishReason::kCancelled, "the client disconnected");
+      continue;
+    }
+    if (!s.prefilled) {
+      if (Status st = ctx_->clear(s.seq); !st.ok()) {
+        end(s, FinishReason::kError, st.message());
+        continue;
+      }
+      batch.add_sequence(s.request.prompt, 0, s.seq);
+    } else {
+      batch.add(s.last, ctx_->position(s.seq), s.seq, true);
+    }
+    s.batch_index = static_cast<int>(batch.size()) - 1;
+    in_pass.push_back(&s);
+  }
+  if (batch.empty()) return;
+  if (Status st = ctx_->decode(batch); !st.ok()) {
+    LS_LOG_ERROR("serve: a pass of {} tokens failed: {}", batch.size(), st.ToString());
+    for (Slot* s : in_pass) end(*s, FinishReason::kError, st.ToString());
+    return;
+  }
+  const DecodeTotals totals = ctx_->take_decode_totals();
+  int sampled = 0;
+  for (Slot* sp : in_pass) {
+    Slot& s = *sp;
+    s.prefilled = true;
+    const int32_t t = s.sampler->sample(ctx_->logits(s.batch_index));
+    ++sampled;
+    if (t < 0 || model_->is_end_of_generation(t)) {
+      end(s, FinishReason::kStop);
+      continue;
+    }
+    s.sampler->accept(t);
+    s.generated.push_back(t);
+    s.last = t;
+    const std::string piece = s.text->update(model_->detokenize(s.generated));
+    if (!piece.empty()) s.state->append(piece, static_cast<int>(s.generated.size()));
+    if (s.text->stopped())
+      end(s, FinishReason::kStop);
+    else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens || ctx_->position(s.seq) >= n_ctx_)
+      end(s, FinishReason::kLength);
+  }
+  std::lock_guard lock(mu_);
+  metrics_.generated_tokens += sampled;
+  metrics_.passes += totals.passes;
+  metrics_.pass_seconds += totals.measured_s;
+  metrics_.efficiency_sum += totals.efficiency_sum;
+  metrics_.streamed_bytes += totals.streamed_bytes;
+}
+
+void BatchScheduler::loop() {
+  while (admit()) pass();
+}
+
+}  // namespace layerstream::serve

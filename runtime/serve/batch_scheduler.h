@@ -1,0 +1,89 @@
+// BatchScheduler: continuous batching over one Context of N sequences. A
+// thread owns the context; a request takes a free sequence when one is free
+// (else it waits in a bounded queue), and every pass decodes the next token
+// of every active sequence together with the prompts of newly admitted ones,
+// so the layers streamed for a pass serve all of them. A sequence is freed
+// when its request ends or its client cancels it.
+//
+// Thread safety: submit, metrics, drain and the destructor may be called from
+// any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "layerstream/context.h"
+#include "layerstream/model.h"
+#include "layerstream/status.h"
+#include "runtime/serve/request.h"
+
+namespace layerstream::serve {
+
+struct SchedulerOptions {
+  int parallel = 4;  // sequences decoded together (the model must be opened with as many)
+  int queue = 16;    // requests that may wait for a sequence; beyond that submit fails
+};
+
+// Counters since start, for /metrics.
+struct SchedulerMetrics {
+  uint64_t requests_submitted = 0, requests_rejected = 0, requests_finished = 0, requests_cancelled = 0,
+           requests_failed = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t passes = 0, streamed_bytes = 0;
+  double pass_seconds = 0, efficiency_sum = 0;
+  int active = 0, queued = 0, parallel = 0;
+};
+
+class BatchScheduler {
+ public:
+  // `model` must have been opened with options.sequences >= parallel.
+  static Result<std::unique_ptr<BatchScheduler>> create(std::shared_ptr<Model> model,
+                                                        const SchedulerOptions& options);
+  ~BatchScheduler();  // cancels what runs and waits for the thread
+
+  // Queues `request`. InvalidArgument when the prompt is empty or does not
+  // fit the context; OutOfBudget when every sequence is busy and the queue is
+  // full; Cancelled after drain().
+  Result<std::shared_ptr<RequestState>> submit(GenerationRequest request);
+  // Stops accepting, lets accepted requests (running and queued) finish (up
+  // to `grace`, then cancels them) and returns when the scheduler is idle.
+  void drain(std::chrono::milliseconds grace);
+  SchedulerMetrics metrics() const;
+  int n_context() const { return n_ctx_; }
+  int queue_capacity() const { return options_.queue; }
+
+ private:
+  struct Slot;
+  struct Queued {
+    GenerationRequest request;
+    std::shared_ptr<RequestState> state;
+  };
+  BatchScheduler(std::shared_ptr<Model> model, std::unique_ptr<Context> context,
+                 const SchedulerOptions& options);
+  void loop();
+  bool admit();  // moves queued requests into free slots; false when stopping and idle
+  void pass();   // one decode over the active slots
+  void end(Slot& slot, FinishReason reason, std::string error = {});
+
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Context> ctx_;  // used by the loop thread only
+  const SchedulerOptions options_;
+  const int n_ctx_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // loop thread only
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Queued> queue_;     // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_: no new requests
+  bool cancel_running_ = false;  // guarded by mu_
+  bool idle_ = true;             // guarded by mu_: no slot active
+  SchedulerMetrics metrics_;     // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace layerstream::serve

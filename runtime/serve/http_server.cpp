@@ -1,0 +1,305 @@
+#include "runtime/serve/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "runtime/serve/openai_protocol.h"
+
+namespace layerstream::serve {
+namespace {
+
+using nlohmann::json;
+
+std::string to_text(const json& j);
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.http_status;
+  res.set_content(to_text(e.body()), "application/json");
+}
+
+ApiError error_of(int http_status, std::string message, std::string type, std::string code = {}) {
+  ApiError e;
+  e.http_status = http_status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+// A scheduler refusal as the client sees it.
+ApiError error_of(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+      return error_of(400, st.message(), "invalid_request_error", "context_length_exceeded");
+    case StatusCode::kOutOfBudget:
+      return error_of(503, st.message(), "server_busy", "server_busy");
+    case StatusCode::kCancelled:
+      return error_of(503, st.message(), "server_shutting_down", "server_shutting_down");
+    default:
+      return error_of(500, st.ToString(), "server_error");
+  }
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Generated text may hold bytes that are not UTF-8 (a model can emit any
+// byte token): they become U+FFFD rather than failing the response.
+std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
+
+}  // namespace
+
+HttpServer::HttpServer(std::shared_ptr<Model> model, BatchScheduler& scheduler, ChatTemplate chat_template,
+                       ServerOptions options)
+    : model_(std::move(model)),
+      scheduler_(scheduler),
+      template_(std::move(chat_template)),
+      options_(std::move(options)),
+      http_(std::make_unique<httplib::Server>()) {
+  const SchedulerMetrics m = scheduler_.metrics();
+  // Every running and queued request holds an HTTP thread while it streams;
+  // a few more answer /health, /metrics and refusals.
+  const int threads = options_.http_threads > 0 ? options_.http_threads : m.parallel + scheduler_.queue_capacity() + 8;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::bind() {
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+    if (port_ <= 0) return Status::IOError("cannot bind " + options_.host + " on any port");
+  } else {
+    if (!http_->bind_to_port(options_.host, options_.port))
+      return Status::IOError("cannot bind " + options_.host + ":" + std::to_string(options_.port) +
+                             " (in use, or not an address of this host; try another --port or --port 0)");
+    port_ = options_.port;
+  }
+  return Status::OK();
+}
+
+Status HttpServer::run() {
+  const bool ok = stopping_ || http_->listen_after_bind();
+  finished_ = true;
+  if (!ok) return Status::IOError("the HTTP listener on port " + std::to_string(port_) + " failed");
+  return Status::OK();
+}
+
+void HttpServer::shutdown(std::chrono::milliseconds grace) {
+  stopping_ = true;
+  scheduler_.drain(grace);
+  // Running streams have ended; give their handlers a moment to send the end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // stop() is a no-op until the listener runs: repeat until run() returned.
+  for (int i = 0; i < 200 && !finished_; ++i) {
+    http_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *http_;
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ++http_requests_;
+    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth != "Bearer " + options_.api_key) {
+      send_error(res, error_of(401,
+                               auth.empty() ? "no API key given: send 'Authorization: Bearer KEY'"
+                                            : "the API key is not valid",
+                               "invalid_request_error", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  // Status codes without a body of ours (404 route, 413 body too large, ...).
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ++http_errors_;
+    if (!res.body.empty()) return;
+    std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path
+                      : res.status == 413 ? "the body is larger than the server accepts (" +
+                                                std::to_string(options_.max_body_bytes) + " bytes)"
+                                          : "HTTP error " + std::to_string(res.status);
+    send_error(res, error_of(res.status, msg, "invalid_request_error"));
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, error_of(500, "internal error: " + what, "server_error"));
+  });
+
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render_metrics(), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const json body = {{"object", "list"},
+                       {"data", json::array({{{"id", options_.model_id},
+                                              {"object", "model"},
+                                              {"created", unix_seconds()},
+                                              {"owned_by", "layerstream"}}})}};
+    res.set_content(to_text(body), "application/json");
+  });
+
+  auto completion = [this](bool chat) {
+    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+      CompletionParams p;
+      if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
+      std::vector<int32_t> tokens;
+      if (chat) {
+        auto text = template_.apply(p.messages, /*add_generation_prompt=*/true);
+        if (!text.ok())
+          return send_error(res, error_of(400, text.status().message(), "invalid_request_error"));
+        // Templates that write bos_token: the tokenizer adds BOS itself.
+        std::string prompt = std::move(*text);
+        const std::string& bos = template_.bos_token();
+        if (!bos.empty() && prompt.rfind(bos, 0) == 0) prompt.erase(0, bos.size());
+        tokens = model_->tokenize(prompt, /*add_bos=*/true);
+        for (const std::string& end : template_.turn_ends()) p.stop.push_back(end);
+      } else {
+        if (p.prompt.empty())
+          return send_error(res, error_of(400, "'prompt' is empty", "invalid_request_error"));
+        tokens = model_->tokenize(p.prompt, /*add_bos=*/true);
+      }
+      const int n_ctx = scheduler_.n_context();
+      const int room = n_ctx - static_cast<int>(tokens.size());
+      GenerationRequest g;
+      g.prompt = std::move(tokens);
+      g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : options_.default_max_tokens;
+      g.max_tokens = std::min(g.max_tokens, std::max(room, 0));
+      g.sampling = p.sampling;
+      g.stop = p.stop;
+      if (g.max_tokens == 0 && room > 0) {  // nothing to generate: answer at once
+        RequestState::Chunk none;
+        none.done = true;
+        none.reason = FinishReason::kLength;
+        none.prompt_tokens = static_cast<int>(g.prompt.size());
+        const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
+                              unix_seconds()};
+        res.set_content(to_text(completion_response(ids, chat, none)), "application/json");
+        return;
+      }
+      auto state = scheduler_.submit(std::move(g));
+      if (!state.ok()) return send_error(res, error_of(state.status()));
+      const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
+                            unix_seconds()};
+      std::shared_ptr<RequestState> st = *state;
+
+      if (!p.stream) {
+        const RequestState::Chunk all = st->wait_all();
+        if (all.reason == FinishReason::kError)
+          return send_error(res, error_of(500, all.error, "server_error"));
+        if (all.reason == FinishReason::kCancelled)
+          return send_error(
+              res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
+        res.set_content(to_text(completion_response(ids, chat, all)), "application/json");
+        return;
+      }
+      auto first = std::make_shared<bool>(true);
+      const bool include_usage = p.include_usage;
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [st, ids, chat, first, include_usage](size_t, httplib::DataSink& sink) {
+            RequestState::Chunk c;
+            if (!st->next(c, std::chrono::milliseconds(500))) {
+              // Nothing yet: a comment line keeps the stream alive and finds
+              // a client that went away (the write fails).
+              if (!sink.write(":\n\n", 3)) {
+                st->cancel();
+                return false;
+              }
+              return true;
+            }
+            std::string out;
+            if (!c.text.empty() || *first)
+              out += sse(stream_chunk(ids, chat, c.text, *first, FinishReason::kNone));
+            *first = false;
+            if (c.done) {
+              if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
+                out +=
+                    sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
+                                 c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
+                            .body());
+              } else {
+                out += sse(stream_chunk(ids, chat, "", false, c.reason));
+                if (include_usage) {
+                  json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);
+                  u["choices"] = json::array();
+                  u["usage"] = usage_json(c.prompt_tokens, c.completion_tokens);
+                  out += sse(u);
+                }
+              }
+              out += "data: [DONE]\n\n";
+            }
+            if (!sink.write(out.data(), out.size())) {
+              st->cancel();
+              return false;
+            }
+            if (c.done) sink.done();
+            return true;
+          },
+          [st](bool success) {
+            if (!success) st->cancel();  // the client went away: free its sequence
+          });
+    };
+  };
+  s.Post("/v1/completions", completion(false));
+  s.Post("/v1/chat/completions", completion(true));
+}
+
+std::string HttpServer::render_metrics() const {
+  const SchedulerMetrics m = scheduler_.metrics();
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+      << name << ' ' << value << '\n';
+  };
+  o << "# HELP layerstream_requests_total Generation requests by outcome.\n# TYPE layerstream_requests_total "
+       "counter\n";
+  o << "layerstream_requests_total{outcome=\"submitted\"} " << m.requests_submitted << '\n';
+  o << "layerstream_requests_total{outcome=\"finished\"} " << m.requests_finished << '\n';
+  o << "layerstream_requests_total{outcome=\"cancelled\"} " << m.requests_cancelled << '\n';
+  o << "layerstream_requests_total{outcome=\"failed\"} " << m.requests_failed << '\n';
+  o << "layerstream_requests_total{outcome=\"rejected\"} " << m.requests_rejected << '\n';
+  metric("layerstream_http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
+  metric("layerstream_http_errors_total", "counter", "HTTP responses with a 4xx/5xx status.",
+         http_errors_.load());
+  metric("layerstream_queue_length", "gauge", "Requests waiting for a sequence.", m.queued);
+  metric("layerstream_active_sequences", "gauge", "Sequences generating now.", m.active);
+  metric("layerstream_sequences", "gauge", "Sequences (--parallel).", m.parallel);
+  metric("layerstream_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.",
+         m.prompt_tokens);
+  metric("layerstream_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
+  metric("layerstream_passes_total", "counter", "Passes over the layers.", m.passes);
+  metric("layerstream_pass_seconds_total", "counter", "Time spent in passes.", m.pass_seconds);
+  metric("layerstream_tokens_per_second", "gauge", "Generated tokens per second of pass time.",
+         m.pass_seconds > 0 ? m.generated_tokens / m.pass_seconds : 0.0);
+  metric("layerstream_streamed_bytes_total", "counter", "Bytes streamed to the device.", m.streamed_bytes);
+  metric("layerstream_bytes_streamed_per_token", "gauge", "Streamed bytes per generated token.",
+         m.generated_tokens ? double(m.streamed_bytes) / m.generated_tokens : 0.0);
+  metric("layerstream_overlap_efficiency", "gauge", "Mean pass lower bound / measured pass time.",
+         m.passes ? m.efficiency_sum / m.passes : 0.0);
+  metric("layerstream_uptime_seconds", "gauge", "Seconds since start.",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  return o.str();
+}
+
+}  // namespace layerstream::serve

@@ -1,0 +1,209 @@
+#include "runtime/serve/openai_protocol.h"
+
+#include <cmath>
+
+namespace layerstream::serve {
+namespace {
+
+using nlohmann::json;
+
+ApiError bad(std::string param, std::string message) {
+  ApiError e;
+  e.http_status = 400;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  return e;
+}
+
+std::string type_name(const json& v) { return v.type_name(); }
+
+std::optional<ApiError> parse_messages(const json& v, std::vector<ChatMessage>& out) {
+  if (!v.is_array() || v.empty())
+    return bad("messages", "'messages' must be a non-empty array of {role, content}");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& m = v[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return bad(where, where + " must be an object, not " + type_name(m));
+    if (!m.contains("role") || !m["role"].is_string())
+      return bad(where + ".role", where + ".role must be a string");
+    ChatMessage msg{m["role"].get<std::string>(), ""};
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "developer" &&
+        msg.role != "tool")
+      return bad(where + ".role",
+                 where + ".role '" + msg.role + "' is not system, user, assistant, developer or tool");
+    if (msg.role == "developer") msg.role = "system";
+    const json& c = m.contains("content") ? m["content"] : json();
+    if (c.is_string()) {
+      msg.content = c.get<std::string>();
+    } else if (c.is_array()) {  // [{type: text, text: ...}]
+      for (const json& part : c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          return bad(where + ".content",
+                     where + ".content parts must be {\"type\": \"text\", \"text\": string}");
+        msg.content += part["text"].get<std::string>();
+      }
+    } else if (!c.is_null()) {
+      return bad(where + ".content",
+                 where + ".content must be a string or an array of text parts, not " + type_name(c));
+    }
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+json ApiError::body() const {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json() : json(param)},
+            {"code", code.empty() ? json() : json(code)}}}};
+}
+
+std::optional<ApiError> parse_completion_request(const std::string& body, bool chat,
+                                                 const std::string& served_model, CompletionParams& out) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad("", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return bad("", "the body must be a JSON object, not " + type_name(j));
+  out.chat = chat;
+  if (j.contains("model")) {
+    if (!j["model"].is_string()) return bad("model", "'model' must be a string");
+    out.model = j["model"].get<std::string>();
+    if (!out.model.empty() && out.model != served_model) {
+      ApiError e;
+      e.http_status = 404;
+      e.param = "model";
+      e.code = "model_not_found";
+      e.message = "the model '" + out.model + "' does not exist; this server serves '" + served_model + "'";
+      return e;
+    }
+  }
+  out.model = served_model;
+  if (chat) {
+    if (!j.contains("messages")) return bad("messages", "'messages' is required");
+    if (auto e = parse_messages(j["messages"], out.messages)) return e;
+  } else {
+    if (!j.contains("prompt")) return bad("prompt", "'prompt' is required");
+    const json& p = j["prompt"];
+    if (p.is_string())
+      out.prompt = p.get<std::string>();
+    else if (p.is_array() && p.size() == 1 && p[0].is_string())
+      out.prompt = p[0].get<std::string>();
+    else
+      return bad("prompt", "'prompt' must be a string (or an array of one string), not " + type_name(p));
+  }
+  // Numbers: the type, then the range.
+  auto number = [&](const char* key, double lo, double hi, double& value) -> std::optional<ApiError> {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    if (!j[key].is_number())
+      return bad(key, std::string("'") + key + "' must be a number, not " + type_name(j[key]));
+    value = j[key].get<double>();
+    if (!(value >= lo && value <= hi))
+      return bad(key, std::string("'") + key + "' is " +
+                          j[key].dump(-1, ' ', false, json::error_handler_t::replace) + "; it must be in [" +
+                          json(lo).dump() + ", " + json(hi).dump() + "]");
+    return std::nullopt;
+  };
+  double v = -1;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!j[key].is_number_integer())
+      return bad(key, std::string("'") + key + "' must be an integer, not " + type_name(j[key]));
+    if (auto e = number(key, 0, 1 << 30, v)) return e;
+    out.max_tokens = static_cast<int>(v);
+  }
+  double t = 1.0, p = 1.0;
+  if (auto e = number("temperature", 0, 2, t)) return e;
+  if (auto e = number("top_p", 0, 1, p)) return e;
+  out.sampling.temperature = static_cast<float>(t);
+  out.sampling.top_p = static_cast<float>(p);
+  out.sampling.top_k = 0;  // OpenAI has no top-k or min-p
+  out.sampling.min_p = 0;
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer())
+      return bad("seed", "'seed' must be an integer, not " + type_name(j["seed"]));
+    out.sampling.seed = static_cast<uint64_t>(j["seed"].get<int64_t>());
+  } else {
+    static std::atomic<uint64_t> counter{0x5eed};
+    out.sampling.seed = counter.fetch_add(0x9E3779B97F4A7C15ull);
+  }
+  if (j.contains("n") && !j["n"].is_null()) {
+    if (!j["n"].is_number_integer() || j["n"].get<int64_t>() != 1)
+      return bad("n", "only 'n': 1 is supported");
+  }
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& s = j["stop"];
+    if (s.is_string()) {
+      out.stop.push_back(s.get<std::string>());
+    } else if (s.is_array() && s.size() <= 4) {
+      for (const json& x : s) {
+        if (!x.is_string()) return bad("stop", "'stop' entries must be strings");
+        out.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return bad("stop", "'stop' must be a string or an array of at most 4 strings");
+    }
+    for (const std::string& s2 : out.stop)
+      if (s2.empty()) return bad("stop", "'stop' strings must not be empty");
+  }
+  if (j.contains("stream") && !j["stream"].is_null()) {
+    if (!j["stream"].is_boolean())
+      return bad("stream", "'stream' must be a boolean, not " + type_name(j["stream"]));
+    out.stream = j["stream"].get<bool>();
+  }
+  if (j.contains("stream_options") && j["stream_options"].is_object())
+    out.include_usage = j["stream_options"].value("include_usage", false);
+  return std::nullopt;
+}
+
+json usage_json(int prompt_tokens, int completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+namespace {
+const char* wire_reason(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
+}  // namespace
+
+json completion_response(const ResponseIds& ids, bool chat, const RequestState::Chunk& all) {
+  json choice = {{"index", 0}, {"finish_reason", wire_reason(all.reason)}, {"logprobs", nullptr}};
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", all.text}};
+  else
+    choice["text"] = all.text;
+  return {{"id", ids.id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(all.prompt_tokens, all.completion_tokens)}};
+}
+
+json stream_chunk(const ResponseIds& ids, bool chat, const std::string& text, bool first,
+                  FinishReason reason) {
+  json choice = {{"index", 0},
+                 {"finish_reason", reason == FinishReason::kNone ? json() : json(wire_reason(reason))},
+                 {"logprobs", nullptr}};
+  if (chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || first) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  return {{"id", ids.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({choice})}};
+}
+
+}  // namespace layerstream::serve

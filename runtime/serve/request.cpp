@@ -1,0 +1,83 @@
+#include "runtime/serve/request.h"
+
+namespace layerstream::serve {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
+      break;
+  }
+  return "none";
+}
+
+void RequestState::append(const std::string& text, int completion_tokens) {
+  {
+    std::lock_guard lock(mu_);
+    unread_ += text;
+    completion_tokens_ = completion_tokens;
+  }
+  cv_.notify_all();
+}
+
+void RequestState::finish(FinishReason reason, std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    if (done_) return;
+    done_ = true;
+    reason_ = reason;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+bool RequestState::next(Chunk& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return done_ || !unread_.empty(); })) return false;
+  out.text = std::move(unread_);
+  unread_.clear();
+  out.done = done_;
+  out.reason = reason_;
+  out.error = error_;
+  out.prompt_tokens = prompt_tokens_;
+  out.completion_tokens = completion_tokens_;
+  return true;
+}
+
+RequestState::Chunk RequestState::wait_all() {
+  Chunk all;
+  for (Chunk c; !all.done;) {
+    if (!next(c, std::chrono::milliseconds(200))) continue;
+    all.text += c.text;
+    all.done = c.done;
+    all.reason = c.reason;
+    all.error = c.error;
+    all.prompt_tokens = c.prompt_tokens;
+    all.completion_tokens = c.completion_tokens;
+  }
+  return all;
+}
+
+void RequestState::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+}
+
+bool RequestState::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+bool RequestState::done() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+}  // namespace layerstream::serve

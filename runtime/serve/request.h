@@ -1,0 +1,73 @@
+// One generation request of the server and the channel its output travels
+// through: the scheduler thread appends text and finishes it; the HTTP thread
+// that owns the client waits for text (RequestState::next) and cancels it
+// when the client goes away.
+//
+// Thread safety: every member of RequestState may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "layerstream/sampler.h"
+
+namespace layerstream::serve {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // tokens, BOS included when the model wants one
+  int max_tokens = 16;          // generated tokens at most (the context may stop it earlier)
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  // stop strings: generation ends before the first match
+};
+
+// Why a request ended (OpenAI's finish_reason for the first two).
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason reason);
+
+class RequestState {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What next() hands out: new text since the last call, and whether the
+  // request has ended (then reason, usage, error are final).
+  struct Chunk {
+    std::string text;
+    bool done = false;
+    FinishReason reason = FinishReason::kNone;
+    std::string error;
+    int prompt_tokens = 0, completion_tokens = 0;
+  };
+
+  explicit RequestState(int prompt_tokens) : prompt_tokens_(prompt_tokens), created_(Clock::now()) {}
+
+  // Scheduler side.
+  void append(const std::string& text, int completion_tokens);
+  void finish(FinishReason reason, std::string error = {});
+
+  // Client side. Waits up to `timeout` for text or the end; false on timeout
+  // with nothing new.
+  bool next(Chunk& out, std::chrono::milliseconds timeout);
+  // Waits for the end and returns everything (non-streaming responses).
+  Chunk wait_all();
+  void cancel();
+  bool cancelled() const;
+  bool done() const;
+  Clock::time_point created() const { return created_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string unread_;
+  bool done_ = false, cancelled_ = false;
+  FinishReason reason_ = FinishReason::kNone;
+  std::string error_;
+  const int prompt_tokens_;
+  int completion_tokens_ = 0;
+  const Clock::time_point created_;
+};
+
+}  // namespace layerstream::serve

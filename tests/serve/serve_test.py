@@ -1,0 +1,291 @@
+"""End-to-end tests of `layerstream serve` on a small example model, over
+127.0.0.1 only. One case per run (ctest registers each):
+
+  openai_client  the official openai client: models, a streamed chat
+                 completion, plain completions, stop strings, seeds, usage
+  bad_requests   every kind of bad request gets its 4xx JSON error, then a
+                 good request still succeeds
+  busy           all sequences busy and the queue full: 503 with a JSON error
+  disconnect     a streaming client that goes away frees its sequence
+  api_key        --api-key: 401 without the key or with a wrong one
+  load           200 requests from 8 concurrent clients, none fails
+  shutdown       SIGTERM: the running stream finishes, the server exits 0
+
+usage: serve_test.py CASE --cli LAYERSTREAM --model MODEL.gguf [--venv DIR]
+"""
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import venv_exec  # noqa: E402
+
+venv_exec.reexec_in_venv()
+from serve_client import Server, metrics, request, stream  # noqa: E402
+
+ARGS = None
+
+
+def model_id():
+    return os.path.splitext(os.path.basename(ARGS.model))[0]
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def case_openai_client():
+    import openai
+
+    with Server(ARGS.cli, ARGS.model, "--parallel", "2") as s:
+        client = openai.OpenAI(base_url=s.base + "/v1", api_key="unused", max_retries=0, timeout=120)
+        ids = [m.id for m in client.models.list().data]
+        check(ids == [model_id()], f"models: {ids}")
+
+        messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello."}]
+        chunks = list(client.chat.completions.create(model=model_id(), messages=messages, max_tokens=12,
+                                                     temperature=0, stream=True,
+                                                     stream_options={"include_usage": True}))
+        content = [c.choices[0].delta.content or "" for c in chunks if c.choices]
+        reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        usage = [c.usage for c in chunks if c.usage]
+        streamed = "".join(content)
+        check(chunks[0].choices[0].delta.role == "assistant", "the first delta names the assistant role")
+        check(reasons in (["length"], ["stop"]), f"one finish_reason at the end: {reasons}")
+        check(len(usage) == 1 and usage[0].completion_tokens >= 1 and usage[0].prompt_tokens > 5,
+              f"usage: {usage}")
+        check(reasons != ["length"] or usage[0].completion_tokens == 12, "length means max_tokens were generated")
+        # The same request without streaming, greedy: the same text.
+        whole = client.chat.completions.create(model=model_id(), messages=messages, max_tokens=12, temperature=0)
+        check(whole.choices[0].message.content == streamed,
+              f"greedy chat: streamed {streamed!r} but whole {whole.choices[0].message.content!r}")
+        check(whole.choices[0].message.role == "assistant", "assistant message")
+        check(whole.usage.total_tokens == whole.usage.prompt_tokens + whole.usage.completion_tokens, "usage sums")
+
+        # Plain completion, and max_tokens.
+        c = client.completions.create(model=model_id(), prompt="Once upon a time", max_tokens=16, temperature=0)
+        text = c.choices[0].text
+        check(c.object == "text_completion" and c.usage.prompt_tokens >= 2, f"completion: {c}")
+        check(c.usage.completion_tokens <= 16 and len(text) > 0, f"completion text {text!r}, usage {c.usage}")
+        # Streaming the same completion gives the same text.
+        pieces = [e.choices[0].text for e in client.completions.create(
+            model=model_id(), prompt="Once upon a time", max_tokens=16, temperature=0, stream=True)]
+        check("".join(pieces) == text, f"streamed completion {''.join(pieces)!r} vs {text!r}")
+        # A stop string from the middle of that text ends generation just before it.
+        stop = text[len(text) // 2:len(text) // 2 + 2]
+        if stop.strip():
+            cut = client.completions.create(model=model_id(), prompt="Once upon a time", max_tokens=16,
+                                            temperature=0, stop=[stop])
+            check(cut.choices[0].text == text[:text.index(stop)] and cut.choices[0].finish_reason == "stop",
+                  f"stop {stop!r}: got {cut.choices[0].text!r} ({cut.choices[0].finish_reason}) from {text!r}")
+        # Sampling: the same seed gives the same text.
+        a, b = (client.completions.create(model=model_id(), prompt="The", max_tokens=10, temperature=1.0,
+                                          top_p=0.9, seed=42).choices[0].text for _ in range(2))
+        check(a == b, f"seed 42 twice: {a!r} vs {b!r}")
+    print("openai client: models, streamed chat, completion, stop, seed ok")
+
+
+def expect_error(port, body, status, param=None, code=None, path="/v1/completions", raw=None):
+    got, data = request(port, "POST", path, body=raw if raw is not None else body)
+    check(got == status, f"{body if raw is None else raw[:60]!r}: status {got}, want {status}: {data}")
+    check(isinstance(data, dict) and isinstance(data.get("error"), dict) and data["error"].get("message"),
+          f"a JSON error object: {data}")
+    if param is not None:
+        check(data["error"]["param"] == param, f"param {data['error']['param']!r}, want {param!r}")
+    if code is not None:
+        check(data["error"]["code"] == code, f"code {data['error']['code']!r}, want {code!r}")
+    return data
+
+
+def case_bad_requests():
+    with Server(ARGS.cli, ARGS.model, "--parallel", "2", "--ctx", "64", "--max-body", "4096") as s:
+        p = s.port
+        expect_error(p, None, 400, raw="{not json")
+        expect_error(p, None, 400, raw="[1, 2]")
+        expect_error(p, {"max_tokens": 4}, 400, param="prompt")
+        expect_error(p, {"prompt": 12}, 400, param="prompt")
+        expect_error(p, {"prompt": "hi", "max_tokens": "four"}, 400, param="max_tokens")
+        expect_error(p, {"prompt": "hi", "max_tokens": -1}, 400, param="max_tokens")
+        expect_error(p, {"prompt": "hi", "temperature": "hot"}, 400, param="temperature")
+        expect_error(p, {"prompt": "hi", "temperature": 7}, 400, param="temperature")
+        expect_error(p, {"prompt": "hi", "top_p": 1.5}, 400, param="top_p")
+        expect_error(p, {"prompt": "hi", "stream": "yes"}, 400, param="stream")
+        expect_error(p, {"prompt": "hi", "stop": 5}, 400, param="stop")
+        expect_error(p, {"prompt": "hi", "seed": 1.5}, 400, param="seed")
+        expect_error(p, {"prompt": "hi", "n": 3}, 400, param="n")
+        expect_error(p, {"messages": "hi"}, 400, param="messages", path="/v1/chat/completions")
+        expect_error(p, {"messages": [{"role": "user", "content": 5}]}, 400, param="messages[0].content",
+                     path="/v1/chat/completions")
+        expect_error(p, {"messages": [{"role": "wizard", "content": "x"}]}, 400, param="messages[0].role",
+                     path="/v1/chat/completions")
+        long_prompt = " ".join(["word"] * 200)  # far more than --ctx 64 positions
+        expect_error(p, {"prompt": long_prompt, "max_tokens": 4}, 400, code="context_length_exceeded")
+        expect_error(p, {"prompt": "hi", "model": "no-such-model"}, 404, param="model", code="model_not_found")
+        expect_error(p, {"prompt": "x" * 8000}, 413)
+        got, data = request(p, "GET", "/v1/nothing-here")
+        check(got == 404 and "error" in data, f"unknown route: {got} {data}")
+        # The server still serves.
+        got, data = request(p, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 4, "model": model_id()})
+        check(got == 200 and data["usage"]["completion_tokens"] >= 1, f"good request after bad ones: {got} {data}")
+        got, data = request(p, "GET", "/health")
+        check(got == 200 and data == {"status": "ok"}, f"health: {data}")
+    print("bad requests: each got its 4xx JSON error; a good request still succeeded")
+
+
+def case_busy():
+    # One sequence, a queue of one: a third concurrent request is refused.
+    with Server(ARGS.cli, ARGS.model, "--parallel", "1", "--queue", "1") as s:
+        long_body = {"prompt": "Tell me a story", "max_tokens": 400, "stream": True}
+        conns = []
+        for _ in range(2):  # one runs, one waits
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+            c.request("POST", "/v1/completions", body=json.dumps(long_body), headers={"Content-Type": "application/json"})
+            conns.append(c)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = metrics(s.port)
+            if m["layerstream_active_sequences"] == 1 and m["layerstream_queue_length"] == 1:
+                break
+            time.sleep(0.05)
+        check(m["layerstream_queue_length"] == 1, f"one request queued: {m}")
+        data = expect_error(s.port, {"prompt": "hi", "max_tokens": 2}, 503, code="server_busy")
+        check("--parallel" in data["error"]["message"], "the error says what would help")
+        check(metrics(s.port)['layerstream_requests_total{outcome="rejected"}'] == 1, "counted as rejected")
+        for c in conns:
+            c.close()  # both go away: their sequence and queue place are freed
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got, data = request(s.port, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+            if got == 200:
+                break
+            time.sleep(0.2)
+        check(got == 200, f"after the clients left, a request succeeds: {got} {data}")
+    print("busy: 503 with a JSON error when the queue is full; served again once free")
+
+
+def case_disconnect():
+    with Server(ARGS.cli, ARGS.model, "--parallel", "2") as s:
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Go on", "max_tokens": 1500, "stream": True}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        check(r.status == 200, f"stream status {r.status}")
+        r.readline()  # the first event arrived: the sequence is generating
+        check(metrics(s.port)["layerstream_active_sequences"] == 1, "one active sequence")
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = metrics(s.port)
+            if m["layerstream_active_sequences"] == 0:
+                break
+            time.sleep(0.05)
+        check(m["layerstream_active_sequences"] == 0, f"the sequence was freed: {m}")
+        check(m['layerstream_requests_total{outcome="cancelled"}'] == 1, f"counted as cancelled: {m}")
+        check(m["layerstream_generated_tokens_total"] < 1500, "it stopped long before max_tokens")
+    print(f"disconnect: sequence freed after {m['layerstream_generated_tokens_total']:.0f} tokens")
+
+
+def case_api_key():
+    import openai
+
+    with Server(ARGS.cli, ARGS.model, "--api-key", "s3cret") as s:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            for method, path, body in (("GET", "/v1/models", None), ("POST", "/v1/completions", {"prompt": "hi"}),
+                                       ("POST", "/v1/chat/completions", {"messages": []}), ("GET", "/metrics", None)):
+                got, data = request(s.port, method, path, body, headers={"Content-Type": "application/json", **headers})
+                check(got == 401 and data["error"]["code"] == "invalid_api_key", f"{path} {headers}: {got} {data}")
+        check(request(s.port, "GET", "/health", headers={})[0] == 200, "/health needs no key")
+        bad = openai.OpenAI(base_url=s.base + "/v1", api_key="wrong", max_retries=0)
+        try:
+            bad.completions.create(model=model_id(), prompt="hi", max_tokens=2)
+            check(False, "a wrong key must fail")
+        except openai.AuthenticationError as e:
+            check(e.status_code == 401, f"status {e.status_code}")
+        good = openai.OpenAI(base_url=s.base + "/v1", api_key="s3cret", max_retries=0)
+        c = good.completions.create(model=model_id(), prompt="hi", max_tokens=2)
+        check(c.usage.completion_tokens >= 1, "the right key works")
+    print("api key: 401 without it or with a wrong one; served with it")
+
+
+def case_load():
+    n, workers = 200, 8
+    with Server(ARGS.cli, ARGS.model, "--parallel", "8", "--queue", "64") as s:
+
+        def one(i):
+            chat = i % 2 == 0
+            path = "/v1/chat/completions" if chat else "/v1/completions"
+            body = {"max_tokens": 3 + i % 5, "temperature": 0.7, "seed": i, "model": model_id()}
+            if chat:
+                body["messages"] = [{"role": "user", "content": f"Request {i}: say something."}]
+            else:
+                body["prompt"] = f"Request {i} says"
+            if i % 3 == 0:
+                body["stream"] = True
+                status, events, _, _ = stream(s.port, path, body)
+                return status, len(events)
+            status, data = request(s.port, "POST", path, body)
+            return status, data
+
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(one, range(n)))
+        bad = [(i, r) for i, r in enumerate(results) if r[0] != 200]
+        check(not bad, f"{len(bad)} of {n} requests failed: {bad[:5]}")
+        m = metrics(s.port)
+        check(m['layerstream_requests_total{outcome="finished"}'] == n, f"all {n} finished: {m}")
+        check(m["layerstream_active_sequences"] == 0 and m["layerstream_queue_length"] == 0, "idle at the end")
+        # Sequences shared passes: fewer passes than generated tokens.
+        check(m["layerstream_passes_total"] < m["layerstream_generated_tokens_total"],
+              f"passes {m['layerstream_passes_total']} < tokens {m['layerstream_generated_tokens_total']}")
+    print(f"load: {n} requests from {workers} clients, no error; "
+          f"{m['layerstream_generated_tokens_total']:.0f} tokens in {m['layerstream_passes_total']:.0f} passes")
+
+
+def case_shutdown():
+    s = Server(ARGS.cli, ARGS.model, "--parallel", "2")
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Go", "max_tokens": 40, "stream": True}),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    r.readline()
+    s.proc.send_signal(signal.SIGTERM)
+    lines = [raw.decode("utf-8", errors="replace").strip() for raw in r]
+    check("data: [DONE]" in lines, f"the running stream finished: {lines[-3:]}")
+    finishes = [json.loads(x[6:])["choices"][0]["finish_reason"] for x in lines
+                if x.startswith("data: {") and "choices" in x]
+    check(finishes and finishes[-1] == "length", f"it ran to max_tokens: {finishes[-3:]} {lines[-6:]}")
+    code = s.proc.wait(60)
+    check(code == 0, f"exit status {code}:\n{s.stderr()}")
+    try:
+        socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+        check(False, "the port still accepts after exit")
+    except OSError:
+        pass
+    os.unlink(s.log.name)
+    print("shutdown: SIGTERM finished the running stream and exited 0")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--model", required=True)
+    ARGS = ap.parse_args()
+    fn = globals().get("case_" + ARGS.case)
+    if fn is None:
+        print(f"unknown case {ARGS.case}", file=sys.stderr)
+        return 2
+    fn()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
