@@ -1,6 +1,7 @@
 // Model: opens a file once, loads its resident layers once, and lends KV
 // sequences to contexts (layerstream/model.h).
 #include <algorithm>
+#include <atomic>
 
 #include "layerstream/context.h"
 #include "layerstream/units.h"
@@ -96,9 +97,18 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   }
   // The device, the placement and the resident / RAM-tier loads.
   LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(o));
+  // The progress callback reports Model::open's loads only: re-plans between
+  // passes later also load, on whatever thread decodes, and must not be
+  // cancelled by a callback meant for loading (e.g. one that watches SIGINT).
+  auto opening = std::make_shared<std::atomic<bool>>(true);
+  if (ro.load_progress)
+    ro.load_progress = [inner = std::move(ro.load_progress), opening](uint64_t done, uint64_t total) {
+      return !opening->load() || inner(done, total);
+    };
   LS_ASSIGN_OR_RETURN(impl->device, open_device(device_options_for(o)));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaRunner> runner,
                       llama::LlamaRunner::create(*impl->device, path, ro));
+  opening->store(false);
   impl->n_ctx = runner->n_ctx();
   impl->n_seq = runner->n_seq();
   {
