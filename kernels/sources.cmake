@@ -4,7 +4,11 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_generic.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp)
 layerstream_add_area(NAME ls_kernels

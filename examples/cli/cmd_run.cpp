@@ -68,6 +68,8 @@ class RunCommand : public Command {
     sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
     sub.add_option("--batch", mo_.batch, "Sequences decoded together (copies of the prompt, seeds seed+i)")
         ->capture_default_str();
+    sub.add_option("--host-threads", mo_.host_threads, "Host backend compute threads (0 = all cores)");
+    sub.add_flag("--exact", mo_.exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     sub.add_option("--kv-type", mo_.kv_type, "KV cache type: f32 or f16")->capture_default_str();
     sub.add_option("--strategy", mo_.strategy, "resident, serial, overlap or planned")->capture_default_str();
     sub.add_option("--temp", gen_.temperature, "Temperature (0: greedy)")->capture_default_str();
@@ -96,6 +98,7 @@ class RunCommand : public Command {
     else if (backend_ == "cuda") mo_.backend = Backend::kCuda;
     else return usage_error("--backend: '" + backend_ + "' is not auto, host or cuda");
     if (mo_.batch < 1) return usage_error("--batch must be >= 1");
+    if (mo_.host_threads < 0) return usage_error("--host-threads must be >= 0 (0 = all cores)");
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/qdot.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
@@ -15,7 +16,12 @@ namespace layerstream::kernels::cpu {
 Status embedding(const EmbeddingParams& p, ThreadPool* pool);
 void rmsnorm(const RmsNormParams& p, ThreadPool* pool);
 void rope(const RopeParams& p, ThreadPool* pool);
+// The exact matmul: f32 activations, weights decoded exactly (dot.h).
 void matmul(const MatmulParams& p, ThreadPool* pool);
+// The fast matmul (qdot.h): activations quantised per block to int8,
+// integer dot products on `isa`; weight types without a fast path take the
+// exact one. Uses a per-thread scratch for the quantised activations.
+void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 void attention(const AttentionParams& p, ThreadPool* pool);
 void silu_mul(const SiluMulParams& p, ThreadPool* pool);
 void add(const AddParams& p, ThreadPool* pool);

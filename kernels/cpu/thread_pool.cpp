@@ -1,8 +1,38 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LS_CPU_RELAX() _mm_pause()
+#else
+#define LS_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace layerstream::kernels {
+namespace {
+
+// Spins until done() or about `micros` have passed; true when done() held.
+// After the first few microseconds each round yields the core, so a spinning
+// thread costs little when the machine has more runnable threads than cores.
+template <typename Done>
+bool spin_until(Done done, int micros) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto polite = start + std::chrono::microseconds(5);
+  const auto deadline = start + std::chrono::microseconds(micros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      LS_CPU_RELAX();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) return done();
+    if (now > polite) std::this_thread::yield();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -12,41 +42,37 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::run_chunks() {
+  const std::function<void(int64_t, int64_t)>& fn = *fn_;
   for (;;) {
-    int64_t begin, end;
-    const std::function<void(int64_t, int64_t)>* fn;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (next_ >= n_) return;
-      begin = next_;
-      end = std::min(n_, begin + chunk_);
-      next_ = end;
-      fn = fn_;
-    }
-    (*fn)(begin, end);
+    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (begin >= n_) return;
+    fn(begin, std::min(n_, begin + chunk_));
   }
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    const auto woken = [&] {
+      return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!spin_until(woken, kSpinMicros)) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      start_cv_.wait(lock, woken);
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunks();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0) done_cv_.notify_all();
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
+      done_cv_.notify_all();
     }
   }
 }
@@ -55,21 +81,26 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   if (n <= 0) return;
   std::lock_guard<std::mutex> job(job_mu_);
   const int64_t threads = size();
-  // About 4 chunks per thread for balance, never below the grain.
-  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + threads * 4 - 1) / (threads * 4));
+  // About 4 chunks per thread for balance, a multiple of the grain.
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t want = (n + threads * 4 - 1) / (threads * 4);
+  const int64_t chunk = std::max<int64_t>(1, (want + grain - 1) / grain) * grain;
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    next_ = 0;
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    std::lock_guard<std::mutex> lock(mu_);  // a worker between its check and its wait must not miss this
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   run_chunks();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0; });
+  const auto all_done = [&] { return active_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done, kSpinMicros)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
   fn_ = nullptr;
 }
 

@@ -4,8 +4,15 @@
 // Thread safety: parallel_for may be called from any thread; concurrent calls
 // are serialised (one job at a time). fn must not call parallel_for on the
 // same pool. Destroying the pool joins its workers; no job may be running.
+//
+// Latency: a decode step is hundreds of short jobs (a few microseconds
+// each), so waking workers through a condition variable for each (tens of
+// microseconds) would dominate. Workers and the caller spin for a short
+// while (kSpinMicros) on atomics before sleeping; chunks are claimed with an
+// atomic counter.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -25,24 +32,29 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(begin, end) over disjoint chunks covering [0, n), each at least
-  // `grain` long (except the last). Returns when all chunks are done.
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), each a
+  // multiple of `grain` long (except the last). Returns when all are done.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void worker_loop();
   void run_chunks();
 
+  static constexpr int kSpinMicros = 200;
+
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // serialises parallel_for callers
-  std::mutex mu_;
+  std::mutex mu_;      // for the condition variables only (sleeping and waking)
   std::condition_variable start_cv_, done_cv_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  // Current job (guarded by mu_ for publication; chunk claims under mu_ too).
+  // A new job is published by writing fn_/n_/chunk_/next_/active_ and then
+  // incrementing generation_ (release); workers read them after seeing the
+  // new generation (acquire).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 0, next_ = 0;
-  int active_ = 0;  // workers still inside the current job
+  int64_t n_ = 0, chunk_ = 0;
+  std::atomic<int64_t> next_{0};  // first unclaimed index
+  std::atomic<int> active_{0};    // workers still inside the current job
 };
 
 // Runs fn over [0, n) on pool, or inline when pool is null.

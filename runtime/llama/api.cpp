@@ -59,6 +59,8 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   ro.n_seq = o.batch;
   ro.prefill_chunk = o.prefill_chunk;
   ro.trace = o.trace;
+  ro.host_threads = o.host_threads;
+  ro.exact = o.exact;
   if (o.kv_type == "f32") ro.kv_type = GgmlType::F32;
   else if (o.kv_type == "f16") ro.kv_type = GgmlType::F16;
   else return Status::InvalidArgument("KV cache type '" + o.kv_type + "' is not f32 or f16");

@@ -320,7 +320,10 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
 
   const DeviceInfo& info = device.info();
   {
-    auto kk = kernels::make_kernels(info.backend);
+    kernels::KernelsOptions ko;
+    ko.host_threads = o.host_threads;
+    ko.exact = o.exact;
+    auto kk = kernels::make_kernels(info.backend, ko);
     if (!kk.ok()) return kk.status();
     I.k = std::move(*kk);
   }
@@ -558,15 +561,19 @@ Status LlamaRunner::bench_prefill(int n_tokens) {
   return I.run_segments({{0, 0, n_tokens, 0}}, {toks.data()});
 }
 
-Status LlamaRunner::bench_decode(int batch) {
+Status LlamaRunner::bench_decode(int batch, int at_pos) {
   Impl& I = *impl_;
   if (batch < 1 || batch > I.n_seq)
     return Status::InvalidArgument("bench_decode: batch " + std::to_string(batch) + " outside [1, " +
                                    std::to_string(I.n_seq) + "] (n_seq)");
+  if (at_pos >= I.n_ctx)
+    return Status::InvalidArgument("bench_decode: position " + std::to_string(at_pos) +
+                                   " is not below the context length " + std::to_string(I.n_ctx));
   std::vector<int> seqs(batch);
   std::vector<int32_t> toks(batch);
   for (int i = 0; i < batch; ++i) {
     seqs[i] = i;
+    if (at_pos >= 0) I.pos[i] = at_pos;
     if (I.pos[i] >= I.n_ctx) I.pos[i] = 0;
     toks[i] = static_cast<int32_t>((I.pos[i] * 31u + i + 1) % I.m.hparams.n_vocab);
   }

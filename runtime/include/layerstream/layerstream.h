@@ -39,6 +39,7 @@ struct ModelOptions {
   std::string strategy = "planned";  // resident, serial, overlap, planned
   bool trace = false;            // record a trace (Session::write_trace)
   int host_threads = 0;          // host backend compute threads (0 = all)
+  bool exact = false;            // host backend: f32-activation matmuls (slower; default: int8 activations)
 };
 
 // What a Model file is, from its metadata.

@@ -1,0 +1,67 @@
+// The fast CPU matmul: quantise the activations once per call (qdot.h), then
+// integer block dot products over the weight rows in their GGUF blocks.
+//
+// Decode (one token): rows split over the pool, a few rows per pass over x.
+// Prefill (several tokens): a cache-blocked GEMM. Each task owns a span of
+// output rows and walks it in sub-spans of kRowBlock rows; for each sub-span
+// the tokens go by in blocks whose quantised activations fit in L2, and the
+// kernels' R x T register tiles reuse each loaded weight block for T tokens
+// and each activation block for R rows. The weight sub-span stays in cache
+// while all token blocks pass over it, so weights come from memory once.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/qdot.h"
+
+namespace layerstream::kernels::cpu {
+namespace {
+
+constexpr int64_t kRowBlock = 64;               // rows per sub-span (multiple of every tile's R)
+constexpr int64_t kTokenBlockBytes = 256 << 10;  // quantised activations per token block
+
+}  // namespace
+
+void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
+  const QuantKernels k = quant_kernels(p.w_type, isa);
+  if (!k.gemm || p.n_in % kQBlock != 0) {
+    matmul(p, pool);
+    return;
+  }
+  const int64_t nb = p.n_in / kQBlock;
+  // Per calling thread (the stream's host thread): grows to the largest pass.
+  thread_local std::vector<QBlock> xq;
+  if (xq.size() < static_cast<size_t>(p.n_tokens * nb)) xq.resize(p.n_tokens * nb);
+  QBlock* q = xq.data();
+  if (p.n_tokens >= 8) {
+    parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) k.quantize(p.x + t * p.n_in, p.n_in, q + t * nb);
+    });
+  } else {
+    for (int64_t t = 0; t < p.n_tokens; ++t) k.quantize(p.x + t * p.n_in, p.n_in, q + t * nb);
+  }
+
+  const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
+  const auto* w = static_cast<const uint8_t*>(p.w);
+  if (p.n_tokens == 1) {
+    // Chunks of at least ~16 KiB of weights, in whole 4-row tiles.
+    const int64_t grain = std::max<int64_t>(4, (16384 / std::max<uint64_t>(row_bytes, 1)) / 4 * 4);
+    parallel_rows(pool, p.n_out, grain, [&](int64_t begin, int64_t end) {
+      k.gemm(w + begin * row_bytes, row_bytes, end - begin, q, 1, p.n_in, p.y + begin, p.n_out);
+    });
+    return;
+  }
+  const int64_t token_block =
+      std::max<int64_t>(4, kTokenBlockBytes / static_cast<int64_t>(nb * sizeof(QBlock)) / 4 * 4);
+  parallel_rows(pool, p.n_out, kRowBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; r += kRowBlock) {
+      const int64_t rows = std::min(kRowBlock, end - r);
+      for (int64_t t = 0; t < p.n_tokens; t += token_block) {
+        const int64_t toks = std::min(token_block, p.n_tokens - t);
+        k.gemm(w + r * row_bytes, row_bytes, rows, q + t * nb, toks, p.n_in, p.y + t * p.n_out + r, p.n_out);
+      }
+    }
+  });
+}
+
+}  // namespace layerstream::kernels::cpu
