@@ -7,6 +7,9 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_generic.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
@@ -15,6 +18,7 @@ layerstream_add_area(NAME ls_kernels
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/convert_row.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/math/kquant_encode.cpp
     ${CMAKE_CURRENT_LIST_DIR}/kernels.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
     ${LS_KERNELS_HOT_SOURCES}

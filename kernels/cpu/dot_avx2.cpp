@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/kquant_dot.h"
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -196,7 +197,7 @@ RowKernels row_kernels(GgmlType type) {
     case GgmlType::Q8_0: return {dot_q8_0, decode_blocks<math::BlockQ8_0>};
     case GgmlType::Q4_0: return {dot_q4_0, decode_blocks<math::BlockQ4_0>};
     case GgmlType::Q4_1: return {dot_q4_1, decode_blocks<math::BlockQ4_1>};
-    default: return {nullptr, nullptr};
+    default: return kquant_row_kernels(type);  // Q5, K-quants, IQ4 (kquant_avx2.cpp)
   }
 }
 

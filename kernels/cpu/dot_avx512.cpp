@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/kquant_dot.h"
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -185,7 +186,9 @@ RowKernels row_kernels(GgmlType type) {
     case GgmlType::Q8_0: return make<rows_q8_0<kRows>, rows_q8_0<1>>(type);
     case GgmlType::Q4_0: return make<rows_q4_0<kRows>, rows_q4_0<1>>(type);
     case GgmlType::Q4_1: return make<rows_q4_1<kRows>, rows_q4_1<1>>(type);
-    default: return avx2::row_kernels(type);  // F32, BF16: the AVX2 kernels are memory-bound already
+    case GgmlType::F32:
+    case GgmlType::BF16: return avx2::row_kernels(type);  // the AVX2 kernels are memory-bound already
+    default: return kquant_row_kernels(type);  // Q5, K-quants, IQ4 (kquant_avx512.cpp)
   }
 }
 

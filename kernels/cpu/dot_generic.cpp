@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/kquant_dot.h"
 #include "kernels/math/fp16.h"
 #include "kernels/math/quant_blocks.h"
 
@@ -73,7 +74,7 @@ RowKernels row_kernels(GgmlType type) {
       return {dot_via_decode<decode_blocks<math::BlockQ4_0>>, decode_blocks<math::BlockQ4_0>};
     case GgmlType::Q4_1:
       return {dot_via_decode<decode_blocks<math::BlockQ4_1>>, decode_blocks<math::BlockQ4_1>};
-    default: return {nullptr, nullptr};
+    default: return kquant_row_kernels(type);  // Q5, K-quants, IQ4 (kquant_generic.cpp)
   }
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "kernels/math/fp16.h"
+#include "kernels/math/kquant_blocks.h"
+#include "kernels/math/kquant_encode.h"
 #include "kernels/math/quant_blocks.h"
 
 namespace layerstream::math {
@@ -22,11 +24,11 @@ Status check_shape(GgmlType type, size_t n) {
   return Status::OK();
 }
 
-template <typename Block, typename Fn>
+template <typename Block, int Elems = kQK, typename Fn>
 void encode_blocks(const float* src, size_t n, void* dst, Fn quantize) {
   auto* out = static_cast<Block*>(dst);
-  for (size_t b = 0; b < n / kQK; ++b) {
-    const Block blk = quantize(src + b * kQK);
+  for (size_t b = 0; b < n / Elems; ++b) {
+    const Block blk = quantize(src + b * Elems);
     std::memcpy(out + b, &blk, sizeof(Block));
   }
 }
@@ -39,6 +41,21 @@ void decode_blocks(const void* src, size_t n, float* dst) {
     std::memcpy(&blk, in + b, sizeof(Block));
     dequantize_block(blk, dst + b * kQK);
   }
+}
+
+template <typename Block>
+void decode_kblocks(const void* src, size_t n, float* dst) {
+  const auto* in = static_cast<const Block*>(src);
+  for (size_t b = 0; b < n / Block::kElems; ++b) {
+    Block blk;
+    std::memcpy(&blk, in + b, sizeof(Block));
+    dequantize_kblock(blk, dst + b * Block::kElems);
+  }
+}
+
+template <typename Block, typename Fn>
+void encode_kblocks(const float* src, size_t n, void* dst, Fn quantize) {
+  encode_blocks<Block, Block::kElems>(src, n, dst, quantize);
 }
 
 }  // namespace
@@ -60,6 +77,15 @@ Status encode_row(GgmlType type, const float* src, size_t n, void* dst) {
     case GgmlType::Q8_0: encode_blocks<BlockQ8_0>(src, n, dst, quantize_block_q8_0); break;
     case GgmlType::Q4_0: encode_blocks<BlockQ4_0>(src, n, dst, quantize_block_q4_0); break;
     case GgmlType::Q4_1: encode_blocks<BlockQ4_1>(src, n, dst, quantize_block_q4_1); break;
+    case GgmlType::Q5_0: encode_kblocks<BlockQ5_0>(src, n, dst, quantize_block_q5_0); break;
+    case GgmlType::Q5_1: encode_kblocks<BlockQ5_1>(src, n, dst, quantize_block_q5_1); break;
+    case GgmlType::Q2_K: encode_kblocks<BlockQ2_K>(src, n, dst, quantize_block_q2_k); break;
+    case GgmlType::Q3_K: encode_kblocks<BlockQ3_K>(src, n, dst, quantize_block_q3_k); break;
+    case GgmlType::Q4_K: encode_kblocks<BlockQ4_K>(src, n, dst, quantize_block_q4_k); break;
+    case GgmlType::Q5_K: encode_kblocks<BlockQ5_K>(src, n, dst, quantize_block_q5_k); break;
+    case GgmlType::Q6_K: encode_kblocks<BlockQ6_K>(src, n, dst, quantize_block_q6_k); break;
+    case GgmlType::IQ4_NL: encode_kblocks<BlockIQ4_NL>(src, n, dst, quantize_block_iq4_nl); break;
+    case GgmlType::IQ4_XS: encode_kblocks<BlockIQ4_XS>(src, n, dst, quantize_block_iq4_xs); break;
     default: return Status::Internal("encode_row: type marked supported but not handled");
   }
   return Status::OK();
@@ -82,6 +108,15 @@ Status decode_row(GgmlType type, const void* src, size_t n, float* dst) {
     case GgmlType::Q8_0: decode_blocks<BlockQ8_0>(src, n, dst); break;
     case GgmlType::Q4_0: decode_blocks<BlockQ4_0>(src, n, dst); break;
     case GgmlType::Q4_1: decode_blocks<BlockQ4_1>(src, n, dst); break;
+    case GgmlType::Q5_0: decode_kblocks<BlockQ5_0>(src, n, dst); break;
+    case GgmlType::Q5_1: decode_kblocks<BlockQ5_1>(src, n, dst); break;
+    case GgmlType::Q2_K: decode_kblocks<BlockQ2_K>(src, n, dst); break;
+    case GgmlType::Q3_K: decode_kblocks<BlockQ3_K>(src, n, dst); break;
+    case GgmlType::Q4_K: decode_kblocks<BlockQ4_K>(src, n, dst); break;
+    case GgmlType::Q5_K: decode_kblocks<BlockQ5_K>(src, n, dst); break;
+    case GgmlType::Q6_K: decode_kblocks<BlockQ6_K>(src, n, dst); break;
+    case GgmlType::IQ4_NL: decode_kblocks<BlockIQ4_NL>(src, n, dst); break;
+    case GgmlType::IQ4_XS: decode_kblocks<BlockIQ4_XS>(src, n, dst); break;
     default: return Status::Internal("decode_row: type marked supported but not handled");
   }
   return Status::OK();

@@ -39,7 +39,7 @@ double matmul_tol(GgmlType t) { return t == GgmlType::Q4_1 ? 4e-5 : 1e-5; }
 
 TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
   for (GgmlType type : all_weight_types()) {
-    for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 96, 257, 544, 1056}) {
+    for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 96, 256, 257, 544, 1056, 2304}) {
       if (n % ggml_type_traits(type).block_elems != 0) continue;
       const Weight w = random_weight(type, 1, n, rng_);
       const std::vector<float> x = random_floats(n, rng_);
@@ -56,7 +56,10 @@ TEST_F(CpuKernelsTest, RowKernelsMatchExactDecodingOnBothIsas) {
             << ggml_type_traits(type).name << " n=" << n;
         std::vector<float> dec = poisoned(n);
         k.decode(w.bytes.data(), 0, n, dec.data());
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dec[i], w.exact[i]) << ggml_type_traits(type).name << " i=" << i;
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_TRUE(decoded_exactly(dec[i], w.exact[i])) << ggml_type_traits(type).name << " i=" << i << " got " << dec[i]
+                                                           << " exact " << w.exact[i];
+        }
       }
     }
   }
@@ -70,7 +73,7 @@ TEST_F(CpuKernelsTest, DotRowsMatchExactDecodingOnEveryIsa) {
   for (GgmlType type : all_weight_types()) {
     std::vector<cpu::RowKernels> impls = {cpu::row_kernels(type)};
     if (cpu::avx512::supported()) impls.push_back(cpu::avx512::row_kernels(type));
-    for (int64_t n : {7, 32, 33, 96, 544, 1056, 4128, 8224, 12327}) {
+    for (int64_t n : {7, 32, 33, 96, 256, 544, 1056, 4128, 8224, 8448, 12327}) {
       if (n % ggml_type_traits(type).block_elems != 0) continue;
       for (int64_t rows : {1, 3, 4, 5, 8, 9}) {
         const Weight w = random_weight(type, rows, n, rng_);
@@ -99,7 +102,8 @@ TEST_F(CpuKernelsTest, DotRowsMatchExactDecodingOnEveryIsa) {
 
 TEST_F(CpuKernelsTest, MatmulEveryWeightTypeAndShape) {
   const std::vector<MatmulShape> shapes = {{1, 32, 1},   {7, 64, 1},   {33, 96, 3}, {130, 320, 5},
-                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}, {3, 8256, 1}, {2, 12320, 1}};
+                                           {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}, {3, 8256, 1}, {2, 12320, 1},
+                                           {5, 256, 1}, {9, 512, 3},   {17, 768, 9}, {3, 8448, 1}};
   for (GgmlType type : all_weight_types()) {
     for (const MatmulShape& s : shapes) {
       if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
@@ -129,7 +133,7 @@ TEST_F(CpuKernelsTest, MatmulRejectsBadShapes) {
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
   EXPECT_NE(s.message().find("48"), std::string::npos) << s.message();
   p.n_in = 32;
-  p.w_type = GgmlType::Q4_K;
+  p.w_type = GgmlType::IQ2_XXS;
   EXPECT_TRUE(validate(p).IsUnsupported());
 }
 
@@ -198,7 +202,8 @@ TEST_F(CpuKernelsTest, SiluMulAndAdd) {
 
 TEST_F(CpuKernelsTest, EmbeddingEveryType) {
   for (GgmlType type : all_weight_types()) {
-    const int64_t n_vocab = 37, n_embd = is_block_type(type) ? 96 : 45;
+    const int64_t n_vocab = 37;
+    const int64_t n_embd = ggml_type_traits(type).block_elems == 256 ? 512 : (is_block_type(type) ? 96 : 45);
     const Weight table = random_weight(type, n_vocab, n_embd, rng_);
     std::vector<int32_t> tokens = {0, static_cast<int32_t>(n_vocab - 1), 5, 5, static_cast<int32_t>(rng_() % n_vocab)};
     std::vector<float> out = poisoned(tokens.size() * n_embd);
@@ -207,7 +212,7 @@ TEST_F(CpuKernelsTest, EmbeddingEveryType) {
                                 &pool3_));
     for (size_t t = 0; t < tokens.size(); ++t) {
       for (int64_t i = 0; i < n_embd; ++i) {
-        ASSERT_EQ(out[t * n_embd + i], table.exact[tokens[t] * n_embd + i]) << ggml_type_traits(type).name;
+        ASSERT_TRUE(decoded_exactly(out[t * n_embd + i], table.exact[tokens[t] * n_embd + i])) << ggml_type_traits(type).name;
       }
     }
     tokens[2] = static_cast<int32_t>(n_vocab);

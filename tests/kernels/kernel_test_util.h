@@ -13,6 +13,7 @@
 #include "kernels/math/convert_row.h"
 #include "kernels/math/fp16.h"
 #include "runtime/device/device.h"
+#include "tests/kernels/kquant_spec.h"
 #include "tests/common/testing.h"
 
 namespace layerstream::kernels::testing {
@@ -42,7 +43,9 @@ class InlineStream final : public Stream {
 };
 
 inline std::vector<GgmlType> all_weight_types() {
-  return {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1};
+  std::vector<GgmlType> t = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1};
+  for (GgmlType k : kquant_types()) t.push_back(k);
+  return t;
 }
 inline bool is_block_type(GgmlType t) { return ggml_type_traits(t).block_elems > 1; }
 
@@ -93,8 +96,19 @@ inline double spec_element(GgmlType t, const uint8_t* row, int64_t i) {
       const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
       return spec_half(b) * q + spec_half(b + 2);
     }
-    default: return std::nan("");
+    default: {
+      const GgmlTypeTraits tr = ggml_type_traits(t);
+      return kspec_element(t, row + (i / tr.block_elems) * tr.block_bytes, static_cast<int>(i % tr.block_elems));
+    }
   }
+}
+
+// Exact decoding: the f32 value is the exact (float64) value rounded once to
+// f32, so it equals it when that is representable and is within half an f32
+// ulp (2^-24 relative) otherwise (types with an offset: scale * q + offset).
+inline bool decoded_exactly(float got, double exact) {
+  if (static_cast<double>(static_cast<float>(exact)) == exact) return static_cast<double>(got) == exact;
+  return std::fabs(got - exact) <= std::ldexp(std::fabs(exact), -24);
 }
 
 // A random weight [n_rows][n_cols] encoded in `type`, and its exact values.

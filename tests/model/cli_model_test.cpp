@@ -93,9 +93,9 @@ TEST(CliModel, ErrorsExitOneWithAMessage) {
   EXPECT_NE(r.out.find("heads = 3"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 
-  r = run_cli("example-model " + dir.file("x.gguf") + " --dtype q4_k");
+  r = run_cli("example-model " + dir.file("x.gguf") + " --dtype iq2_xxs");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("unsupported tensor type Q4_K (id 12)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported tensor type IQ2_XXS (id 16)"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }
 

@@ -158,8 +158,8 @@ TEST(ExampleModel, InvalidSpecsAreRejectedWithTheField) {
   s = small_spec(GgmlType::Q4_0, 1);
   s.n_ff = 100;
   EXPECT_NE(validate_example_spec(s).message().find("ffn = 100"), std::string::npos);
-  s = small_spec(GgmlType::Q4_K, 1);
-  EXPECT_NE(validate_example_spec(s).message().find("unsupported tensor type Q4_K (id 12)"), std::string::npos);
+  s = small_spec(GgmlType::IQ2_XXS, 1);
+  EXPECT_NE(validate_example_spec(s).message().find("unsupported tensor type IQ2_XXS (id 16)"), std::string::npos);
   s = small_spec(GgmlType::F16, 1);
   s.n_vocab = 100;
   EXPECT_TRUE(validate_example_spec(s).IsInvalidArgument());

@@ -93,8 +93,8 @@ std::vector<Case> cases() {
                {"overflows when padded"}});
   v.push_back({"unknown_tensor_type", [](B& b) { b.tensors[2].type = 99; }, {}, C, {"unknown type id 99"}});
   v.push_back({"retired_tensor_type", [](B& b) { b.tensors[2].type = 4; }, {}, C, {"retired type id 4"}});
-  v.push_back({"unsupported_q4_k", [](B& b) { b.tensors[2].type = 12; b.tensors[2].dims = {256, 64}; }, {}, U,
-               {"unsupported tensor type Q4_K (id 12)", "blk.0.attn_q.weight"}});
+  v.push_back({"unsupported_iq2_xxs", [](B& b) { b.tensors[2].type = 16; b.tensors[2].dims = {256, 64}; }, {}, U,
+               {"unsupported tensor type IQ2_XXS (id 16)", "blk.0.attn_q.weight"}});
   v.push_back({"ne0_not_multiple_of_block", [](B& b) { b.tensors[2].type = 8; b.tensors[2].dims = {48, 64}; }, {}, C,
                {"ne0 = 48", "multiple of the Q8_0 block size 32"}});
   v.push_back({"misaligned_offset", [](B& b) { b.tensors[3].offset = 36; }, {}, C,

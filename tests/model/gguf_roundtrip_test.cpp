@@ -255,9 +255,9 @@ TEST(GgufWriter, RejectsBadDeclarations) {
   LS_ASSERT_OK(w.add("k", GgufValue::u32(1)));
   EXPECT_TRUE(w.add("k", GgufValue::u32(2)).IsInvalidArgument());
   EXPECT_TRUE(w.add("", GgufValue::u32(2)).IsInvalidArgument());
-  Status q4k = w.add_tensor("q", {256, 4}, GgmlType::Q4_K);
+  Status q4k = w.add_tensor("q", {256, 4}, GgmlType::IQ2_XXS);
   EXPECT_TRUE(q4k.IsUnsupported());
-  EXPECT_NE(q4k.message().find("unsupported tensor type Q4_K (id 12)"), std::string::npos) << q4k.message();
+  EXPECT_NE(q4k.message().find("unsupported tensor type IQ2_XXS (id 16)"), std::string::npos) << q4k.message();
   EXPECT_TRUE(w.add_tensor("q", {33}, GgmlType::Q8_0).IsInvalidArgument());
   EXPECT_TRUE(w.add_tensor(std::string(64, 'n'), {32}, GgmlType::F32).IsInvalidArgument());
   EXPECT_TRUE(w.add_tensor("z", {32, 0}, GgmlType::F32).IsInvalidArgument());
