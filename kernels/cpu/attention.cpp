@@ -1,5 +1,7 @@
 // CPU grouped-query attention over the KV cache (layout in kernels/kernels.h):
-// store the new K/V rows, then one running softmax per (token, head).
+// store the new K/V rows, then for each (token, KV head) the scores of its
+// query heads, their softmax, and the weighted sum of V rows.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -7,7 +9,6 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/math/fp16.h"
-#include "kernels/math/softmax.h"
 
 namespace layerstream::kernels::cpu {
 namespace {
@@ -34,26 +35,47 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   const auto* vc = static_cast<const uint8_t*>(p.v_cache);
   const float scale = p.scale != 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   const int64_t group = p.n_head / p.n_kv_head;
+  const int64_t hd = p.head_dim;
 
-  parallel_rows(pool, p.n_tokens * p.n_head, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> acc(p.head_dim), v(p.head_dim);
+  // One item per (token, KV head): the `group` query heads sharing that KV
+  // head go together, so each cached K and V row is read once per item
+  // rather than once per query head (the cache is most of the bytes a long
+  // context decode reads). Two passes over the positions: scores, then the
+  // softmax-weighted sum of V rows.
+  parallel_rows(pool, p.n_tokens * p.n_kv_head, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores, acc(group * hd), vbuf(hd);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / p.n_head, h = item % p.n_head, kvh = h / group;
-      const float* q = p.q + item * p.head_dim;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      math::OnlineSoftmax sm;
-      const int64_t last = p.start_pos + t;
-      for (int64_t pos = 0; pos <= last; ++pos) {
-        const uint64_t off = static_cast<uint64_t>(pos * kv_row + kvh * p.head_dim) * elem_bytes;
-        const float s = scale * k.dot(kc + off, q, p.head_dim);
-        float rescale, weight;
-        sm.push(s, rescale, weight);
-        k.decode(vc + off, 0, p.head_dim, v.data());
-        for (int64_t d = 0; d < p.head_dim; ++d) acc[d] = acc[d] * rescale + weight * v[d];
+      const int64_t t = item / p.n_kv_head, kvh = item % p.n_kv_head;
+      const int64_t first = 0, last = p.start_pos + t, n_pos = last - first + 1;
+      const float* q = p.q + (t * p.n_head + kvh * group) * hd;  // the group's query heads, contiguous
+      scores.resize(group * n_pos);
+      for (int64_t i = 0; i < n_pos; ++i) {
+        const uint8_t* krow = kc + static_cast<uint64_t>((first + i) * kv_row + kvh * hd) * elem_bytes;
+        for (int64_t g = 0; g < group; ++g) scores[g * n_pos + i] = scale * k.dot(krow, q + g * hd, hd);
       }
-      float* out = p.out + item * p.head_dim;
-      const float inv_l = 1.0f / sm.l;
-      for (int64_t d = 0; d < p.head_dim; ++d) out[d] = acc[d] * inv_l;
+      for (int64_t g = 0; g < group; ++g) {  // softmax in place; the weights sum to 1 before rounding
+        float* s = scores.data() + g * n_pos;
+        float m = -INFINITY, l = 0;
+        for (int64_t i = 0; i < n_pos; ++i) m = std::max(m, s[i]);
+        for (int64_t i = 0; i < n_pos; ++i) l += (s[i] = std::exp(s[i] - m));
+        const float inv_l = 1.0f / l;
+        for (int64_t i = 0; i < n_pos; ++i) s[i] *= inv_l;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t i = 0; i < n_pos; ++i) {
+        const uint8_t* vrow = vc + static_cast<uint64_t>((first + i) * kv_row + kvh * hd) * elem_bytes;
+        const float* v = reinterpret_cast<const float*>(vrow);
+        if (p.kv_type != GgmlType::F32) {
+          k.decode(vrow, 0, hd, vbuf.data());
+          v = vbuf.data();
+        }
+        for (int64_t g = 0; g < group; ++g) {
+          const float w = scores[g * n_pos + i];
+          float* a = acc.data() + g * hd;
+          for (int64_t d = 0; d < hd; ++d) a[d] += w * v[d];
+        }
+      }
+      std::copy(acc.begin(), acc.end(), p.out + (t * p.n_head + kvh * group) * hd);
     }
   });
 }
