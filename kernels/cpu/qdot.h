@@ -71,6 +71,7 @@ bool avx_vnni_supported();
 namespace avx512 {
 bool vnni_supported();  // avx512::supported() plus VNNI and VL
 QuantKernels quant_kernels(GgmlType type);
+QGemmFn kquant_gemm(GgmlType type);  // the 256-element K-quants (Q4_K, Q5_K, Q6_K); null for others
 }  // namespace avx512
 
 }  // namespace layerstream::kernels::cpu

@@ -34,8 +34,11 @@ namespace {
 }  // namespace vnni
 
 bool avx_vnni_supported() {
-  __builtin_cpu_init();
-  return supported() && __builtin_cpu_supports("avxvnni");
+  static const bool yes = [] {  // once: CPUID is slow in a VM
+    __builtin_cpu_init();
+    return supported() && __builtin_cpu_supports("avxvnni");
+  }();
+  return yes;
 }
 
 QuantKernels quant_kernels(GgmlType type) {

@@ -12,9 +12,11 @@
 // A tile is R weight rows x T tokens: weight registers are reused across
 // the T tokens and activation registers across the R rows.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -156,6 +158,41 @@ struct Q4_1 {
   }
 };
 
+// Q5_0: code = nibble | 5th bit << 4 (0..31), value d * (code - 16). The
+// -16 goes into the accumulator's start: -16 * (sum of the 4 activations of
+// each lane), itself a vpdpbusd of 16s with the activations.
+struct Q5_0 {
+  using Block = math::BlockQ5_0;
+  struct W {
+    __m512i q;
+    __m512 d;
+  };
+  struct A {
+    __m512i q, start;
+    __m512 d;
+  };
+  template <bool kTwo>
+  LS_VNNI512 static W load(const Block* b, int64_t k) {
+    const Block& b1 = b[kTwo ? k + 1 : k];
+    uint32_t h0, h1;
+    std::memcpy(&h0, b[k].qh, 4);
+    std::memcpy(&h1, b1.qh, 4);
+    const __m512i hi = _mm512_and_si512(_mm512_movm_epi8((uint64_t{h1} << 32) | h0), _mm512_set1_epi8(0x10));
+    return {_mm512_or_si512(nibbles2(b[k].qs, b1.qs), hi), bcast2_f16(b[k].d, b1.d)};
+  }
+  template <bool kTwo>
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
+    const __m512i q = act_q<kTwo>(a, k);
+    const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), q));
+    return {q, start, act_scale<kTwo>(a, k)};
+  }
+  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
+    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.q, a.q);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
+  }
+};
+
 // One block pair of an R x T tile.
 template <class K, int R, int T, bool kTwo>
 LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* const* x, int64_t k, __m512 (&acc)[R][T]) {
@@ -228,8 +265,13 @@ LS_VNNI512 void quantize(const float* x, int64_t n, QBlock* out) {
 }  // namespace
 
 bool vnni_supported() {
-  __builtin_cpu_init();
-  return supported() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  // Once: CPUID traps to the hypervisor in a VM (microseconds), and the
+  // matmul asks on every call.
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return supported() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  }();
+  return yes;
 }
 
 QuantKernels quant_kernels(GgmlType type) {
@@ -237,7 +279,8 @@ QuantKernels quant_kernels(GgmlType type) {
     case GgmlType::Q8_0: return {quantize, gemm<Q8_0>, "avx512-vnni"};
     case GgmlType::Q4_0: return {quantize, gemm<Q4_0>, "avx512-vnni"};
     case GgmlType::Q4_1: return {quantize, gemm<Q4_1>, "avx512-vnni"};
-    default: return {quantize, nullptr, "avx512-vnni"};
+    case GgmlType::Q5_0: return {quantize, gemm<Q5_0>, "avx512-vnni"};
+    default: return {quantize, kquant_gemm(type), "avx512-vnni"};  // qdot_kquant_avx512.cpp
   }
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/math/fp16.h"
+#include "kernels/math/kquant_types.h"
 #include "kernels/math/quant_blocks.h"
 
 namespace layerstream::kernels::cpu {
@@ -54,19 +55,57 @@ float block_dot(const math::BlockQ4_1& w, const QBlock& a) {
   return math::f16_to_f32(w.d) * a.d * static_cast<float>(s) + math::f16_to_f32(w.m) * a.d * static_cast<float>(a.sum);
 }
 
+// The Q5, K-quant and IQ4 types through their shared form (kquant_blocks.h):
+// per 32-element sub-block int8 codes with a scale and an offset per half,
+//   sum_j x_j w_j = d_a * sum_h (scale_h * sum_{j in h} q_j a_j + offset_h * sum_{j in h} a_j).
+template <typename Block>
+float kblock_dot(const Block& w, const QBlock* a) {
+  float sum = 0;
+  for (int s = 0; s < Block::kElems / kQK; ++s) {
+    int8_t q[kQK];
+    float scale[2], offset[2];
+    math::unpack_sub(w, s, q, scale, offset);
+    float sub = 0;
+    for (int h = 0; h < 2; ++h) {
+      int32_t dot = 0, sa = 0;
+      for (int j = 16 * h; j < 16 * h + 16; ++j) {
+        dot += int32_t{q[j]} * a[s].qs[j];
+        sa += a[s].qs[j];
+      }
+      sub += scale[h] * static_cast<float>(dot) + offset[h] * static_cast<float>(sa);
+    }
+    sum += a[s].d * sub;
+  }
+  return sum;
+}
+
+template <typename Block>
+constexpr int64_t block_elems() {
+  if constexpr (requires { Block::kElems; }) {
+    return Block::kElems;
+  } else {
+    return kQK;
+  }
+}
+
 template <typename Block>
 void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n, float* y,
           int64_t ldy) {
-  const int64_t nb = n / kQK;
+  constexpr int64_t kElems = block_elems<Block>(), kSubs = kElems / kQK;
+  const int64_t nb = n / kElems;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* w = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(rows) + r * row_bytes);
     for (int64_t t = 0; t < n_tok; ++t) {
-      const QBlock* a = xq + t * nb;
+      const QBlock* a = xq + t * (n / kQK);
       float sum = 0;
       for (int64_t b = 0; b < nb; ++b) {
         Block blk;
         std::memcpy(&blk, w + b, sizeof(Block));  // blocks are 2-byte aligned at best
-        sum += block_dot(blk, a[b]);
+        if constexpr (kElems == kQK && !requires { Block::kElems; }) {
+          sum += block_dot(blk, a[b]);
+        } else {
+          sum += kblock_dot(blk, a + b * kSubs);
+        }
       }
       y[t * ldy + r] = sum;
     }
@@ -80,7 +119,11 @@ QuantKernels quant_kernels(GgmlType type) {
     case GgmlType::Q8_0: return {quantize, gemm<math::BlockQ8_0>, "generic"};
     case GgmlType::Q4_0: return {quantize, gemm<math::BlockQ4_0>, "generic"};
     case GgmlType::Q4_1: return {quantize, gemm<math::BlockQ4_1>, "generic"};
-    default: return {quantize, nullptr, "generic"};
+    default: {
+      QuantKernels k{quantize, nullptr, "generic"};
+      math::visit_kquant_type(type, [&](auto tag) { k.gemm = gemm<typename decltype(tag)::type>; });
+      return k;
+    }
   }
 }
 
@@ -103,8 +146,9 @@ CpuIsa auto_isa() {
 
 QuantKernels quant_kernels(GgmlType type, CpuIsa isa) {
   if (isa == CpuIsa::kAuto) isa = auto_isa();
+  static const bool has_avx2 = avx2::supported();  // once: CPUID is slow in a VM
   if (isa == CpuIsa::kAvx512 && !avx512::vnni_supported()) isa = CpuIsa::kAvx2;
-  if (isa == CpuIsa::kAvx2 && !avx2::supported()) isa = CpuIsa::kGeneric;
+  if (isa == CpuIsa::kAvx2 && !has_avx2) isa = CpuIsa::kGeneric;
   switch (isa) {
     case CpuIsa::kAvx512: return avx512::quant_kernels(type);
     case CpuIsa::kAvx2: return avx2::quant_kernels(type);
