@@ -25,7 +25,12 @@ constexpr int64_t kTokenBlockBytes = 256 << 10;  // quantised activations per to
 void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const QuantKernels k = quant_kernels(p.w_type, isa);
   if (!k.gemm || p.n_in % kQBlock != 0) {
-    matmul(p, pool);
+    const bool float_type = p.w_type == GgmlType::F32 || p.w_type == GgmlType::F16 || p.w_type == GgmlType::BF16;
+    if (float_type && p.n_tokens > 1) {
+      gemm_f32(p, pool, isa);
+    } else {
+      matmul(p, pool);
+    }
     return;
   }
   const int64_t nb = p.n_in / kQBlock;
