@@ -42,7 +42,11 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   // rather than once per query head (the cache is most of the bytes a long
   // context decode reads). Two passes over the positions: scores, then the
   // softmax-weighted sum of V rows.
-  parallel_rows(pool, p.n_tokens * p.n_kv_head, 1, [&](int64_t begin, int64_t end) {
+  // Items of a short context are a few microseconds of work: keep ~64K
+  // multiply-adds per chunk so they stay on the calling thread.
+  const int64_t item_work = (p.start_pos + p.n_tokens) * group * hd * 2;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(item_work, 1));
+  parallel_rows(pool, p.n_tokens * p.n_kv_head, grain, [&](int64_t begin, int64_t end) {
     std::vector<float> scores, acc(group * hd), vbuf(hd);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / p.n_kv_head, kvh = item % p.n_kv_head;

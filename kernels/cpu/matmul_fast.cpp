@@ -49,8 +49,10 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
   const auto* w = static_cast<const uint8_t*>(p.w);
   if (p.n_tokens == 1) {
-    // Chunks of at least ~16 KiB of weights, in whole 4-row tiles.
-    const int64_t grain = std::max<int64_t>(4, (16384 / std::max<uint64_t>(row_bytes, 1)) / 4 * 4);
+    // Chunks of at least ~64 KiB of weights (a few microseconds), in whole
+    // 4-row tiles: a smaller product runs on the calling thread, since
+    // handing it to a worker costs about as much as computing it.
+    const int64_t grain = std::max<int64_t>(4, (65536 / std::max<uint64_t>(row_bytes, 1)) / 4 * 4);
     parallel_rows(pool, p.n_out, grain, [&](int64_t begin, int64_t end) {
       k.gemm(w + begin * row_bytes, row_bytes, end - begin, q, 1, p.n_in, p.y + begin, p.n_out);
     });

@@ -14,21 +14,20 @@ namespace layerstream::kernels {
 namespace {
 
 // Spins until done() or about `micros` have passed; true when done() held.
-// After the first few microseconds each round yields the core, so a spinning
-// thread costs little when the machine has more runnable threads than cores.
+// No sched_yield: on a machine with more runnable threads than cores a
+// yielding thread gives its core away for a whole time slice, while one that
+// sleeps on the condition variable is woken ahead of the busy threads (it
+// has used less CPU time), so a short spin and then a sleep is both the
+// fastest when idle and the least bad when loaded.
 template <typename Done>
 bool spin_until(Done done, int micros) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto polite = start + std::chrono::microseconds(5);
-  const auto deadline = start + std::chrono::microseconds(micros);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       LS_CPU_RELAX();
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (now > deadline) return done();
-    if (now > polite) std::this_thread::yield();
+    if (std::chrono::steady_clock::now() > deadline) return done();
   }
 }
 
@@ -58,19 +57,25 @@ void ThreadPool::run_chunks() {
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // last generation looked at
   for (;;) {
     const auto woken = [&] {
-      return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen;
+      return stop_.load(std::memory_order_relaxed) || (state_.load(std::memory_order_acquire) >> 1) != seen;
     };
     if (!spin_until(woken, kSpinMicros)) {
       std::unique_lock<std::mutex> lock(mu_);
       start_cv_.wait(lock, woken);
     }
     if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
-    run_chunks();
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const uint64_t s = state_.load();
+    seen = s >> 1;
+    if (!(s & 1)) continue;  // closed already: the caller did it all
+    // Join, then check the job is still the open one (seq_cst pairs with the
+    // caller's close and its read of running_: either we see it closed, or
+    // it sees us inside and waits).
+    running_.fetch_add(1);
+    if (state_.load() == s) run_chunks();
+    if (running_.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
       done_cv_.notify_all();
     }
@@ -89,14 +94,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   n_ = n;
   chunk_ = chunk;
   next_.store(0, std::memory_order_relaxed);
-  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  const uint64_t gen = (state_.load(std::memory_order_relaxed) >> 1) + 1;
   {
     std::lock_guard<std::mutex> lock(mu_);  // a worker between its check and its wait must not miss this
-    generation_.fetch_add(1, std::memory_order_release);
+    state_.store((gen << 1) | 1, std::memory_order_release);
   }
   start_cv_.notify_all();
   run_chunks();
-  const auto all_done = [&] { return active_.load(std::memory_order_acquire) == 0; };
+  state_.store(gen << 1);  // closed: no new joiners
+  const auto all_done = [&] { return running_.load() == 0; };
   if (!spin_until(all_done, kSpinMicros)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);

@@ -6,10 +6,13 @@
 // same pool. Destroying the pool joins its workers; no job may be running.
 //
 // Latency: a decode step is hundreds of short jobs (a few microseconds
-// each), so waking workers through a condition variable for each (tens of
-// microseconds) would dominate. Workers and the caller spin for a short
-// while (kSpinMicros) on atomics before sleeping; chunks are claimed with an
-// atomic counter.
+// each). Workers spin briefly (kSpinMicros) on an atomic before sleeping on
+// a condition variable, chunks are claimed with an atomic counter, and the
+// caller never waits for a worker that has not joined the job: a job is
+// open while the caller works through it; a worker joins only while it is
+// open, and once the caller has run out of chunks it closes the job and
+// waits just for the workers inside. So a worker that is asleep or
+// descheduled (a loaded machine) costs nothing but its share of the work.
 #pragma once
 
 #include <atomic>
@@ -40,21 +43,21 @@ class ThreadPool {
   void worker_loop();
   void run_chunks();
 
-  static constexpr int kSpinMicros = 200;
+  static constexpr int kSpinMicros = 50;
 
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // serialises parallel_for callers
   std::mutex mu_;      // for the condition variables only (sleeping and waking)
   std::condition_variable start_cv_, done_cv_;
-  // A new job is published by writing fn_/n_/chunk_/next_/active_ and then
-  // incrementing generation_ (release); workers read them after seeing the
-  // new generation (acquire).
-  std::atomic<uint64_t> generation_{0};
+  // (generation << 1) | open. A job's fields below are written while no
+  // worker is inside (running_ == 0, job closed), then the new generation is
+  // published open (release); a worker reads them only after joining.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int> running_{0};  // workers inside the current job
   std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
   std::atomic<int64_t> next_{0};  // first unclaimed index
-  std::atomic<int> active_{0};    // workers still inside the current job
 };
 
 // Runs fn over [0, n) on pool, or inline when pool is null.
