@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/math/fp16.h"
@@ -47,36 +48,53 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   const int64_t item_work = (p.start_pos + p.n_tokens) * group * hd * 2;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(item_work, 1));
   parallel_rows(pool, p.n_tokens * p.n_kv_head, grain, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores, acc(group * hd), vbuf(hd);
+    constexpr int64_t kChunk = 64;  // F16 cache: positions decoded to f32 at a time
+    std::vector<float> scores, acc(group * hd), kvbuf, part;
+    if (p.kv_type != GgmlType::F32) {
+      kvbuf.resize(kChunk * hd);
+      part.resize(kChunk * group);
+    }
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / p.n_kv_head, kvh = item % p.n_kv_head;
       const int64_t first = 0, last = p.start_pos + t, n_pos = last - first + 1;
       const float* q = p.q + (t * p.n_head + kvh * group) * hd;  // the group's query heads, contiguous
+      const uint64_t row0 = static_cast<uint64_t>(first * kv_row + kvh * hd);  // element of (first, kvh, 0)
+      // F16 rows of positions [i0, i0 + len) decoded into kvbuf (stride hd).
+      const auto decode_chunk = [&](const uint8_t* cache, int64_t i0, int64_t len) {
+        for (int64_t i = 0; i < len; ++i)
+          k.decode(cache + (row0 + (i0 + i) * kv_row) * elem_bytes, 0, hd, kvbuf.data() + i * hd);
+      };
       scores.resize(group * n_pos);
-      for (int64_t i = 0; i < n_pos; ++i) {
-        const uint8_t* krow = kc + static_cast<uint64_t>((first + i) * kv_row + kvh * hd) * elem_bytes;
-        for (int64_t g = 0; g < group; ++g) scores[g * n_pos + i] = scale * k.dot(krow, q + g * hd, hd);
+      if (p.kv_type == GgmlType::F32) {
+        attention_scores(reinterpret_cast<const float*>(kc) + row0, kv_row, n_pos, q, group, hd, scale, scores.data());
+      } else {
+        for (int64_t i0 = 0; i0 < n_pos; i0 += kChunk) {
+          const int64_t len = std::min(kChunk, n_pos - i0);
+          decode_chunk(kc, i0, len);
+          attention_scores(kvbuf.data(), hd, len, q, group, hd, scale, part.data());
+          for (int64_t g = 0; g < group; ++g)
+            std::copy(part.begin() + g * len, part.begin() + (g + 1) * len, scores.begin() + g * n_pos + i0);
+        }
       }
-      for (int64_t g = 0; g < group; ++g) {  // softmax in place; the weights sum to 1 before rounding
-        float* s = scores.data() + g * n_pos;
+      for (int64_t g = 0; g < group; ++g) {  // softmax in place
+        float* sg = scores.data() + g * n_pos;
         float m = -INFINITY, l = 0;
-        for (int64_t i = 0; i < n_pos; ++i) m = std::max(m, s[i]);
-        for (int64_t i = 0; i < n_pos; ++i) l += (s[i] = std::exp(s[i] - m));
+        for (int64_t i = 0; i < n_pos; ++i) m = std::max(m, sg[i]);
+        for (int64_t i = 0; i < n_pos; ++i) l += (sg[i] = std::exp(sg[i] - m));
         const float inv_l = 1.0f / l;
-        for (int64_t i = 0; i < n_pos; ++i) s[i] *= inv_l;
+        for (int64_t i = 0; i < n_pos; ++i) sg[i] *= inv_l;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t i = 0; i < n_pos; ++i) {
-        const uint8_t* vrow = vc + static_cast<uint64_t>((first + i) * kv_row + kvh * hd) * elem_bytes;
-        const float* v = reinterpret_cast<const float*>(vrow);
-        if (p.kv_type != GgmlType::F32) {
-          k.decode(vrow, 0, hd, vbuf.data());
-          v = vbuf.data();
-        }
-        for (int64_t g = 0; g < group; ++g) {
-          const float w = scores[g * n_pos + i];
-          float* a = acc.data() + g * hd;
-          for (int64_t d = 0; d < hd; ++d) a[d] += w * v[d];
+      if (p.kv_type == GgmlType::F32) {
+        attention_weighted_sum(reinterpret_cast<const float*>(vc) + row0, kv_row, n_pos, scores.data(), group, hd,
+                               acc.data());
+      } else {
+        for (int64_t i0 = 0; i0 < n_pos; i0 += kChunk) {
+          const int64_t len = std::min(kChunk, n_pos - i0);
+          decode_chunk(vc, i0, len);
+          for (int64_t g = 0; g < group; ++g)
+            std::copy(scores.begin() + g * n_pos + i0, scores.begin() + g * n_pos + i0 + len, part.begin() + g * len);
+          attention_weighted_sum(kvbuf.data(), hd, len, part.data(), group, hd, acc.data());
         }
       }
       std::copy(acc.begin(), acc.end(), p.out + (t * p.n_head + kvh * group) * hd);

@@ -43,7 +43,7 @@ class ThreadPool {
   void worker_loop();
   void run_chunks();
 
-  static constexpr int kSpinMicros = 50;
+  static constexpr int kSpinMicros = 30;
 
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // serialises parallel_for callers

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
@@ -532,6 +533,12 @@ std::span<const float> LlamaRunner::logits(int seq) const {
 Result<int32_t> LlamaRunner::sample(int seq, const SampleOptions& so, uint64_t seed) {
   Impl& I = *impl_;
   if (seq < 0 || seq >= I.n_seq) return Status::InvalidArgument("sample: sequence " + std::to_string(seq) + " out of range");
+  if (I.dev.info().backend == BackendKind::kHost) {
+    // The host copy of the logits is current once decode/prefill returned:
+    // sample on this thread rather than through the stream (two thread
+    // hand-offs per token, each a wake-up that a loaded machine delays).
+    return kernels::cpu::sample(logits(seq).data(), I.m.hparams.n_vocab, so.temperature, so.top_k, so.top_p, seed);
+  }
   kernels::SampleParams p;
   p.logits = I.f(I.lay.seq_logits) + int64_t(seq) * I.m.hparams.n_vocab;
   p.n_vocab = I.m.hparams.n_vocab;
