@@ -74,7 +74,10 @@ void gemm_f32(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
   const auto* w = static_cast<const uint8_t*>(p.w);
   const int64_t n = p.n_in;
-  parallel_rows(pool, p.n_out, 4 * kR, [&](int64_t begin, int64_t end) {
+  // Rows to the pool in groups of kR, so only the matrix's last group is partial.
+  const int64_t n_groups = (p.n_out + kR - 1) / kR;
+  parallel_rows(pool, n_groups, 4, [&](int64_t gb, int64_t ge) {
+    const int64_t begin = gb * kR, end = std::min(ge * kR, p.n_out);
     thread_local std::vector<float> buf;
     if (buf.size() < static_cast<size_t>(kR * n)) buf.resize(kR * n);
     for (int64_t r = begin; r < end; r += kR) {

@@ -48,19 +48,26 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
 
   const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
   const auto* w = static_cast<const uint8_t*>(p.w);
+  // Rows go to the pool in groups of 4 (the kernels' register tiles), so no
+  // chunk ends in a partial tile.
+  constexpr int64_t kGroup = 4;
+  const int64_t n_groups = (p.n_out + kGroup - 1) / kGroup;
+  const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
   if (p.n_tokens == 1) {
-    // Chunks of at least ~64 KiB of weights (a few microseconds), in whole
-    // 4-row tiles: a smaller product runs on the calling thread, since
-    // handing it to a worker costs about as much as computing it.
-    const int64_t grain = std::max<int64_t>(4, (65536 / std::max<uint64_t>(row_bytes, 1)) / 4 * 4);
-    parallel_rows(pool, p.n_out, grain, [&](int64_t begin, int64_t end) {
-      k.gemm(w + begin * row_bytes, row_bytes, end - begin, q, 1, p.n_in, p.y + begin, p.n_out);
+    // Chunks of at least ~32 KiB of weights (a few microseconds): a smaller
+    // product runs on the calling thread, since handing it to a worker
+    // costs about as much as computing it.
+    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(row_bytes * kGroup, 1));
+    parallel_rows(pool, n_groups, grain, [&](int64_t begin, int64_t end) {
+      const int64_t r0 = rows_of(begin), r1 = rows_of(end);
+      k.gemm(w + r0 * row_bytes, row_bytes, r1 - r0, q, 1, p.n_in, p.y + r0, p.n_out);
     });
     return;
   }
   const int64_t token_block =
       std::max<int64_t>(4, kTokenBlockBytes / static_cast<int64_t>(nb * sizeof(QBlock)) / 4 * 4);
-  parallel_rows(pool, p.n_out, kRowBlock, [&](int64_t begin, int64_t end) {
+  parallel_rows(pool, n_groups, kRowBlock / kGroup, [&](int64_t gb, int64_t ge) {
+    const int64_t begin = rows_of(gb), end = rows_of(ge);
     for (int64_t r = begin; r < end; r += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, end - r);
       for (int64_t t = 0; t < p.n_tokens; t += token_block) {

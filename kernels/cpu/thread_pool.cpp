@@ -86,10 +86,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   if (n <= 0) return;
   std::lock_guard<std::mutex> job(job_mu_);
   const int64_t threads = size();
-  // About 4 chunks per thread for balance, a multiple of the grain.
-  grain = std::max<int64_t>(grain, 1);
-  const int64_t want = (n + threads * 4 - 1) / (threads * 4);
-  const int64_t chunk = std::max<int64_t>(1, (want + grain - 1) / grain) * grain;
+  // About 4 chunks per thread for balance, never below the grain.
+  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + threads * 4 - 1) / (threads * 4));
   fn_ = &fn;
   n_ = n;
   chunk_ = chunk;

@@ -35,8 +35,8 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(begin, end) over disjoint chunks covering [0, n), each a
-  // multiple of `grain` long (except the last). Returns when all are done.
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), each at least
+  // `grain` long (except the last). Returns when all chunks are done.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
