@@ -9,6 +9,7 @@
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace layerstream::kernels::cpu::avx2 {
@@ -35,8 +36,10 @@ namespace {
 
 bool avx_vnni_supported() {
   static const bool yes = [] {  // once: CPUID is slow in a VM
-    __builtin_cpu_init();
-    return supported() && __builtin_cpu_supports("avxvnni");
+    // CPUID leaf 7 sub-leaf 1, EAX bit 4 (clang before 16 rejects
+    // __builtin_cpu_supports("avxvnni")).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return supported() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4)) != 0;
   }();
   return yes;
 }

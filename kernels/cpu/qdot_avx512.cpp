@@ -26,6 +26,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define LS_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -268,8 +269,12 @@ bool vnni_supported() {
   // Once: CPUID traps to the hypervisor in a VM (microseconds), and the
   // matmul asks on every call.
   static const bool yes = [] {
-    __builtin_cpu_init();
-    return supported() && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+    // CPUID leaf 7: EBX bit 31 AVX512VL, ECX bit 11 AVX512_VNNI (by CPUID
+    // rather than __builtin_cpu_supports, whose names older clangs reject;
+    // the OS support for the AVX-512 state is in supported()).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return supported() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & (1u << 31)) != 0 &&
+           (ecx & (1u << 11)) != 0;
   }();
   return yes;
 }
