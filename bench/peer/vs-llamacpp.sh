@@ -6,7 +6,7 @@
 # rounds. Prints one Markdown table (tokens/s and layerstream / llama.cpp).
 # Not part of CI: it takes minutes and wants a quiet machine.
 #
-# Usage: bench/peer/vs-llamacpp.sh [--rounds N] [--threads T] [--exact] [MODEL.gguf ...]
+# Usage: bench/peer/vs-llamacpp.sh [--rounds N] [--threads T] [--exact] [--tests decode,pp32,pp512] [MODEL.gguf ...]
 #   default models: SmolLM2-135M-Instruct Q4_1 and gemma-3-270m Q4_K_M from
 #   ~/.cache/layerstream/models (bench/peer/fetch-models.sh) and the 768 MiB
 #   Q8_0 example model (/tmp/m768.gguf, made with `layerstream example-model`
@@ -26,12 +26,14 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ROUNDS=5
 THREADS=2
 EXACT=""
+TESTS="decode,pp32,pp512"
 MODELS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --exact) EXACT="--exact"; shift ;;
+    --tests) TESTS=$2; shift 2 ;;
     -h|--help) sed -n 2,19p "$0"; exit 0 ;;
     *) MODELS+=("$1"); shift ;;
   esac
@@ -47,14 +49,16 @@ if [ ${#MODELS[@]} -eq 0 ]; then
 fi
 
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-exec python3 - "$LS" "$PEER/llama-bench" "$ROUNDS" "$THREADS" "$EXACT" "${MODELS[@]}" <<'EOF'
+exec python3 - "$LS" "$PEER/llama-bench" "$ROUNDS" "$THREADS" "$EXACT" "$TESTS" "${MODELS[@]}" <<'EOF'
 import json, os, statistics, subprocess, sys, tempfile
 
 ls, llama_bench, rounds, threads, exact = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-models = sys.argv[6:]
+wanted = sys.argv[6].split(",")
+models = sys.argv[7:]
 tests = [("decode", ["-p", "0", "-n", "32"], ["--mode", "decode", "--passes", "32"]),
          ("prefill 32", ["-p", "32", "-n", "0"], ["--mode", "prefill", "--prompt-len", "32", "--passes", "2"]),
          ("prefill 512", ["-p", "512", "-n", "0"], ["--mode", "prefill", "--prompt-len", "512", "--passes", "2"])]
+tests = [t for t, key in zip(tests, ["decode", "pp32", "pp512"]) if key in wanted]
 
 peer_extra = {}  # model -> extra llama-bench flags after a failure with the defaults
 

@@ -40,6 +40,7 @@ class BenchCommand : public Command {
                    "Decode: every pass at this context position (attention over POS cached positions; "
                    "-1: positions advance from 0)")
         ->capture_default_str();
+    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
     sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     sub.add_option("--passes", passes_, "Measured passes per strategy")->capture_default_str();
     sub.add_option("--warmup", warmup_, "Warm-up passes per strategy")->capture_default_str();
@@ -65,6 +66,7 @@ class BenchCommand : public Command {
     if (passes_ < 1) return usage_error("--passes must be >= 1");
     if (warmup_ < 0) return usage_error("--warmup must be >= 0");
     if (decode_pos_ < -1) return usage_error("--decode-pos must be >= 0 (or -1: positions advance)");
+    if (kv_type_ != "f32" && kv_type_ != "f16") return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
     auto ram = parse_size_flag("--ram", ram_);
     if (!ram.ok()) return usage_error(ram.status().message());
     std::vector<std::string> wanted;
@@ -134,6 +136,7 @@ class BenchCommand : public Command {
     ro.trace = true;
     ro.host_threads = device_.host_threads;
     ro.exact = exact_;
+    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
     if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
     const uint64_t footprint = info.backend == BackendKind::kHost ? vram + *ram : vram;
     std::vector<bench::StrategySpec> specs;
@@ -204,7 +207,7 @@ class BenchCommand : public Command {
   }
 
  private:
-  std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode";
+  std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode", kv_type_ = "f32";
   std::string strategies_ = "resident,serial,overlap,planned";
   std::string box_, json_path_, trace_path_, report_path_;
   DeviceFlags device_;
