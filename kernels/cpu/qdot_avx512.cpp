@@ -196,10 +196,11 @@ struct Q5_0 {
 
 // One block pair of an R x T tile.
 template <class K, int R, int T, bool kTwo>
-LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* const* x, int64_t k, __m512 (&acc)[R][T]) {
+LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* const* x, int64_t k, int64_t pf,
+                            __m512 (&acc)[R][T]) {
   typename K::W wk[R];
   for (int r = 0; r < R; ++r) {
-    if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k) + kPrefetch, _MM_HINT_T0);
+    if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k) + pf, _MM_HINT_T0);
     wk[r] = K::template load<kTwo>(w[r], k);
   }
   for (int t = 0; t < T; ++t) {
@@ -217,9 +218,12 @@ LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, 
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  // Prefetch the same place in the next tile's rows (R rows on): the tiles
+  // walk the matrix in order, so that is the data needed next.
+  const int64_t pf = static_cast<int64_t>(R * row_bytes);
   int64_t k = 0;
-  for (; k + 2 <= nb; k += 2) step<K, R, T, true>(w, x, k, acc);
-  if (k < nb) step<K, R, T, false>(w, x, k, acc);
+  for (; k + 2 <= nb; k += 2) step<K, R, T, true>(w, x, k, pf, acc);
+  if (k < nb) step<K, R, T, false>(w, x, k, pf, acc);
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) y[t * ldy + r] = reduce(acc[r][t]);
 }
