@@ -159,7 +159,7 @@ Status validate(const SampleParams& p) {
 Result<std::unique_ptr<Kernels>> make_kernels(BackendKind backend, const KernelsOptions& options) {
   switch (backend) {
     case BackendKind::kHost:
-      return std::unique_ptr<Kernels>(std::make_unique<CpuKernels>(options.host_threads));
+      return std::unique_ptr<Kernels>(std::make_unique<CpuKernels>(options.host_threads, options.exact));
     case BackendKind::kCuda:
 #if defined(LAYERSTREAM_HAVE_CUDA_BACKEND)
       return make_cuda_kernels();

@@ -197,6 +197,9 @@ class Kernels {
 
 struct KernelsOptions {
   int host_threads = 0;  // CPU kernels' thread pool size (0 = hardware concurrency)
+  // CPU matmul with f32 activations (today's numerics, what the float64
+  // parity tests use) instead of the fast int8-activation path. cuda: unused.
+  bool exact = false;
 };
 
 // Kernels for a resolved backend (kHost or kCuda). kCuda in a build without

@@ -4,12 +4,19 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/dot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_generic.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_kquant_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_fast.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm_f32.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_rows.cpp)
 layerstream_add_area(NAME ls_kernels
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp

@@ -40,6 +40,12 @@ class BenchCommand : public Command {
     sub.add_option("--prompt-len", prompt_len_, "Prefill: tokens per sequence")->capture_default_str();
     sub.add_option("--batch", batch_, "Sequences per pass")->capture_default_str();
     sub.add_option("--ctx", ctx_, "Decode: positions per sequence (KV cache)")->capture_default_str();
+    sub.add_option("--decode-pos", decode_pos_,
+                   "Decode: every pass at this context position (attention over POS cached positions; "
+                   "-1: positions advance from 0)")
+        ->capture_default_str();
+    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
+    sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     sub.add_option("--passes", passes_, "Measured passes per strategy")->capture_default_str();
     sub.add_option("--warmup", warmup_, "Warm-up passes per strategy")->capture_default_str();
     sub.add_option("--strategies", strategies_, "Comma-separated subset of resident,serial,overlap,planned")
@@ -63,6 +69,8 @@ class BenchCommand : public Command {
     if (batch_ < 1) return usage_error("--batch must be >= 1");
     if (passes_ < 1) return usage_error("--passes must be >= 1");
     if (warmup_ < 0) return usage_error("--warmup must be >= 0");
+    if (decode_pos_ < -1) return usage_error("--decode-pos must be >= 0 (or -1: positions advance)");
+    if (kv_type_ != "f32" && kv_type_ != "f16") return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
     auto ram = parse_size_flag("--ram", ram_);
     if (!ram.ok()) return usage_error(ram.status().message());
     std::vector<std::string> wanted;
@@ -130,6 +138,7 @@ class BenchCommand : public Command {
     bench::LlamaWorkload work;
     work.mode = mode_ == "decode" ? bench::BenchMode::kDecode : bench::BenchMode::kPrefill;
     work.tokens = work.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
+    work.decode_pos = decode_pos_;
     llama::RunnerOptions ro;
     ro.vram_budget = vram;
     ro.ram_budget = *ram;
@@ -140,7 +149,10 @@ class BenchCommand : public Command {
     ro.staging_buffer_bytes = staging_chunk;
     ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
     ro.trace = true;
-    if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = ctx_;
+    ro.host_threads = device_.host_threads;
+    ro.exact = exact_;
+    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
+    if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
     const uint64_t footprint = info.backend == BackendKind::kHost ? vram + *ram : vram;
     std::vector<bench::StrategySpec> specs;
     Device* device = dev->get();
@@ -210,13 +222,14 @@ class BenchCommand : public Command {
   }
 
  private:
-  std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode";
+  std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode", kv_type_ = "f32";
   std::string strategies_ = "resident,serial,overlap,planned";
   std::string box_, json_path_, trace_path_, report_path_;
   DeviceFlags device_;
   std::string staging_chunk_;
-  int prompt_len_ = 64, batch_ = 1, ctx_ = 256, passes_ = 5, warmup_ = 2, overlap_slots_ = 2, staging_buffers_ = 24;
-  bool force_blocks_ = false;
+  int prompt_len_ = 64, batch_ = 1, ctx_ = 256, passes_ = 5, warmup_ = 2, overlap_slots_ = 2, staging_buffers_ = 24,
+      decode_pos_ = -1;
+  bool force_blocks_ = false, exact_ = false;
 };
 
 }  // namespace

@@ -72,6 +72,8 @@ class RunCommand : public Command {
     sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
     sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
+    sub.add_option("--host-threads", mo_.host_threads, "Host backend compute threads (0 = all cores)");
+    sub.add_flag("--exact", mo_.exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
     sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
     SamplingOptions& so = gen_.sampling;
@@ -102,6 +104,7 @@ class RunCommand : public Command {
     }
     if (Status s = parse_enums(); !s.ok()) return usage_error(s.message());
     if (mo_.sequences < 1) return usage_error("--batch must be >= 1");
+    if (mo_.host_threads < 0) return usage_error("--host-threads must be >= 0 (0 = all cores)");
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
 

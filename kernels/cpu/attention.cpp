@@ -1,13 +1,15 @@
 // CPU grouped-query attention over the KV cache (layout in kernels/kernels.h):
-// store the new K/V rows, then one running softmax per (token, head).
+// store the new K/V rows, then for each (token, KV head) the scores of its
+// query heads, their softmax, and the weighted sum of V rows.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/math/fp16.h"
-#include "kernels/math/softmax.h"
 
 namespace layerstream::kernels::cpu {
 namespace {
@@ -34,27 +36,70 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   const auto* vc = static_cast<const uint8_t*>(p.v_cache);
   const float scale = p.scale != 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   const int64_t group = p.n_head / p.n_kv_head;
+  const int64_t hd = p.head_dim;
 
-  parallel_rows(pool, p.n_tokens * p.n_head, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> acc(p.head_dim), v(p.head_dim);
+  // One item per (token, KV head): the `group` query heads sharing that KV
+  // head go together, so each cached K and V row is read once per item
+  // rather than once per query head (the cache is most of the bytes a long
+  // context decode reads). Two passes over the positions: scores, then the
+  // softmax-weighted sum of V rows.
+  // Items of a short context are a few microseconds of work: keep ~64K
+  // multiply-adds per chunk so they stay on the calling thread.
+  const int64_t item_work = (p.start_pos + p.n_tokens) * group * hd * 2;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(item_work, 1));
+  parallel_rows(pool, p.n_tokens * p.n_kv_head, grain, [&](int64_t begin, int64_t end) {
+    constexpr int64_t kChunk = 64;  // F16 cache: positions decoded to f32 at a time
+    std::vector<float> scores, acc(group * hd), kvbuf, part;
+    if (p.kv_type != GgmlType::F32) {
+      kvbuf.resize(kChunk * hd);
+      part.resize(kChunk * group);
+    }
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / p.n_head, h = item % p.n_head, kvh = h / group;
-      const float* q = p.q + item * p.head_dim;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      math::OnlineSoftmax sm;
+      const int64_t t = item / p.n_kv_head, kvh = item % p.n_kv_head;
       const int64_t last = p.start_pos + t;
-      const int64_t first = p.window > 0 && last >= p.window ? last - p.window + 1 : 0;
-      for (int64_t pos = first; pos <= last; ++pos) {
-        const uint64_t off = static_cast<uint64_t>(pos * kv_row + kvh * p.head_dim) * elem_bytes;
-        const float s = scale * k.dot(kc + off, q, p.head_dim);
-        float rescale, weight;
-        sm.push(s, rescale, weight);
-        k.decode(vc + off, 0, p.head_dim, v.data());
-        for (int64_t d = 0; d < p.head_dim; ++d) acc[d] = acc[d] * rescale + weight * v[d];
+      const int64_t first = p.window > 0 && last >= p.window ? last - p.window + 1 : 0;  // sliding window
+      const int64_t n_pos = last - first + 1;
+      const float* q = p.q + (t * p.n_head + kvh * group) * hd;  // the group's query heads, contiguous
+      const uint64_t row0 = static_cast<uint64_t>(first * kv_row + kvh * hd);  // element of (first, kvh, 0)
+      // F16 rows of positions [i0, i0 + len) decoded into kvbuf (stride hd).
+      const auto decode_chunk = [&](const uint8_t* cache, int64_t i0, int64_t len) {
+        for (int64_t i = 0; i < len; ++i)
+          k.decode(cache + (row0 + (i0 + i) * kv_row) * elem_bytes, 0, hd, kvbuf.data() + i * hd);
+      };
+      scores.resize(group * n_pos);
+      if (p.kv_type == GgmlType::F32) {
+        attention_scores(reinterpret_cast<const float*>(kc) + row0, kv_row, n_pos, q, group, hd, scale, scores.data());
+      } else {
+        for (int64_t i0 = 0; i0 < n_pos; i0 += kChunk) {
+          const int64_t len = std::min(kChunk, n_pos - i0);
+          decode_chunk(kc, i0, len);
+          attention_scores(kvbuf.data(), hd, len, q, group, hd, scale, part.data());
+          for (int64_t g = 0; g < group; ++g)
+            std::copy(part.begin() + g * len, part.begin() + (g + 1) * len, scores.begin() + g * n_pos + i0);
+        }
       }
-      float* out = p.out + item * p.head_dim;
-      const float inv_l = 1.0f / sm.l;
-      for (int64_t d = 0; d < p.head_dim; ++d) out[d] = acc[d] * inv_l;
+      for (int64_t g = 0; g < group; ++g) {  // softmax in place
+        float* sg = scores.data() + g * n_pos;
+        float m = -INFINITY, l = 0;
+        for (int64_t i = 0; i < n_pos; ++i) m = std::max(m, sg[i]);
+        for (int64_t i = 0; i < n_pos; ++i) l += (sg[i] = std::exp(sg[i] - m));
+        const float inv_l = 1.0f / l;
+        for (int64_t i = 0; i < n_pos; ++i) sg[i] *= inv_l;
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      if (p.kv_type == GgmlType::F32) {
+        attention_weighted_sum(reinterpret_cast<const float*>(vc) + row0, kv_row, n_pos, scores.data(), group, hd,
+                               acc.data());
+      } else {
+        for (int64_t i0 = 0; i0 < n_pos; i0 += kChunk) {
+          const int64_t len = std::min(kChunk, n_pos - i0);
+          decode_chunk(vc, i0, len);
+          for (int64_t g = 0; g < group; ++g)
+            std::copy(scores.begin() + g * n_pos + i0, scores.begin() + g * n_pos + i0 + len, part.begin() + g * len);
+          attention_weighted_sum(kvbuf.data(), hd, len, part.data(), group, hd, acc.data());
+        }
+      }
+      std::copy(acc.begin(), acc.end(), p.out + (t * p.n_head + kvh * group) * hd);
     }
   });
 }

@@ -27,8 +27,12 @@ Status CpuKernels::rope(const RopeParams& p, Stream& stream) {
 
 Status CpuKernels::matmul(const MatmulParams& p, Stream& stream) {
   LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::matmul(p, pool);
+  return stream.host_func([p, pool = pool(), exact = exact_] {
+    if (exact) {
+      cpu::matmul(p, pool);
+    } else {
+      cpu::matmul_fast(p, pool);
+    }
     return Status::OK();
   });
 }

@@ -2,6 +2,8 @@
 // enqueues the matching kernels/cpu/ops.h function through stream.host_func;
 // the function runs on the stream's host thread and spreads rows over this
 // object's thread pool. The object must outlive the work it enqueued.
+// matmul takes the fast path (qdot.h: int8 activations, integer dot
+// products) unless `exact` asks for f32 activations throughout.
 #pragma once
 
 #include <memory>
@@ -13,9 +15,11 @@ namespace layerstream::kernels {
 
 class CpuKernels final : public Kernels {
  public:
-  explicit CpuKernels(int n_threads) : pool_(std::make_unique<ThreadPool>(n_threads)) {}
+  explicit CpuKernels(int n_threads, bool exact = false)
+      : pool_(std::make_unique<ThreadPool>(n_threads)), exact_(exact) {}
   BackendKind backend() const override { return BackendKind::kHost; }
   ThreadPool* pool() { return pool_.get(); }
+  bool exact() const { return exact_; }
 
   Status embedding(const EmbeddingParams& p, Stream& stream) override;
   Status rmsnorm(const RmsNormParams& p, Stream& stream) override;
@@ -30,6 +34,7 @@ class CpuKernels final : public Kernels {
 
  private:
   std::unique_ptr<ThreadPool> pool_;
+  bool exact_ = false;
 };
 
 }  // namespace layerstream::kernels

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/qdot.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/kernels.h"
 
@@ -15,7 +16,16 @@ namespace layerstream::kernels::cpu {
 Status embedding(const EmbeddingParams& p, ThreadPool* pool);
 void rmsnorm(const RmsNormParams& p, ThreadPool* pool);
 void rope(const RopeParams& p, ThreadPool* pool);
+// The exact matmul: f32 activations, weights decoded exactly (dot.h).
 void matmul(const MatmulParams& p, ThreadPool* pool);
+// The fast matmul (qdot.h): activations quantised per block to int8,
+// integer dot products on `isa`; weight types without a fast path take the
+// exact one. Uses a per-thread scratch for the quantised activations.
+// F32/F16/BF16 weights (float types have no int8 path) and n_tokens > 1
+// take gemm_f32: rows decoded exactly to f32, register-tiled f32 GEMM.
+void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
+// REQUIRES w_type F32, F16 or BF16.
+void gemm_f32(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 void attention(const AttentionParams& p, ThreadPool* pool);
 void silu_mul(const SiluMulParams& p, ThreadPool* pool);
 void gelu_mul(const GeluMulParams& p, ThreadPool* pool);

@@ -1,8 +1,37 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LS_CPU_RELAX() _mm_pause()
+#else
+#define LS_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace layerstream::kernels {
+namespace {
+
+// Spins until done() or about `micros` have passed; true when done() held.
+// No sched_yield: on a machine with more runnable threads than cores a
+// yielding thread gives its core away for a whole time slice, while one that
+// sleeps on the condition variable is woken ahead of the busy threads (it
+// has used less CPU time), so a short spin and then a sleep is both the
+// fastest when idle and the least bad when loaded.
+template <typename Done>
+bool spin_until(Done done, int micros) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      LS_CPU_RELAX();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -12,41 +41,43 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::run_chunks() {
+  const std::function<void(int64_t, int64_t)>& fn = *fn_;
   for (;;) {
-    int64_t begin, end;
-    const std::function<void(int64_t, int64_t)>* fn;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (next_ >= n_) return;
-      begin = next_;
-      end = std::min(n_, begin + chunk_);
-      next_ = end;
-      fn = fn_;
-    }
-    (*fn)(begin, end);
+    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (begin >= n_) return;
+    fn(begin, std::min(n_, begin + chunk_));
   }
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // last generation looked at
   for (;;) {
-    {
+    const auto woken = [&] {
+      return stop_.load(std::memory_order_relaxed) || (state_.load(std::memory_order_acquire) >> 1) != seen;
+    };
+    if (!spin_until(woken, kSpinMicros)) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      start_cv_.wait(lock, woken);
     }
-    run_chunks();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0) done_cv_.notify_all();
+    if (stop_.load()) return;
+    const uint64_t s = state_.load();
+    seen = s >> 1;
+    if (!(s & 1)) continue;  // closed already: the caller did it all
+    // Join, then check the job is still the open one (seq_cst pairs with the
+    // caller's close and its read of running_: either we see it closed, or
+    // it sees us inside and waits).
+    running_.fetch_add(1);
+    if (state_.load() == s) run_chunks();
+    if (running_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
+      done_cv_.notify_all();
     }
   }
 }
@@ -57,19 +88,23 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   const int64_t threads = size();
   // About 4 chunks per thread for balance, never below the grain.
   const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + threads * 4 - 1) / (threads * 4));
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_.store(0, std::memory_order_relaxed);
+  const uint64_t gen = (state_.load(std::memory_order_relaxed) >> 1) + 1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    chunk_ = chunk;
-    next_ = 0;
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+    std::lock_guard<std::mutex> lock(mu_);  // a worker between its check and its wait must not miss this
+    state_.store((gen << 1) | 1, std::memory_order_release);
   }
   start_cv_.notify_all();
   run_chunks();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0; });
+  state_.store(gen << 1);  // closed: no new joiners
+  const auto all_done = [&] { return running_.load() == 0; };
+  if (!spin_until(all_done, kSpinMicros)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
   fn_ = nullptr;
 }
 

@@ -4,8 +4,18 @@
 // Thread safety: parallel_for may be called from any thread; concurrent calls
 // are serialised (one job at a time). fn must not call parallel_for on the
 // same pool. Destroying the pool joins its workers; no job may be running.
+//
+// Latency: a decode step is hundreds of short jobs (a few microseconds
+// each). Workers spin briefly (kSpinMicros) on an atomic before sleeping on
+// a condition variable, chunks are claimed with an atomic counter, and the
+// caller never waits for a worker that has not joined the job: a job is
+// open while the caller works through it; a worker joins only while it is
+// open, and once the caller has run out of chunks it closes the job and
+// waits just for the workers inside. So a worker that is asleep or
+// descheduled (a loaded machine) costs nothing but its share of the work.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -33,16 +43,21 @@ class ThreadPool {
   void worker_loop();
   void run_chunks();
 
+  static constexpr int kSpinMicros = 30;
+
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // serialises parallel_for callers
-  std::mutex mu_;
+  std::mutex mu_;      // for the condition variables only (sleeping and waking)
   std::condition_variable start_cv_, done_cv_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  // Current job (guarded by mu_ for publication; chunk claims under mu_ too).
+  // (generation << 1) | open. A job's fields below are written while no
+  // worker is inside (running_ == 0, job closed), then the new generation is
+  // published open (release); a worker reads them only after joining.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int> running_{0};  // workers inside the current job
+  std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 0, next_ = 0;
-  int active_ = 0;  // workers still inside the current job
+  int64_t n_ = 0, chunk_ = 0;
+  std::atomic<int64_t> next_{0};  // first unclaimed index
 };
 
 // Runs fn over [0, n) on pool, or inline when pool is null.

@@ -11,6 +11,7 @@ Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, con
   if (work.tokens < 1) return Status::InvalidArgument("bench: tokens per pass must be >= 1");
   if (work.mode == BenchMode::kDecode) {
     o.n_seq = std::max(o.n_seq, work.tokens);
+    if (work.decode_pos >= 0) o.n_ctx = std::max(o.n_ctx, work.decode_pos + 1);
   } else {
     o.prefill_chunk = std::max(o.prefill_chunk, work.tokens);
     if (o.n_ctx == 0) o.n_ctx = work.tokens;
@@ -22,7 +23,7 @@ Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, con
   llama::LlamaRunner* r = owner.get();
   std::function<Status()> step;
   if (work.mode == BenchMode::kDecode)
-    step = [r, b = work.tokens] { return r->bench_decode(b); };
+    step = [r, b = work.tokens, at = work.decode_pos] { return r->bench_decode(b, at); };
   else
     step = [r, n = work.tokens] { return r->bench_prefill(n); };
   return std::unique_ptr<BenchRunner>(new ExecutorRunner(owner, r->executor(), std::move(step), std::move(names)));

@@ -18,6 +18,10 @@ enum class BenchMode { kDecode, kPrefill };
 struct LlamaWorkload {
   BenchMode mode = BenchMode::kDecode;
   int tokens = 1;   // prefill: tokens per pass; decode: batch (sequences per pass)
+  // decode: every pass appends at this position (attention reads decode_pos
+  // cached positions, whatever earlier passes left there); -1: positions
+  // advance from 0 and wrap at the context length.
+  int decode_pos = -1;
 };
 
 // Creates the runner (device must outlive it). `options.strategy` selects the

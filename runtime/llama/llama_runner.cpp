@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
@@ -588,7 +589,10 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
 
   const DeviceInfo& info = device.info();
   {
-    auto kk = kernels::make_kernels(info.backend);
+    kernels::KernelsOptions ko;
+    ko.host_threads = o.host_threads;
+    ko.exact = o.exact;
+    auto kk = kernels::make_kernels(info.backend, ko);
     if (!kk.ok()) return kk.status();
     I.k = std::move(*kk);
   }
@@ -908,6 +912,12 @@ std::span<const float> LlamaRunner::logits(int seq) const {
 Result<int32_t> LlamaRunner::sample(int seq, const SampleOptions& so, uint64_t seed) {
   Impl& I = *impl_;
   if (seq < 0 || seq >= I.n_seq) return Status::InvalidArgument("sample: sequence " + std::to_string(seq) + " out of range");
+  if (I.dev.info().backend == BackendKind::kHost) {
+    // The host copy of the logits is current once decode/prefill returned:
+    // sample on this thread rather than through the stream (two thread
+    // hand-offs per token, each a wake-up that a loaded machine delays).
+    return kernels::cpu::sample(logits(seq).data(), I.m.hparams.n_vocab, so.temperature, so.top_k, so.top_p, seed);
+  }
   kernels::SampleParams p;
   p.logits = I.f(I.lay.seq_logits) + int64_t(seq) * I.m.hparams.n_vocab;
   p.n_vocab = I.m.hparams.n_vocab;
@@ -937,15 +947,19 @@ Status LlamaRunner::bench_prefill(int n_tokens) {
   return I.run_segments({{0, 0, n_tokens, 0}}, {toks.data()});
 }
 
-Status LlamaRunner::bench_decode(int batch) {
+Status LlamaRunner::bench_decode(int batch, int at_pos) {
   Impl& I = *impl_;
   if (batch < 1 || batch > I.n_seq)
     return Status::InvalidArgument("bench_decode: batch " + std::to_string(batch) + " outside [1, " +
                                    std::to_string(I.n_seq) + "] (n_seq)");
+  if (at_pos >= I.n_ctx)
+    return Status::InvalidArgument("bench_decode: position " + std::to_string(at_pos) +
+                                   " is not below the context length " + std::to_string(I.n_ctx));
   std::vector<int> seqs(batch);
   std::vector<int32_t> toks(batch);
   for (int i = 0; i < batch; ++i) {
     seqs[i] = i;
+    if (at_pos >= 0) I.pos[i] = at_pos;
     if (I.pos[i] >= I.n_ctx) I.pos[i] = 0;
     toks[i] = static_cast<int32_t>((I.pos[i] * 31u + i + 1) % I.m.hparams.n_vocab);
   }

@@ -78,6 +78,8 @@ struct RunnerOptions {
   uint64_t staging_buffer_bytes = 0;
   unsigned staging_buffers = 0;
   bool trace = true;
+  int host_threads = 0;        // host backend: compute threads of the kernels' pool (0 = all cores)
+  bool exact = false;          // host backend: f32-activation matmuls (KernelsOptions::exact)
   // Per model layer (LlamaModel::layers, embedding first; empty = none),
   // overrides the strategy. The embedding's entry is ignored (never streamed).
   std::vector<std::optional<sched::Tier>> pins;
@@ -195,7 +197,9 @@ class LlamaRunner {
   // sequence 0 from position 0; one decode pass over sequences 0..batch-1
   // (each at its current position, reset when full).
   Status bench_prefill(int n_tokens);
-  Status bench_decode(int batch);
+  // at_pos >= 0: every sequence decodes at that position (InvalidArgument
+  // when it is not below n_ctx); -1: each sequence's next position.
+  Status bench_decode(int batch, int at_pos = -1);
 
   const LlamaModel& model() const;
   const RunnerOptions& options() const;

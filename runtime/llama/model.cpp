@@ -22,6 +22,8 @@ Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
   ro.n_seq = o.sequences;
   ro.prefill_chunk = o.prefill_chunk;
   ro.trace = o.trace;
+  ro.host_threads = o.host_threads;
+  ro.exact = o.exact;
   ro.kv_type = o.kv_type == KvType::kF16 ? GgmlType::F16 : GgmlType::F32;
   switch (o.strategy) {
     case Strategy::kResident: ro.strategy = llama::Strategy::kResident; break;

@@ -58,6 +58,7 @@ struct ModelOptions {
   Backend backend = Backend::kAuto;
   double sim_link_gbps = 0;        // host backend: throttle H2D copies (GB/s; 0 = off)
   int host_threads = 0;            // host backend compute threads (0 = all)
+  bool exact = false;              // host backend: f32-activation matmuls (slower; default: int8 activations)
   IoPath io = IoPath::kAuto;
   int context = 0;                 // positions per sequence (0 = min(model context, 2048))
   int sequences = 1;               // KV sequences of all contexts together (the pool)

@@ -1,0 +1,82 @@
+// The fast matmul path (int8 activations, kernels/cpu/qdot.h) against the
+// exact one (f32 activations) in one binary, single-threaded so a shared
+// machine's load matters less: decode (1 token) and prefill tiles (32 and
+// 512 tokens) at SmolLM2-135M's FFN shape (1536 x 576) and the 768 MiB
+// example model's (5632 x 2048). items_per_second = weights x tokens (MACs).
+// Each fast case runs on every ISA this CPU has (avx512-vnni, avx2 / avx-vnni,
+// generic) so the ratio between them is measured side by side too.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/math/convert_row.h"
+
+namespace layerstream::kernels {
+namespace {
+
+std::vector<uint8_t> make_weight(GgmlType type, int64_t n_out, int64_t n_in) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1, 1);
+  const uint64_t rb = ggml_row_bytes(ggml_type_traits(type), n_in);
+  std::vector<uint8_t> w(rb * n_out);
+  std::vector<float> row(n_in);
+  for (int64_t r = 0; r < n_out; ++r) {
+    for (float& v : row) v = d(rng);
+    if (!math::encode_row(type, row.data(), n_in, w.data() + r * rb).ok()) std::abort();
+  }
+  return w;
+}
+
+// isa: -1 = exact path, else a cpu::CpuIsa.
+void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_in, int64_t n_tok, int isa) {
+  const std::vector<uint8_t> w = make_weight(type, n_out, n_in);
+  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (float& v : x) v = d(rng);
+  const MatmulParams p{w.data(), type, n_out, n_in, x.data(), n_tok, y.data()};
+  for (auto _ : state) {
+    if (isa < 0) {
+      cpu::matmul(p, nullptr);
+    } else {
+      cpu::matmul_fast(p, nullptr, static_cast<cpu::CpuIsa>(isa));
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n_out * n_in * n_tok);
+  state.SetLabel(isa < 0 ? "exact" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
+}
+
+int register_all() {
+  struct Shape {
+    const char* name;
+    int64_t n_out, n_in;
+  };
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    for (const Shape& s : {Shape{"1536x576", 1536, 576}, Shape{"5632x2048", 5632, 2048}}) {
+      for (int64_t tok : {1, 32, 512}) {
+        if (tok == 512 && s.n_out > 2000) continue;  // seconds per iteration
+        for (int isa : {-1, int(cpu::CpuIsa::kAvx512), int(cpu::CpuIsa::kAvx2), int(cpu::CpuIsa::kGeneric)}) {
+          if (isa == int(cpu::CpuIsa::kGeneric) && tok > 1) continue;
+          const std::string name = std::string(ggml_type_traits(t).name) + "/" + s.name + "/tokens:" +
+                                   std::to_string(tok) + "/" + (isa < 0 ? "exact" : std::to_string(isa));
+          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, s.n_out, s.n_in, tok, isa)
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+  return 0;
+}
+const int registered = register_all();
+
+}  // namespace
+}  // namespace layerstream::kernels
+
+BENCHMARK_MAIN();

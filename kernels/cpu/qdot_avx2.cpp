@@ -1,0 +1,64 @@
+// AVX2 fast-path kernels, built twice from qdot_avx2.inc: plain AVX2
+// (pmaddubsw) and AVX-VNNI (vpdpbusd on 256-bit vectors, CPUs with AVX-VNNI
+// but without AVX-512, and this path when AVX-512 is switched off). Each
+// function carries its target attribute and is only called after CPUID
+// confirmed the instructions. Activations are quantised by the generic
+// quantiser (it is not where the time goes at 32 bytes per block).
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/math/quant_blocks.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+namespace layerstream::kernels::cpu::avx2 {
+
+namespace plain {
+namespace {
+#define LS_QTARGET __attribute__((target("avx2,fma,f16c")))
+#define LS_QVNNI 0
+#include "kernels/cpu/qdot_avx2.inc"
+#undef LS_QTARGET
+#undef LS_QVNNI
+}  // namespace
+}  // namespace plain
+
+namespace vnni {
+namespace {
+#define LS_QTARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define LS_QVNNI 1
+#include "kernels/cpu/qdot_avx2.inc"
+#undef LS_QTARGET
+#undef LS_QVNNI
+}  // namespace
+}  // namespace vnni
+
+bool avx_vnni_supported() {
+  static const bool yes = [] {  // once: CPUID is slow in a VM
+    // CPUID leaf 7 sub-leaf 1, EAX bit 4 (clang before 16 rejects
+    // __builtin_cpu_supports("avxvnni")).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return supported() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4)) != 0;
+  }();
+  return yes;
+}
+
+QuantKernels quant_kernels(GgmlType type) {
+  return avx_vnni_supported() ? vnni::kernels_for(type, "avx-vnni") : plain::kernels_for(type, "avx2");
+}
+
+// The pmaddubsw kernels even where AVX-VNNI exists, so tests reach both.
+QuantKernels quant_kernels_no_vnni(GgmlType type) { return plain::kernels_for(type, "avx2"); }
+
+}  // namespace layerstream::kernels::cpu::avx2
+
+#else  // not x86-64 GCC/Clang
+
+namespace layerstream::kernels::cpu::avx2 {
+bool avx_vnni_supported() { return false; }
+QuantKernels quant_kernels(GgmlType type) { return generic::quant_kernels(type); }
+QuantKernels quant_kernels_no_vnni(GgmlType type) { return generic::quant_kernels(type); }
+}  // namespace layerstream::kernels::cpu::avx2
+
+#endif

@@ -1,0 +1,305 @@
+// AVX-512 VNNI fast-path kernels: two 32-element blocks per 512-bit vector,
+// vpdpbusd (u8 x s8 -> i32, four products per lane) for the block sums,
+// lanes 0-7 holding the first block and 8-15 the second, so the per-block
+// scales are per-lane vectors and no horizontal sum is needed until the end.
+//
+// Signs: vpdpbusd wants one unsigned operand.
+//   Q4_0/Q4_1: the nibbles (0..15) are the unsigned operand; Q4_0's -8 is
+//     folded into the accumulator's start value (-sum(q) in each lane of a
+//     block: 8 lanes make -8 sum(q)).
+//   Q8_0: the activations are made unsigned (q + 128, an xor with 0x80) and
+//     the accumulator starts at -128 sum(w) (itself one vpdpbusd per row).
+// A tile is R weight rows x T tokens: weight registers are reused across
+// the T tokens and activation registers across the R rows.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/math/kquant_blocks.h"
+#include "kernels/math/quant_blocks.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#if !defined(__clang__)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
+// source and then warn that it is uninitialised (a false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <cpuid.h>
+#include <immintrin.h>
+
+#define LS_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+namespace layerstream::kernels::cpu::avx512 {
+namespace {
+
+using math::kQK;
+constexpr int64_t kPrefetch = 768;  // bytes ahead in each row when a tile reads several rows
+
+// [a x8, b x8]
+LS_VNNI512 inline __m512 bcast2(float a, float b) {
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(a)), _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+LS_VNNI512 inline __m512 bcast2_f16(uint16_t a, uint16_t b) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(a))),
+                                                 _mm_set1_epi16(static_cast<short>(b)), 1));
+}
+LS_VNNI512 inline __m512i load2(const void* a, const void* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(b)), 1);
+}
+// Two Q4 blocks' 16 nibble bytes each -> [lo(a), hi(a), lo(b), hi(b)] as u8,
+// i.e. elements 0..31 of block a then of block b.
+LS_VNNI512 inline __m512i nibbles2(const uint8_t* a, const uint8_t* b) {
+  const __m256i raw = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  __m512i v = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3), _mm512_castsi256_si512(raw));
+  v = _mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4);
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+LS_VNNI512 inline float reduce(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// The activation side of a block pair (k, k + 1); with kTwo false only block
+// k is real: its scale vector's upper half is zero, so whatever the upper
+// lanes compute is multiplied by 0.
+template <bool kTwo>
+LS_VNNI512 inline __m512 act_scale(const QBlock* a, int64_t k) {
+  return bcast2(a[k].d, kTwo ? a[k + 1].d : 0.0f);
+}
+template <bool kTwo>
+LS_VNNI512 inline __m512i act_q(const QBlock* a, int64_t k) {
+  return load2(a[k].qs, a[kTwo ? k + 1 : k].qs);
+}
+
+// ---- per type: weight pair, activation pair, multiply-add -------------------
+struct Q8_0 {
+  using Block = math::BlockQ8_0;
+  struct W {
+    __m512i q, start;  // start: -128 * sum(w) per 4-lane group
+    __m512 d;
+  };
+  struct A {
+    __m512i u;  // q + 128 as u8
+    __m512 d;
+  };
+  template <bool kTwo>
+  LS_VNNI512 static W load(const Block* b, int64_t k) {
+    const Block& b1 = b[kTwo ? k + 1 : k];
+    W w;
+    w.q = load2(b[k].qs, b1.qs);
+    w.start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), w.q));
+    w.d = bcast2_f16(b[k].d, b1.d);
+    return w;
+  }
+  template <bool kTwo>
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
+    return {_mm512_xor_si512(act_q<kTwo>(a, k), _mm512_set1_epi8(static_cast<char>(0x80))), act_scale<kTwo>(a, k)};
+  }
+  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
+    const __m512i dot = _mm512_dpbusd_epi32(w.start, a.u, w.q);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
+  }
+};
+
+struct Q4_0 {
+  using Block = math::BlockQ4_0;
+  struct W {
+    __m512i q;
+    __m512 d;
+  };
+  struct A {
+    __m512i q, start;  // start: -sum(q) in each lane of the block (8 lanes: -8 sum)
+    __m512 d;
+  };
+  template <bool kTwo>
+  LS_VNNI512 static W load(const Block* b, int64_t k) {
+    const Block& b1 = b[kTwo ? k + 1 : k];
+    return {nibbles2(b[k].qs, b1.qs), bcast2_f16(b[k].d, b1.d)};
+  }
+  template <bool kTwo>
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
+    const __m512i start = _mm512_mask_set1_epi32(_mm512_set1_epi32(-a[k].sum), 0xFF00, kTwo ? -a[k + 1].sum : 0);
+    return {act_q<kTwo>(a, k), start, act_scale<kTwo>(a, k)};
+  }
+  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
+    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.q, a.q);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
+  }
+};
+
+struct Q4_1 {
+  using Block = math::BlockQ4_1;
+  struct W {
+    __m512i q;
+    __m512 d, m;
+  };
+  struct A {
+    __m512i q;
+    __m512 d, s;  // s: d * sum(q) / 8 in each lane of the block (8 lanes: d sum(q))
+  };
+  template <bool kTwo>
+  LS_VNNI512 static W load(const Block* b, int64_t k) {
+    const Block& b1 = b[kTwo ? k + 1 : k];
+    return {nibbles2(b[k].qs, b1.qs), bcast2_f16(b[k].d, b1.d), bcast2_f16(b[k].m, b1.m)};
+  }
+  template <bool kTwo>
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
+    const float s0 = a[k].d * static_cast<float>(a[k].sum) * 0.125f;
+    const float s1 = kTwo ? a[k + 1].d * static_cast<float>(a[k + 1].sum) * 0.125f : 0.0f;
+    return {act_q<kTwo>(a, k), act_scale<kTwo>(a, k), bcast2(s0, s1)};
+  }
+  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, a.q);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
+    return _mm512_fmadd_ps(w.m, a.s, acc);
+  }
+};
+
+// Q5_0: code = nibble | 5th bit << 4 (0..31), value d * (code - 16). The
+// -16 goes into the accumulator's start: -16 * (sum of the 4 activations of
+// each lane), itself a vpdpbusd of 16s with the activations.
+struct Q5_0 {
+  using Block = math::BlockQ5_0;
+  struct W {
+    __m512i q;
+    __m512 d;
+  };
+  struct A {
+    __m512i q, start;
+    __m512 d;
+  };
+  template <bool kTwo>
+  LS_VNNI512 static W load(const Block* b, int64_t k) {
+    const Block& b1 = b[kTwo ? k + 1 : k];
+    uint32_t h0, h1;
+    std::memcpy(&h0, b[k].qh, 4);
+    std::memcpy(&h1, b1.qh, 4);
+    const __m512i hi = _mm512_and_si512(_mm512_movm_epi8((uint64_t{h1} << 32) | h0), _mm512_set1_epi8(0x10));
+    return {_mm512_or_si512(nibbles2(b[k].qs, b1.qs), hi), bcast2_f16(b[k].d, b1.d)};
+  }
+  template <bool kTwo>
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
+    const __m512i q = act_q<kTwo>(a, k);
+    const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), q));
+    return {q, start, act_scale<kTwo>(a, k)};
+  }
+  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
+    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.q, a.q);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
+  }
+};
+
+// One block pair of an R x T tile.
+template <class K, int R, int T, bool kTwo>
+LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* const* x, int64_t k, int64_t pf,
+                            __m512 (&acc)[R][T]) {
+  typename K::W wk[R];
+  for (int r = 0; r < R; ++r) {
+    if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k) + pf, _MM_HINT_T0);
+    wk[r] = K::template load<kTwo>(w[r], k);
+  }
+  for (int t = 0; t < T; ++t) {
+    const typename K::A a = K::template act<kTwo>(x[t], k);
+    for (int r = 0; r < R; ++r) acc[r][t] = K::madd(wk[r], a, acc[r][t]);
+  }
+}
+
+template <class K, int R, int T>
+LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, int64_t nb, float* y, int64_t ldy) {
+  const typename K::Block* w[R];
+  const QBlock* x[T];
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const typename K::Block*>(rows + r * row_bytes);
+  for (int t = 0; t < T; ++t) x[t] = xq + t * nb;
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  // Prefetch the same place in the next tile's rows (R rows on): the tiles
+  // walk the matrix in order, so that is the data needed next.
+  const int64_t pf = static_cast<int64_t>(R * row_bytes);
+  int64_t k = 0;
+  for (; k + 2 <= nb; k += 2) step<K, R, T, true>(w, x, k, pf, acc);
+  if (k < nb) step<K, R, T, false>(w, x, k, pf, acc);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t * ldy + r] = reduce(acc[r][t]);
+}
+
+template <class K>
+void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n, float* y,
+          int64_t ldy) {
+  constexpr int R = 4, T = 4;
+  const auto* base = static_cast<const uint8_t*>(rows);
+  const int64_t nb = n / kQK;
+  int64_t r = 0;
+  for (; r + R <= n_rows; r += R) {
+    const uint8_t* w = base + r * row_bytes;
+    int64_t t = 0;
+    for (; t + T <= n_tok; t += T) tile<K, R, T>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
+    for (; t < n_tok; ++t) tile<K, R, 1>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
+  }
+  for (; r < n_rows; ++r) {
+    const uint8_t* w = base + r * row_bytes;
+    int64_t t = 0;
+    for (; t + T <= n_tok; t += T) tile<K, 1, T>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
+    for (; t < n_tok; ++t) tile<K, 1, 1>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
+  }
+}
+
+// Same bytes as generic's quantiser: amax / 127, multiply by its f32
+// reciprocal, round to nearest-even (the default MXCSR mode).
+LS_VNNI512 void quantize(const float* x, int64_t n, QBlock* out) {
+  for (int64_t b = 0; b < n / kQBlock; ++b, x += kQBlock) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+    QBlock& q = out[b];
+    q.d = d;
+    q.sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q.qs), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q.qs + 16), _mm512_cvtsepi32_epi8(q1));
+  }
+}
+
+}  // namespace
+
+bool vnni_supported() {
+  // Once: CPUID traps to the hypervisor in a VM (microseconds), and the
+  // matmul asks on every call.
+  static const bool yes = [] {
+    // CPUID leaf 7: EBX bit 31 AVX512VL, ECX bit 11 AVX512_VNNI (by CPUID
+    // rather than __builtin_cpu_supports, whose names older clangs reject;
+    // the OS support for the AVX-512 state is in supported()).
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return supported() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & (1u << 31)) != 0 &&
+           (ecx & (1u << 11)) != 0;
+  }();
+  return yes;
+}
+
+QuantKernels quant_kernels(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return {quantize, gemm<Q8_0>, "avx512-vnni"};
+    case GgmlType::Q4_0: return {quantize, gemm<Q4_0>, "avx512-vnni"};
+    case GgmlType::Q4_1: return {quantize, gemm<Q4_1>, "avx512-vnni"};
+    case GgmlType::Q5_0: return {quantize, gemm<Q5_0>, "avx512-vnni"};
+    default: return {quantize, kquant_gemm(type), "avx512-vnni"};  // qdot_kquant_avx512.cpp
+  }
+}
+
+}  // namespace layerstream::kernels::cpu::avx512
+
+#else  // not x86-64 GCC/Clang
+
+namespace layerstream::kernels::cpu::avx512 {
+bool vnni_supported() { return false; }
+QuantKernels quant_kernels(GgmlType type) { return avx2::quant_kernels(type); }
+}  // namespace layerstream::kernels::cpu::avx512
+
+#endif

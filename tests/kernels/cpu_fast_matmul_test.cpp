@@ -1,0 +1,218 @@
+// The fast matmul path (kernels/cpu/qdot.h, matmul_fast) on fresh random
+// inputs, every implementation this CPU can run (generic, AVX2 pmaddubsw,
+// AVX-VNNI, AVX-512 VNNI), so the AVX2 path a CPU without AVX-512 would take
+// is checked here too.
+//
+// Tolerances (|got - ref|):
+//   quantiser: every ISA gives the same bytes; |x - d q| <= d / 2 (+ f32
+//     rounding), |q| <= 127, sum = sum(q), d = amax / 127.
+//   gemm against float64 over the kernel's own quantised activations (d * q):
+//     1e-5 * sum_i |w_i * xq_i| (Q4_0/Q4_1: 4e-5, their offset terms can
+//     cancel). Only f32 rounding is allowed, so a wrong lane, block, scale or
+//     offset fails.
+//   against float64 over the original x: the above plus the quantisation
+//     bound sum_i |w_i| * d_block(i) / 2.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/qdot.h"
+#include "kernels/cpu/thread_pool.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace layerstream::kernels {
+namespace {
+
+using namespace testing;  // NOLINT: test file
+
+std::vector<GgmlType> fast_types() {
+  std::vector<GgmlType> out;
+  for (GgmlType t : all_weight_types())
+    if (cpu::has_quant_kernels(t)) out.push_back(t);
+  return out;
+}
+
+// Every implementation this CPU runs that has a kernel for `type` (the
+// SIMD ones may leave a type to the generic kernels).
+std::vector<cpu::QuantKernels> implementations(GgmlType type) {
+  std::vector<cpu::QuantKernels> impls = {cpu::generic::quant_kernels(type)};
+  if (cpu::avx2::supported()) {
+    impls.push_back(cpu::avx2::quant_kernels_no_vnni(type));
+    if (cpu::avx2::avx_vnni_supported()) impls.push_back(cpu::avx2::quant_kernels(type));
+  }
+  if (cpu::avx512::vnni_supported()) impls.push_back(cpu::avx512::quant_kernels(type));
+  std::erase_if(impls, [](const cpu::QuantKernels& k) { return k.gemm == nullptr; });
+  return impls;
+}
+
+double gemm_tol(GgmlType t) { return t == GgmlType::Q8_0 ? 1e-5 : 4e-5; }
+
+class CpuFastMatmulTest : public ::testing::Test {
+ protected:
+  void SetUp() override { rng_.seed(layerstream::testing::fresh_seed()); }
+  std::mt19937_64 rng_;
+  ThreadPool pool2_{2};
+};
+
+TEST_F(CpuFastMatmulTest, EveryIsaReachableOnThisCpuIsListed) {
+  // Every block type has a fast path (at least the generic one).
+  for (GgmlType t : all_weight_types()) EXPECT_EQ(cpu::has_quant_kernels(t), is_block_type(t)) << ggml_type_traits(t).name;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::Q5_0}) {
+    if (cpu::avx512::vnni_supported()) EXPECT_NE(cpu::avx512::quant_kernels(t).gemm, nullptr) << ggml_type_traits(t).name;
+  }
+  const size_t n = implementations(GgmlType::Q8_0).size();
+  if (cpu::avx512::vnni_supported()) {
+    EXPECT_EQ(cpu::quant_kernels(GgmlType::Q8_0, cpu::CpuIsa::kAvx512).isa, std::string("avx512-vnni"));
+    EXPECT_GE(n, 3u);
+  }
+  if (cpu::avx2::supported()) {
+    const std::string forced = cpu::quant_kernels(GgmlType::Q8_0, cpu::CpuIsa::kAvx2).isa;
+    EXPECT_TRUE(forced == "avx2" || forced == "avx-vnni") << forced;
+  }
+  EXPECT_EQ(cpu::quant_kernels(GgmlType::Q8_0, cpu::CpuIsa::kGeneric).isa, std::string("generic"));
+  EXPECT_EQ(cpu::quant_kernels(GgmlType::F16).gemm, nullptr);
+}
+
+TEST_F(CpuFastMatmulTest, QuantiserIsExactToHalfAStepAndSameOnEveryIsa) {
+  for (int64_t n : {32, 64, 96, 4128}) {
+    std::vector<float> x = random_floats(n, rng_, -3.0f, 3.0f);
+    for (int j = 0; j < 32; ++j) x[j] = 0.0f;  // an all-zero block: d = 0, q = 0
+    if (n > 40) x[40] = 1e-30f;                   // a tiny value next to normal ones
+    std::vector<cpu::QBlock> ref(n / 32);
+    cpu::generic::quant_kernels(GgmlType::Q8_0).quantize(x.data(), n, ref.data());
+    for (int64_t b = 0; b < n / 32; ++b) {
+      double amax = 0;
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        amax = std::max(amax, std::fabs(double{x[b * 32 + j]}));
+        ASSERT_LE(std::abs(ref[b].qs[j]), 127);
+        sum += ref[b].qs[j];
+        const double err = std::fabs(double{x[b * 32 + j]} - double{ref[b].d} * ref[b].qs[j]);
+        ASSERT_LE(err, ref[b].d * (0.5 + 1e-5)) << "block " << b << " j " << j;
+      }
+      EXPECT_NEAR(ref[b].d, amax / 127, amax * 1e-6);
+      EXPECT_EQ(ref[b].sum, sum);
+    }
+    for (const cpu::QuantKernels& k : implementations(GgmlType::Q8_0)) {
+      std::vector<cpu::QBlock> got(n / 32);
+      k.quantize(x.data(), n, got.data());
+      for (int64_t b = 0; b < n / 32; ++b) {
+        ASSERT_EQ(got[b].d, ref[b].d) << k.isa << " block " << b;
+        ASSERT_EQ(got[b].sum, ref[b].sum) << k.isa << " block " << b;
+        ASSERT_EQ(0, std::memcmp(got[b].qs, ref[b].qs, 32)) << k.isa << " block " << b;
+      }
+    }
+  }
+}
+
+// Tiles around every kernel's R x T (1..9 rows, 1..9 tokens), odd and even
+// block counts (the AVX-512 kernels take blocks in pairs), widths up to 4128.
+TEST_F(CpuFastMatmulTest, GemmMatchesFloat64OnEveryTypeAndIsa) {
+  struct Shape {
+    int64_t rows, tokens, n;
+  };
+  const std::vector<Shape> shapes = {{1, 1, 32},  {1, 1, 64},  {3, 1, 96},   {4, 1, 544},  {5, 2, 32},
+                                     {8, 4, 160}, {9, 5, 96},  {4, 9, 64},   {7, 3, 4128}, {2, 8, 1056},
+                                     {1, 1, 256}, {5, 5, 512}, {9, 2, 1280}, {4, 4, 4096}};
+  for (GgmlType type : fast_types()) {
+    for (const Shape& s : shapes) {
+      if (s.n % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, s.rows, s.n, rng_);
+      const std::vector<float> x = random_floats(s.n * s.tokens, rng_);
+      const int64_t nb = s.n / 32;
+      std::vector<cpu::QBlock> xq(nb * s.tokens);
+      for (int64_t t = 0; t < s.tokens; ++t)
+        cpu::generic::quant_kernels(type).quantize(x.data() + t * s.n, s.n, xq.data() + t * nb);
+      // float64 over the quantised activations, and the quantisation bound.
+      std::vector<double> xd(s.n * s.tokens), ref_q, abs_q, ref_x;
+      for (int64_t t = 0; t < s.tokens; ++t)
+        for (int64_t i = 0; i < s.n; ++i) xd[t * s.n + i] = double{xq[t * nb + i / 32].d} * xq[t * nb + i / 32].qs[i % 32];
+      ref_matmul(w, xd, s.tokens, ref_q, &abs_q);
+      ref_matmul(w, to_double(x), s.tokens, ref_x);
+      std::vector<double> qbound(s.rows * s.tokens, 0.0);
+      for (int64_t t = 0; t < s.tokens; ++t)
+        for (int64_t r = 0; r < s.rows; ++r)
+          for (int64_t i = 0; i < s.n; ++i)
+            qbound[t * s.rows + r] += std::fabs(w.exact[r * s.n + i]) * xq[t * nb + i / 32].d * 0.5;
+
+      const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(type), s.n);
+      for (const cpu::QuantKernels& k : implementations(type)) {
+        // ldy wider than rows: the kernels must write only their tile.
+        const int64_t ldy = s.rows + 3;
+        std::vector<float> y = poisoned(ldy * s.tokens);
+        k.gemm(w.bytes.data(), row_bytes, s.rows, xq.data(), s.tokens, s.n, y.data(), ldy);
+        for (int64_t t = 0; t < s.tokens; ++t) {
+          for (int64_t r = 0; r < s.rows; ++r) {
+            const double got = y[t * ldy + r], i = t * s.rows + r;
+            const double tight = gemm_tol(type) * abs_q[i];
+            ASSERT_LE(std::fabs(got - ref_q[i]), tight) << ggml_type_traits(type).name << " " << k.isa << " rows "
+                                                         << s.rows << " tokens " << s.tokens << " n " << s.n
+                                                         << " r " << r << " t " << t;
+            ASSERT_LE(std::fabs(got - ref_x[i]), tight + qbound[i]) << ggml_type_traits(type).name << " " << k.isa;
+          }
+          for (int64_t r = s.rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r])) << "wrote outside its tile";
+        }
+      }
+    }
+  }
+}
+
+// matmul_fast end to end (quantise, split rows over a pool, GEMM blocking)
+// on each forced ISA: int8 types within the quantisation bound (plus f32
+// rounding) of float64 over the original x; float types (the f32 GEMM for
+// several tokens, the exact kernels for one) within f32 rounding: 1e-5 *
+// sum |w x| as the exact path's test.
+TEST_F(CpuFastMatmulTest, MatmulFastAgreesWithExactPathOnEveryForcedIsa) {
+  struct Shape {
+    int64_t n_out, n_in, n_tok;
+  };
+  const std::vector<Shape> shapes = {{1, 32, 1},     {67, 96, 1},   {130, 320, 5}, {200, 576, 37},
+                                     {9, 4128, 2},   {33, 256, 1},  {70, 768, 6},  {6, 17, 5}};
+  for (GgmlType type : all_weight_types()) {
+    for (const Shape& s : shapes) {
+      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
+      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
+      std::vector<float> exact = poisoned(s.n_out * s.n_tok);
+      MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, x.data(), s.n_tok, exact.data()};
+      LS_ASSERT_OK(validate(p));
+      cpu::matmul(p, &pool2_);
+      std::vector<double> ref, abs_sum;
+      ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
+      // Quantisation bound per output: sum_i |w_i| * amax(block of x) / 254.
+      std::vector<double> bound(s.n_out * s.n_tok, 0.0);
+      for (int64_t t = 0; t < s.n_tok; ++t)
+        for (int64_t b = 0; b < s.n_in / 32; ++b) {
+          double amax = 0;
+          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double{x[t * s.n_in + b * 32 + j]}));
+          for (int64_t o = 0; o < s.n_out; ++o)
+            for (int j = 0; j < 32; ++j)
+              bound[t * s.n_out + o] += std::fabs(w.exact[o * s.n_in + b * 32 + j]) * amax / 254 * 1.001;
+        }
+      for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kGeneric}) {
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
+          std::vector<float> y = poisoned(s.n_out * s.n_tok);
+          p.y = y.data();
+          cpu::matmul_fast(p, pool, isa);
+          for (size_t i = 0; i < y.size(); ++i) {
+            if (!cpu::has_quant_kernels(type)) {
+              ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * abs_sum[i])
+                  << ggml_type_traits(type).name << " isa " << static_cast<int>(isa) << " " << s.n_out << "x" << s.n_in
+                  << " tokens " << s.n_tok << " i=" << i;
+            } else {
+              ASSERT_LE(std::fabs(double{y[i]} - exact[i]), bound[i] + 5e-5 * abs_sum[i]) << "against the exact path";
+              ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i] + 4e-5 * abs_sum[i])
+                  << ggml_type_traits(type).name << " isa " << static_cast<int>(isa) << " " << s.n_out << "x"
+                  << s.n_in << " tokens " << s.n_tok << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace layerstream::kernels
