@@ -305,6 +305,9 @@ struct LlamaRunner::Impl {
   Status gather_embedding_rows(int n_tokens);
   Status embed(Stream& s);
   Status block(const LayerRun& run, Stream& s, int b);
+  Status attention(const LayerRun& run, Stream& s, int b);
+  Status ffn(const LayerRun& run, Stream& s, int b);
+  Status post_norm(const LayerRun& run, Stream& s, const std::optional<GgufTensorInfo>& norm);
   Status head(const LayerRun& run, Stream& s);
   Status run_segments(std::vector<Segment> segs, const std::vector<const int32_t*>& toks);
   Status run_pass(std::vector<Segment> segs, const std::vector<const int32_t*>& toks, std::vector<LogitRow> rows);
@@ -381,14 +384,31 @@ Status LlamaRunner::Impl::embed(Stream& s) {
   return k->scale({f(lay.x), f(lay.x), n, std::sqrt(static_cast<float>(m.hparams.n_embd))}, s);
 }
 
+// One block: x += attention(norm(x)); x += ffn(norm(x)).
 Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
+  LS_RETURN_IF_ERROR(attention(run, s, b));
+  return ffn(run, s, b);
+}
+
+// The post-attention / post-FFN norm of traits.post_norms, in place on tmp.
+Status LlamaRunner::Impl::post_norm(const LayerRun& run, Stream& s, const std::optional<GgufTensorInfo>& nt) {
+  if (!nt) return Status::OK();
+  const LlamaHparams& h = m.hparams;
+  return k->rmsnorm({f(lay.tmp), static_cast<const float*>(tensor(run, run.layer, *nt)), f(lay.tmp), pass_tokens,
+                     h.n_embd, h.rms_eps},
+                    s);
+}
+
+// x += attention over the pass's segments (Q/K/V with optional biases and
+// QK norms, RoPE, each segment against its sequence's KV cache).
+Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   const LlamaHparams& h = m.hparams;
   const LlamaBlock& w = m.blocks[b];
   const int T = pass_tokens;
   const int64_t e = h.n_embd, hd = h.head_dim, nq = int64_t{h.n_head} * hd, nkv = int64_t{h.n_head_kv} * hd;
   const int L = run.layer;
   float *x = f(lay.x), *xb = f(lay.xb), *q = f(lay.q), *kk = f(lay.k), *v = f(lay.v), *att = f(lay.att),
-        *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
+        *tmp = f(lay.tmp);
   const auto* positions = reinterpret_cast<const int32_t*>(base() + lay.positions);
 
   kernels::RmsNormParams n1{x, static_cast<const float*>(tensor(run, L, w.attn_norm)), xb, T, e, h.rms_eps};
@@ -446,13 +466,18 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
     LS_RETURN_IF_ERROR(k->attention(ap, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_output), w.attn_output, att, tmp, T));
-  auto post_norm = [&](const std::optional<GgufTensorInfo>& nt) -> Status {  // traits.post_norms
-    if (!nt) return Status::OK();
-    return k->rmsnorm({tmp, static_cast<const float*>(tensor(run, L, *nt)), tmp, T, e, h.rms_eps}, s);
-  };
-  LS_RETURN_IF_ERROR(post_norm(w.attn_post_norm));
-  LS_RETURN_IF_ERROR(k->add({x, tmp, x, T * e}, s));
+  LS_RETURN_IF_ERROR(post_norm(run, s, w.attn_post_norm));
+  return k->add({x, tmp, x, T * e}, s);
+}
 
+// x += ffn_down(act(ffn_gate(norm(x))) * ffn_up(norm(x))).
+Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
+  const LlamaHparams& h = m.hparams;
+  const LlamaBlock& w = m.blocks[b];
+  const int T = pass_tokens;
+  const int64_t e = h.n_embd;
+  const int L = run.layer;
+  float *x = f(lay.x), *xb = f(lay.xb), *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
   LS_RETURN_IF_ERROR(k->rmsnorm(n2, s));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
@@ -464,7 +489,7 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
     LS_RETURN_IF_ERROR(k->silu_mul({gate, up, gate, n_ff}, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_down), w.ffn_down, gate, tmp, T));
-  LS_RETURN_IF_ERROR(post_norm(w.ffn_post_norm));
+  LS_RETURN_IF_ERROR(post_norm(run, s, w.ffn_post_norm));
   return k->add({x, tmp, x, T * e}, s);
 }
 

@@ -82,28 +82,12 @@ PlannerInput Executor::planner_input(int cls) const {
   return in;
 }
 
+// Options and layers checked, streams and the host clock reference, a
+// placement proven possible, readers opened, the arena carved, the link and
+// disk probed, then the first plan applied (which loads residents and the
+// RAM tier) with the disk thread started.
 Status Executor::init() {
-  n_ = static_cast<int>(layers_.size());
-  if (n_ == 0) return Status::InvalidArgument("executor: no layers");
-  if (opt_.copy_chunk_bytes == 0) return Status::InvalidArgument("executor: copy_chunk_bytes must be > 0");
-  if (opt_.staging_buffers < 1 || opt_.staging_buffers > 64)
-    return Status::InvalidArgument(fmt::format("executor: staging_buffers must be in [1, 64], got {}", opt_.staging_buffers));
-  if (opt_.staging_buffer_bytes < 4096)
-    return Status::InvalidArgument(fmt::format("executor: staging_buffer_bytes must be >= 4096, got {}", opt_.staging_buffer_bytes));
-  uint64_t total = 0;
-  for (int i = 0; i < n_; ++i) {
-    LayerSpec& l = layers_[i];
-    if (l.name.empty()) l.name = fmt::format("layer{}", i);
-    if (l.bytes == 0) return Status::InvalidArgument(fmt::format("layer {} ({}) has 0 bytes", i, l.name));
-    if (!l.compute) return Status::InvalidArgument(fmt::format("layer {} ({}) has no compute function", i, l.name));
-    if ((l.host_data != nullptr) == l.from_file())
-      return Status::InvalidArgument(fmt::format(
-          "layer {} ({}) needs exactly one source: host_data or a file (has {})", i, l.name,
-          l.from_file() ? "both" : "neither"));
-    bytes_.push_back(l.bytes);
-    spans_.push_back(slot_span(l));
-    total += round_up(l.bytes, kSlotAlignment);
-  }
+  LS_ASSIGN_OR_RETURN(const uint64_t total, check_options_and_layers());
   disk_direct_ = dev_.info().host_addressable && !opt_.force_staging;
   cost_ = CostModel(n_);
   for (int i = 0; i < n_; ++i) cost_.set_hint(i, layers_[i].compute_hint_s);
@@ -111,43 +95,9 @@ Status Executor::init() {
   for (auto& l : layers_) names.push_back(l.name);
   trace_.set_layer_names(std::move(names));
   trace_.set_enabled(opt_.trace);
-
-  LS_ASSIGN_OR_RETURN(compute_, dev_.create_stream(StreamRole::kCompute));
-  LS_ASSIGN_OR_RETURN(copy_, dev_.create_stream(StreamRole::kCopy));
-  if (!disk_direct_) {
-    LS_ASSIGN_OR_RETURN(disk_copy_, dev_.create_stream(StreamRole::kCopy));
-  }
-  LS_ASSIGN_OR_RETURN(ref_, dev_.create_event());
-  for (int p = 0; p < 2; ++p) {
-    LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
-    pass_begin_.push_back(std::move(e));
-  }
-  LS_RETURN_IF_ERROR(compute_->record(*ref_));
-  LS_RETURN_IF_ERROR(ref_->synchronize());
-  host_ref_ = Clock::now();
-
-  // Budget check before anything is allocated: a plan must exist.
-  uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
-  uint64_t max_span = *std::max_element(spans_.begin(), spans_.end());
-  if (opt_.vram_budget < reserve + max_span) {
-    return Status::OutOfBudget(fmt::format(
-        "VRAM budget too small for one window slot plus the reserve: need {} ({} B: slot {} B + "
-        "reserved {} B), available {} ({} B)",
-        format_bytes(reserve + max_span), reserve + max_span, max_span, reserve,
-        format_bytes(opt_.vram_budget), opt_.vram_budget));
-  }
-  // Plan with hints first to validate budgets, so errors come before I/O.
-  {
-    PlannerInput in = planner_input(0);
-    if (opt_.plan) {
-      Plan p = *opt_.plan;
-      if (p.tiers.size() != static_cast<size_t>(n_))
-        return Status::InvalidArgument(fmt::format("requested plan has {} tiers for {} layers", p.tiers.size(), n_));
-    } else {
-      auto r = make_plan(in);
-      if (!r.ok()) return r.status().WithContext("cannot place the layers");
-    }
-  }
+  LS_RETURN_IF_ERROR(create_streams());
+  const uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
+  LS_RETURN_IF_ERROR(check_placement_possible(reserve));
   for (const LayerSpec& l : layers_) {
     if (l.from_file()) LS_RETURN_IF_ERROR(reader_for(l.file).status());
   }
@@ -169,6 +119,74 @@ Status Executor::init() {
                 p.count(Tier::kRam) + p.count(Tier::kDisk));
   disk_thread_ = std::thread([this] { disk_thread_main(); });
   return apply_plan(std::move(p));
+}
+
+// InvalidArgument for bad options or layers (names the empty ones); fills
+// bytes_ and spans_. Returns the bytes of all layers resident.
+Result<uint64_t> Executor::check_options_and_layers() {
+  n_ = static_cast<int>(layers_.size());
+  if (n_ == 0) return Status::InvalidArgument("executor: no layers");
+  if (opt_.copy_chunk_bytes == 0) return Status::InvalidArgument("executor: copy_chunk_bytes must be > 0");
+  if (opt_.staging_buffers < 1 || opt_.staging_buffers > 64)
+    return Status::InvalidArgument(fmt::format("executor: staging_buffers must be in [1, 64], got {}", opt_.staging_buffers));
+  if (opt_.staging_buffer_bytes < 4096)
+    return Status::InvalidArgument(fmt::format("executor: staging_buffer_bytes must be >= 4096, got {}", opt_.staging_buffer_bytes));
+  uint64_t total = 0;
+  for (int i = 0; i < n_; ++i) {
+    LayerSpec& l = layers_[i];
+    if (l.name.empty()) l.name = fmt::format("layer{}", i);
+    if (l.bytes == 0) return Status::InvalidArgument(fmt::format("layer {} ({}) has 0 bytes", i, l.name));
+    if (!l.compute) return Status::InvalidArgument(fmt::format("layer {} ({}) has no compute function", i, l.name));
+    if ((l.host_data != nullptr) == l.from_file())
+      return Status::InvalidArgument(fmt::format(
+          "layer {} ({}) needs exactly one source: host_data or a file (has {})", i, l.name,
+          l.from_file() ? "both" : "neither"));
+    bytes_.push_back(l.bytes);
+    spans_.push_back(slot_span(l));
+    total += round_up(l.bytes, kSlotAlignment);
+  }
+  return total;
+}
+
+// The compute and copy streams (and the disk-copy stream on the staged
+// path), the pass-begin events and the device-to-host clock reference.
+Status Executor::create_streams() {
+  LS_ASSIGN_OR_RETURN(compute_, dev_.create_stream(StreamRole::kCompute));
+  LS_ASSIGN_OR_RETURN(copy_, dev_.create_stream(StreamRole::kCopy));
+  if (!disk_direct_) {
+    LS_ASSIGN_OR_RETURN(disk_copy_, dev_.create_stream(StreamRole::kCopy));
+  }
+  LS_ASSIGN_OR_RETURN(ref_, dev_.create_event());
+  for (int p = 0; p < 2; ++p) {
+    LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
+    pass_begin_.push_back(std::move(e));
+  }
+  LS_RETURN_IF_ERROR(compute_->record(*ref_));
+  LS_RETURN_IF_ERROR(ref_->synchronize());
+  host_ref_ = Clock::now();
+  return Status::OK();
+}
+
+// Budget check before anything is allocated or read: one window slot next to
+// the reserve, and a plan (the one given, or the planner's from hints).
+Status Executor::check_placement_possible(uint64_t reserve) {
+  uint64_t max_span = *std::max_element(spans_.begin(), spans_.end());
+  if (opt_.vram_budget < reserve + max_span) {
+    return Status::OutOfBudget(fmt::format(
+        "VRAM budget too small for one window slot plus the reserve: need {} ({} B: slot {} B + "
+        "reserved {} B), available {} ({} B)",
+        format_bytes(reserve + max_span), reserve + max_span, max_span, reserve,
+        format_bytes(opt_.vram_budget), opt_.vram_budget));
+  }
+  if (opt_.plan) {
+    if (opt_.plan->tiers.size() != static_cast<size_t>(n_))
+      return Status::InvalidArgument(
+          fmt::format("requested plan has {} tiers for {} layers", opt_.plan->tiers.size(), n_));
+    return Status::OK();
+  }
+  auto r = make_plan(planner_input(0));
+  if (!r.ok()) return r.status().WithContext("cannot place the layers");
+  return Status::OK();
 }
 
 Result<io::Reader*> Executor::reader_for(const std::string& path) {

@@ -158,6 +158,10 @@ class Executor {
   };
   Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options);
   Status init();
+  // init()'s steps.
+  Result<uint64_t> check_options_and_layers();
+  Status create_streams();
+  Status check_placement_possible(uint64_t reserve);
   Status probe();
   // apply_plan's steps, in order.
   Status check_and_size_plan(Plan& p, const PlannerInput& in) const;
