@@ -1051,22 +1051,41 @@ Result<bool> Executor::replan() {
   return true;
 }
 
+// After a pass: per-layer compute and copy times into the cost model and
+// the trace, the disk thread's reads, then the pass summary.
 Status Executor::collect_pass(uint64_t pass, int cls) {
-  const int par = static_cast<int>(pass & 1);
-  auto us = [&](const Event& e) -> Result<double> {
-    LS_ASSIGN_OR_RETURN(double ms, e.elapsed_ms_since(*ref_));
-    return ms * 1e3;
-  };
   PassStats st;
+  double begin = 0, end = 0;
+  uint64_t ram_bytes = 0;
+  LS_RETURN_IF_ERROR(collect_layer_times(pass, cls, st, begin, end, ram_bytes));
+  collect_disk_reads(st);
+  summarize_pass(st, cls, begin, end, ram_bytes);
+  last_ = std::move(st);
+  return Status::OK();
+}
+
+// Microseconds from the executor's reference event to `e`.
+Result<double> Executor::event_us(const Event& e) const {
+  LS_ASSIGN_OR_RETURN(double ms, e.elapsed_ms_since(*ref_));
+  return ms * 1e3;
+}
+
+// Each layer's compute time and stall (cost model from pass 1 on: pass 0 is
+// cold), each RAM-tier copy's rate, and their trace events. begin / end: the
+// pass's first and last compute, in event microseconds; ram_bytes: copied
+// from the RAM tier.
+Status Executor::collect_layer_times(uint64_t pass, int cls, PassStats& st, double& begin, double& end,
+                                     uint64_t& ram_bytes) {
+  const int par = static_cast<int>(pass & 1);
   st.compute_s.assign(n_, 0);
   st.summary.pass = pass;
   st.summary.stall_s.assign(n_, 0);
-  LS_ASSIGN_OR_RETURN(double begin, us(*pass_begin_[par]));
-  double prev_end = begin, end = begin;
-  uint64_t ram_bytes = 0;
+  LS_ASSIGN_OR_RETURN(begin, event_us(*pass_begin_[par]));
+  double prev_end = begin;
+  end = begin;
   for (int i = 0; i < n_; ++i) {
-    LS_ASSIGN_OR_RETURN(double a, us(*c_start_[par][i]));
-    LS_ASSIGN_OR_RETURN(double b, us(*c_end_[par][i]));
+    LS_ASSIGN_OR_RETURN(double a, event_us(*c_start_[par][i]));
+    LS_ASSIGN_OR_RETURN(double b, event_us(*c_end_[par][i]));
     double c = std::max(0.0, b - a) * 1e-6;
     st.compute_s[i] = c;
     if (pass > 0) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
@@ -1081,8 +1100,8 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
       st.summary.streamed_bytes += bytes_[i];
       const bool copied = plan_.tiers[i] == Tier::kRam || !disk_direct_;  // direct reads have no copy events
       if (copied) {
-        LS_ASSIGN_OR_RETURN(double ka, us(*k_start_[par][k]));
-        LS_ASSIGN_OR_RETURN(double kb, us(*k_end_[par][k]));
+        LS_ASSIGN_OR_RETURN(double ka, event_us(*k_start_[par][k]));
+        LS_ASSIGN_OR_RETURN(double kb, event_us(*k_end_[par][k]));
         if (plan_.tiers[i] == Tier::kRam) {
           ram_bytes += bytes_[i];
           if (pass > 0) cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
@@ -1093,6 +1112,13 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
     prev_end = b;
     end = b;
   }
+  return Status::OK();
+}
+
+// The disk thread's reads since the last pass: the disk rate is the bytes of
+// the layer reads over the time the disk was busy (the union of the reads'
+// intervals: staged reads of several layers overlap); their trace events.
+void Executor::collect_disk_reads(PassStats& st) {
   std::vector<std::pair<uint64_t, double>> ds;
   std::vector<TraceEvent> dt;
   int in_flight = 0;
@@ -1102,36 +1128,36 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
     dt.swap(disk_trace_);
     in_flight = std::exchange(max_in_flight_, 0);
   }
-  // Disk rate: the bytes of the layer reads over the time the disk was busy
-  // (the union of the reads' intervals: staged reads of several layers overlap).
-  {
-    std::vector<std::pair<double, double>> iv;
-    uint64_t read_bytes = 0;
-    for (const TraceEvent& e : dt)
-      if (e.kind == TraceKind::kDiskRead) {
-        iv.push_back({e.start_us, e.end_us});
-        read_bytes += e.bytes;
-      }
-    std::sort(iv.begin(), iv.end());
-    double busy_us = 0, cur_a = 0, cur_b = -1;
-    for (auto [a, b] : iv) {
-      if (a > cur_b) {
-        if (cur_b > cur_a) busy_us += cur_b - cur_a;
-        cur_a = a;
-        cur_b = b;
-      } else {
-        cur_b = std::max(cur_b, b);
-      }
+  std::vector<std::pair<double, double>> iv;
+  uint64_t read_bytes = 0;
+  for (const TraceEvent& e : dt)
+    if (e.kind == TraceKind::kDiskRead) {
+      iv.push_back({e.start_us, e.end_us});
+      read_bytes += e.bytes;
     }
-    if (cur_b > cur_a) busy_us += cur_b - cur_a;
-    if (read_bytes > 0 && busy_us > 0) cost_.record_disk(read_bytes, busy_us * 1e-6);
-    st.summary.disk_bytes = read_bytes;
-    st.summary.disk_s = busy_us * 1e-6;
-    st.summary.max_reads_in_flight = in_flight;
+  std::sort(iv.begin(), iv.end());
+  double busy_us = 0, cur_a = 0, cur_b = -1;
+  for (auto [a, b] : iv) {
+    if (a > cur_b) {
+      if (cur_b > cur_a) busy_us += cur_b - cur_a;
+      cur_a = a;
+      cur_b = b;
+    } else {
+      cur_b = std::max(cur_b, b);
+    }
   }
-  (void)ds;
-  uint64_t disk_bytes = 0;
+  if (cur_b > cur_a) busy_us += cur_b - cur_a;
+  if (read_bytes > 0 && busy_us > 0) cost_.record_disk(read_bytes, busy_us * 1e-6);
+  st.summary.disk_bytes = read_bytes;
+  st.summary.disk_s = busy_us * 1e-6;
+  st.summary.max_reads_in_flight = in_flight;
   for (auto& e : dt) trace_.add(e);
+}
+
+// Measured time, the prediction for the plan in force under the costs
+// measured so far, the lower bound and the overlap efficiency.
+void Executor::summarize_pass(PassStats& st, int cls, double begin, double end, uint64_t ram_bytes) {
+  uint64_t disk_bytes = 0;
   for (int i = 0; i < n_; ++i)
     if (plan_.tiers[i] == Tier::kDisk) disk_bytes += spans_[i];
   double link_bytes = static_cast<double>(ram_bytes);
@@ -1140,9 +1166,8 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
       if (plan_.tiers[i] == Tier::kDisk) link_bytes += bytes_[i];
   PassSummary& s = st.summary;
   s.measured_s = (end - begin) * 1e-6;
-  // The simulator's prediction for the plan in force under the costs measured
-  // so far; the plan's own figure dates from when it was made, before this
-  // pass's measurements (a plan kept fixed would otherwise never update it).
+  // The plan's own figure dates from when it was made, before this pass's
+  // measurements (a plan kept fixed would otherwise never update it).
   Plan now = plan_;
   (void)evaluate_plan(planner_input(cls), now);
   s.predicted_s = now.predicted_pass_s;
@@ -1150,8 +1175,6 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
                               cost_.disk_bw() > 0 ? disk_bytes / cost_.disk_bw() : 0.0});
   s.overlap_efficiency = s.measured_s > 0 ? s.lower_bound_s / s.measured_s : 0;
   LS_LOG_DEBUG("scheduler: {}", s.to_string());
-  last_ = std::move(st);
-  return Status::OK();
 }
 
 }  // namespace layerstream::sched

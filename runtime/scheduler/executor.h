@@ -185,6 +185,11 @@ class Executor {
   void disk_staged_loop() LS_EXCLUDES(dmu_);
   void set_disk_error(const Status& st, int layer) LS_EXCLUDES(dmu_);
   Status collect_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
+  // collect_pass()'s steps.
+  Result<double> event_us(const Event& e) const;
+  Status collect_layer_times(uint64_t pass, int cls, PassStats& st, double& begin, double& end, uint64_t& ram_bytes);
+  void collect_disk_reads(PassStats& st) LS_EXCLUDES(dmu_);
+  void summarize_pass(PassStats& st, int cls, double begin, double end, uint64_t ram_bytes);
   Status drain() LS_EXCLUDES(dmu_);
   Result<io::Reader*> reader_for(const std::string& path);
   Status load_layer_to_host(int layer, void* dst);
