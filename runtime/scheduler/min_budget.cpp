@@ -29,7 +29,8 @@ uint64_t min_vram_budget(const std::vector<LayerSpec>& layers, const MinBudgetQu
   CostModel cost(static_cast<int>(layers.size()));
   PlannerInput in = layer_planner_input(layers);
   in.ram_budget = q.ram_budget;
-  in.staging_bytes = 0;  // as Executor::planner_input: the staging ring is its own allocation, outside ram_budget
+  // As Executor::planner_input: the staging ring is its own allocation, outside ram_budget.
+  in.staging_bytes = 0;
   in.cost = &cost;
   in.disk_direct = q.disk_direct;
   in.chunk_bytes = defaults.copy_chunk_bytes;
@@ -43,7 +44,8 @@ uint64_t min_vram_budget(const std::vector<LayerSpec>& layers, const MinBudgetQu
   uint64_t lo = reserve + largest, hi = std::max(reserve + all, lo);
   if (fits(lo)) return lo;
   while (!fits(hi) && hi < (uint64_t{1} << 50)) hi *= 2;  // pins or RAM limits: look further
-  while (hi - lo > 1) {  // fits(hi), !fits(lo)
+  // Bisection keeping fits(hi), !fits(lo).
+  while (hi - lo > 1) {
     const uint64_t mid = lo + (hi - lo) / 2;
     (fits(mid) ? hi : lo) = mid;
   }
