@@ -926,6 +926,8 @@ void Executor::disk_staged_loop() {
   }
 }
 
+// A re-plan when the batch class changed, each layer's compute in order
+// (waiting for its load when it streams), then the end of the pass.
 Status Executor::run_pass(int batch_tokens) {
   if (batch_tokens < 1) return Status::InvalidArgument(fmt::format("run_pass: batch_tokens must be >= 1, got {}", batch_tokens));
   const int cls = batch_class(batch_tokens);
@@ -941,67 +943,77 @@ Status Executor::run_pass(int batch_tokens) {
     ++replans_;
   }
   const uint64_t pass = pass_;
+  LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[pass & 1]));
+  for (int i = 0; i < n_; ++i) LS_RETURN_IF_ERROR(run_layer(i, pass, batch_tokens));
+  return finish_pass(pass, cls);
+}
+
+// Enqueues layer i's compute of `pass`: a streamed layer waits for its load
+// (on the host for a disk layer: the disk thread has read it or issued its
+// copies, so a failed read fails the pass here) and records its "done" for
+// the loads and the disk thread behind it.
+Status Executor::run_layer(int i, uint64_t pass, int batch_tokens) {
   const int par = static_cast<int>(pass & 1);
   const int E = events_per_ring();
   const bool disk_counters = disk_direct_ && plan_.count(Tier::kDisk) > 0;
   const bool staged_disk = !disk_direct_ && plan_.count(Tier::kDisk) > 0;
-  LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[par]));
-  for (int i = 0; i < n_; ++i) {
-    LayerRun run;
-    run.layer = i;
-    run.pass = pass;
-    run.bytes = bytes_[i];
-    run.tier = plan_.tiers[i];
-    run.batch_tokens = batch_tokens;
-    uint64_t g = 0;
-    if (stream_index_[i] >= 0) {
-      g = g_compute_++;
-      LS_RETURN_IF_ERROR(enqueue_ready_copies(g));
-      run.slot = static_cast<int>(g % plan_.slots);
-      run.data = static_cast<uint8_t*>(window_.ptr) + placed(g).offset + data_offset(layers_[i]);
-      if (plan_.tiers[i] == Tier::kDisk) {
-        // The disk thread has read the layer (direct) or issued its copies
-        // (staged); a failed read fails the pass here.
-        if (Status st = wait_counter(&Executor::disk_ready_, g + 1); !st.ok()) {
-          (void)drain();
-          return st.WithContext(fmt::format("loading layer {} ({}) for pass {}", i, layers_[i].name, pass));
-        }
-      }
-      if (plan_.tiers[i] != Tier::kDisk || !disk_direct_) LS_RETURN_IF_ERROR(compute_->wait(*loaded_[g % E]));
-    } else {
-      run.data = resident_[i].ptr;
-    }
-    LS_RETURN_IF_ERROR(compute_->record(*c_start_[par][i]));
-    compute_->range_push(layers_[i].name.c_str());
-    Status st = layers_[i].compute(run, *compute_);
-    compute_->range_pop();
-    if (!st.ok()) {
-      (void)drain();
-      return st.WithContext(fmt::format("compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
-    }
-    LS_RETURN_IF_ERROR(compute_->record(*c_end_[par][i]));
-    if (run.slot >= 0) {
-      LS_RETURN_IF_ERROR(compute_->record(*done_[g % E]));
-      if (staged_disk) {
-        {
-          MutexLock lk(dmu_);
-          done_recorded_ = g + 1;
-        }
-        dcv_.notify_all();
-      }
-      if (disk_counters) {
-        LS_RETURN_IF_ERROR(compute_->host_func([this, g] {
-          {
-            MutexLock lk(dmu_);
-            computed_ = g + 1;
-          }
-          dcv_.notify_all();
-          return Status::OK();
-        }));
+  LayerRun run;
+  run.layer = i;
+  run.pass = pass;
+  run.bytes = bytes_[i];
+  run.tier = plan_.tiers[i];
+  run.batch_tokens = batch_tokens;
+  uint64_t g = 0;
+  if (stream_index_[i] >= 0) {
+    g = g_compute_++;
+    LS_RETURN_IF_ERROR(enqueue_ready_copies(g));
+    run.slot = static_cast<int>(g % plan_.slots);
+    run.data = static_cast<uint8_t*>(window_.ptr) + placed(g).offset + data_offset(layers_[i]);
+    if (plan_.tiers[i] == Tier::kDisk) {
+      if (Status st = wait_counter(&Executor::disk_ready_, g + 1); !st.ok()) {
+        (void)drain();
+        return st.WithContext(fmt::format("loading layer {} ({}) for pass {}", i, layers_[i].name, pass));
       }
     }
+    if (plan_.tiers[i] != Tier::kDisk || !disk_direct_) LS_RETURN_IF_ERROR(compute_->wait(*loaded_[g % E]));
+  } else {
+    run.data = resident_[i].ptr;
   }
-  // Cyclic prefetch: the next pass's first streamed layers load now.
+  LS_RETURN_IF_ERROR(compute_->record(*c_start_[par][i]));
+  compute_->range_push(layers_[i].name.c_str());
+  Status st = layers_[i].compute(run, *compute_);
+  compute_->range_pop();
+  if (!st.ok()) {
+    (void)drain();
+    return st.WithContext(fmt::format("compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
+  }
+  LS_RETURN_IF_ERROR(compute_->record(*c_end_[par][i]));
+  if (run.slot < 0) return Status::OK();
+  LS_RETURN_IF_ERROR(compute_->record(*done_[g % E]));
+  if (staged_disk) {
+    {
+      MutexLock lk(dmu_);
+      done_recorded_ = g + 1;
+    }
+    dcv_.notify_all();
+  }
+  if (disk_counters) {
+    LS_RETURN_IF_ERROR(compute_->host_func([this, g] {
+      {
+        MutexLock lk(dmu_);
+        computed_ = g + 1;
+      }
+      dcv_.notify_all();
+      return Status::OK();
+    }));
+  }
+  return Status::OK();
+}
+
+// The next pass's first streamed layers start loading (cyclic prefetch); the
+// pass completes and is collected; a re-plan once the costs are measured or
+// have drifted.
+Status Executor::finish_pass(uint64_t pass, int cls) {
   if (!streamed_.empty()) LS_RETURN_IF_ERROR(enqueue_ready_copies(g_compute_));
   Status st = compute_->synchronize();
   if (!st.ok()) {

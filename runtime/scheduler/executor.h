@@ -184,6 +184,9 @@ class Executor {
   void disk_direct_loop() LS_EXCLUDES(dmu_);
   void disk_staged_loop() LS_EXCLUDES(dmu_);
   void set_disk_error(const Status& st, int layer) LS_EXCLUDES(dmu_);
+  // run_pass()'s steps.
+  Status run_layer(int layer, uint64_t pass, int batch_tokens) LS_EXCLUDES(dmu_);
+  Status finish_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
   Status collect_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
   // collect_pass()'s steps.
   Result<double> event_us(const Event& e) const;
