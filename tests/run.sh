@@ -7,7 +7,8 @@
 #      build/py-venv) and runs its pytest suite (tests/python),
 #   3. rebuilds the host side with clang, address+undefined sanitizers and the
 #      libFuzzer targets (clang also checks the thread-safety annotations:
-#      -Werror=thread-safety on the annotated areas, e.g. runtime/llama), and
+#      -Werror=thread-safety on the annotated areas: runtime/llama and
+#      runtime/scheduler), and
 #      runs the unit and integration tests plus a short
 #      run of each fuzz target on its seed corpus (label fuzz-smoke,
 #      LAYERSTREAM_FUZZ_SECONDS each, default 20),

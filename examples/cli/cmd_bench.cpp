@@ -58,41 +58,15 @@ class BenchCommand : public Command {
     sub.add_option("--report", report_path_, "Write a self-contained HTML report to FILE");
   }
 
+  // Flags, the model's sizes, the device and its prior, the strategies run
+  // side by side, then the result in every format asked for.
   int run() override {
-    // ---- flags
-    auto dopt = device_.options();
-    if (!dopt.ok()) return usage_error(dopt.status().message());
-    auto io_path = io::parse_io_path(io_);
-    if (!io_path.ok()) return usage_error("--io: " + io_path.status().message());
-    if (mode_ != "decode" && mode_ != "prefill") return usage_error("--mode: expected decode or prefill, got '" + mode_ + "'");
-    if (prompt_len_ < 1) return usage_error("--prompt-len must be >= 1");
-    if (batch_ < 1) return usage_error("--batch must be >= 1");
-    if (passes_ < 1) return usage_error("--passes must be >= 1");
-    if (warmup_ < 0) return usage_error("--warmup must be >= 0");
-    if (decode_pos_ < -1) return usage_error("--decode-pos must be >= 0 (or -1: positions advance)");
-    if (kv_type_ != "f32" && kv_type_ != "f16") return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
-    auto ram = parse_size_flag("--ram", ram_);
-    if (!ram.ok()) return usage_error(ram.status().message());
-    std::vector<std::string> wanted;
-    for (size_t pos = 0; pos <= strategies_.size();) {
-      size_t end = strategies_.find(',', pos);
-      if (end == std::string::npos) end = strategies_.size();
-      std::string n = strategies_.substr(pos, end - pos);
-      if (!n.empty()) {
-        if (!llama::parse_strategy(n).ok()) return usage_error("--strategies: unknown strategy '" + n + "'");
-        wanted.push_back(n);
-      }
-      pos = end + 1;
-    }
-    if (wanted.empty()) return usage_error("--strategies: none given");
-
-    // ---- model (sizes for the budget and the resident check)
+    Flags f;
+    if (int rc = parse_flags(f); rc != kExitOk) return rc;
     auto file = read_gguf_file(model_);
     if (!file.ok()) return fail(file.status());
     auto model = load_llama_model(*file);
     if (!model.ok()) return fail(model.status().WithContext(model_));
-    struct stat st {};
-    const uint64_t file_bytes = ::stat(model_.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
     uint64_t weight_bytes = 0;
     for (const ModelLayer& l : model->layers) weight_bytes += l.aligned_bytes();
     uint64_t vram = weight_bytes / 2;
@@ -102,61 +76,132 @@ class BenchCommand : public Command {
       vram = *v;
     }
 
-    // ---- device and prior
-    auto dev = open_device(*dopt);
+    auto dev = open_device(f.device);
     if (!dev.ok()) return fail(dev.status());
+    Prior prior;
+    if (int rc = read_prior((*dev)->info(), f, prior); rc != kExitOk) return rc;
+
     const DeviceInfo& info = (*dev)->info();
+    bench::SessionOptions so;
+    so.warmup = warmup_;
+    so.passes = passes_;
+    so.force_blocks = force_blocks_;
+    // Host backend: device memory is host RAM, so every runner's arena and
+    // pinned buffers come out of the same free memory; keep a fifth spare.
+    so.memory_available = info.free_memory_bytes / 5 * 4;
+    so.progress = [](const std::string& s) { std::cerr << s << "\n"; };
+    auto out = bench::run_session(strategy_specs(**dev, f, prior, vram, weight_bytes), so);
+    if (!out.ok()) return fail(out.status());
+
+    bench::BenchResult r = make_result(*model, f, prior, vram, weight_bytes, *out);
+    std::cout << bench::format_table(r);
+    return write_outputs(r, out->trace);
+  }
+
+ private:
+  // The flags checked and parsed (the rest are read where used).
+  struct Flags {
+    DeviceOptions device;
+    io::IoPath io = io::IoPath::kAuto;
+    uint64_t ram = 0;
+    std::vector<std::string> strategies;
+    bench::BenchMode mode = bench::BenchMode::kDecode;
+  };
+  // The rates the runners start from and where they come from.
+  struct Prior {
     bench::BoxInfo box;
-    box.backend = std::string(backend_name(info.backend));
-    box.device = info.name;
-    box.sim_link_gbps = info.sim_link_gbps;
-    double link_gbps = 0, disk_gbps = 0;
-    uint64_t staging_chunk = 0;
-    box.link_source = box.disk_source = "measured by the runners";
+    double link_gbps = 0, disk_gbps = 0;  // 0: the runners measure
+    uint64_t staging_chunk = 0;           // 0: the reader's default
+  };
+
+  int parse_flags(Flags& f) const {
+    auto dopt = device_.options();
+    if (!dopt.ok()) return usage_error(dopt.status().message());
+    f.device = *dopt;
+    auto io_path = io::parse_io_path(io_);
+    if (!io_path.ok()) return usage_error("--io: " + io_path.status().message());
+    f.io = *io_path;
+    if (mode_ != "decode" && mode_ != "prefill") return usage_error("--mode: expected decode or prefill, got '" + mode_ + "'");
+    f.mode = mode_ == "decode" ? bench::BenchMode::kDecode : bench::BenchMode::kPrefill;
+    if (prompt_len_ < 1) return usage_error("--prompt-len must be >= 1");
+    if (batch_ < 1) return usage_error("--batch must be >= 1");
+    if (passes_ < 1) return usage_error("--passes must be >= 1");
+    if (warmup_ < 0) return usage_error("--warmup must be >= 0");
+    if (decode_pos_ < -1) return usage_error("--decode-pos must be >= 0 (or -1: positions advance)");
+    if (kv_type_ != "f32" && kv_type_ != "f16") return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
+    auto ram = parse_size_flag("--ram", ram_);
+    if (!ram.ok()) return usage_error(ram.status().message());
+    f.ram = *ram;
+    for (size_t pos = 0; pos <= strategies_.size();) {
+      size_t end = strategies_.find(',', pos);
+      if (end == std::string::npos) end = strategies_.size();
+      std::string n = strategies_.substr(pos, end - pos);
+      if (!n.empty()) {
+        if (!llama::parse_strategy(n).ok()) return usage_error("--strategies: unknown strategy '" + n + "'");
+        f.strategies.push_back(n);
+      }
+      pos = end + 1;
+    }
+    if (f.strategies.empty()) return usage_error("--strategies: none given");
+    return kExitOk;
+  }
+
+  // Link and disk rates from --box (else measured by the runners), the
+  // staging chunk from --staging-chunk or the box, --sim-link on the host.
+  int read_prior(const DeviceInfo& info, const Flags& f, Prior& p) const {
+    p.box.backend = std::string(backend_name(info.backend));
+    p.box.device = info.name;
+    p.box.sim_link_gbps = info.sim_link_gbps;
+    p.box.link_source = p.box.disk_source = "measured by the runners";
     if (!box_.empty()) {
-      auto prior = bench::load_box_prior(box_, *io_path);
+      auto prior = bench::load_box_prior(box_, f.io);
       if (!prior.ok()) return fail(prior.status());
-      link_gbps = prior->link_gbps;
-      disk_gbps = prior->disk_gbps > 0 ? prior->disk_gbps : 0;
-      box.link_source = prior->source;
-      if (disk_gbps > 0) box.disk_source = prior->source;
-      staging_chunk = prior->staging_chunk_bytes;
+      p.link_gbps = prior->link_gbps;
+      p.disk_gbps = prior->disk_gbps > 0 ? prior->disk_gbps : 0;
+      p.box.link_source = prior->source;
+      if (p.disk_gbps > 0) p.box.disk_source = prior->source;
+      p.staging_chunk = prior->staging_chunk_bytes;
     }
     if (!staging_chunk_.empty()) {
       auto c = parse_size_flag("--staging-chunk", staging_chunk_);
       if (!c.ok()) return usage_error(c.status().message());
       if (*c < 4096) return usage_error("--staging-chunk must be at least 4KiB");
-      staging_chunk = *c;
+      p.staging_chunk = *c;
     }
     if (staging_buffers_ < 1 || staging_buffers_ > 64) return usage_error("--staging-buffers must be in [1, 64]");
-    if (dopt->sim_link_gbps > 0 && info.backend == BackendKind::kHost) {
-      link_gbps = dopt->sim_link_gbps;
-      box.link_source = "--sim-link";
+    if (f.device.sim_link_gbps > 0 && info.backend == BackendKind::kHost) {
+      p.link_gbps = f.device.sim_link_gbps;
+      p.box.link_source = "--sim-link";
     }
+    return kExitOk;
+  }
 
-    // ---- strategies
+  // One runner factory per strategy asked for, all with the same options
+  // but the strategy; resident is skipped when the layers exceed the budget.
+  std::vector<bench::StrategySpec> strategy_specs(Device& device, const Flags& f, const Prior& p, uint64_t vram,
+                                                  uint64_t weight_bytes) const {
     bench::LlamaWorkload work;
-    work.mode = mode_ == "decode" ? bench::BenchMode::kDecode : bench::BenchMode::kPrefill;
+    work.mode = f.mode;
     work.tokens = work.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
     work.decode_pos = decode_pos_;
     llama::RunnerOptions ro;
     ro.vram_budget = vram;
-    ro.ram_budget = *ram;
+    ro.ram_budget = f.ram;
     ro.overlap_slots = overlap_slots_;
-    ro.link_gbps = link_gbps;
-    ro.disk_gbps = disk_gbps;
-    ro.reader.path = *io_path;
-    ro.staging_buffer_bytes = staging_chunk;
+    ro.link_gbps = p.link_gbps;
+    ro.disk_gbps = p.disk_gbps;
+    ro.reader.path = f.io;
+    ro.staging_buffer_bytes = p.staging_chunk;
     ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
     ro.trace = true;
     ro.host_threads = device_.host_threads;
     ro.exact = exact_;
     ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
     if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
-    const uint64_t footprint = info.backend == BackendKind::kHost ? vram + *ram : vram;
+    const uint64_t footprint = device.info().backend == BackendKind::kHost ? vram + f.ram : vram;
     std::vector<bench::StrategySpec> specs;
-    Device* device = dev->get();
-    for (const std::string& name : wanted) {
+    Device* dev = &device;
+    for (const std::string& name : f.strategies) {
       bench::StrategySpec s;
       s.name = name;
       s.footprint_bytes = footprint;
@@ -168,52 +213,49 @@ class BenchCommand : public Command {
           s.skip_reason = fmt::format("the model's layers need {} ({} B), the VRAM budget is {} ({} B)",
                                       format_bytes(weight_bytes), weight_bytes, format_bytes(vram), vram);
       }
-      s.create = [device, path = model_, o, work] { return bench::make_llama_bench_runner(*device, path, o, work); };
+      s.create = [dev, path = model_, o, work] { return bench::make_llama_bench_runner(*dev, path, o, work); };
       specs.push_back(std::move(s));
     }
-    bench::SessionOptions so;
-    so.warmup = warmup_;
-    so.passes = passes_;
-    so.force_blocks = force_blocks_;
-    // Host backend: device memory is host RAM, so every runner's arena and
-    // pinned buffers come out of the same free memory; keep a fifth spare.
-    so.memory_available = info.free_memory_bytes / 5 * 4;
-    so.progress = [](const std::string& s) { std::cerr << s << "\n"; };
-    auto out = bench::run_session(specs, so);
-    if (!out.ok()) return fail(out.status());
+    return specs;
+  }
 
-    // ---- result
+  bench::BenchResult make_result(const LlamaModel& model, const Flags& f, const Prior& p, uint64_t vram,
+                                 uint64_t weight_bytes, bench::SessionOutput& out) const {
     bench::BenchResult r;
-    box.link_gbps = link_gbps > 0 ? link_gbps : out->link_gbps;
-    box.disk_gbps = disk_gbps > 0 ? disk_gbps : out->disk_gbps;
-    if (disk_gbps <= 0 && out->disk_gbps <= 0) box.disk_source = "unused";
-    r.box = box;
+    r.box = p.box;
+    r.box.link_gbps = p.link_gbps > 0 ? p.link_gbps : out.link_gbps;
+    r.box.disk_gbps = p.disk_gbps > 0 ? p.disk_gbps : out.disk_gbps;
+    if (p.disk_gbps <= 0 && out.disk_gbps <= 0) r.box.disk_source = "unused";
+    struct stat st {};
     r.model.file = model_;
-    r.model.bytes = file_bytes;
+    r.model.bytes = ::stat(model_.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
     r.model.weight_bytes = weight_bytes;
-    r.model.layers = static_cast<int>(model->layers.size());
-    r.model.blocks = static_cast<int>(model->blocks.size());
-    r.model.dtype = model->blocks.empty() ? "" : ggml_type_name(static_cast<uint32_t>(model->blocks[0].ffn_up.type));
+    r.model.layers = static_cast<int>(model.layers.size());
+    r.model.blocks = static_cast<int>(model.blocks.size());
+    r.model.dtype = model.blocks.empty() ? "" : ggml_type_name(static_cast<uint32_t>(model.blocks[0].ffn_up.type));
     r.vram_budget = vram;
-    r.ram_budget = *ram;
+    r.ram_budget = f.ram;
     r.workload.mode = mode_;
-    r.workload.prompt_len = work.mode == bench::BenchMode::kPrefill ? prompt_len_ : 0;
+    r.workload.prompt_len = f.mode == bench::BenchMode::kPrefill ? prompt_len_ : 0;
     r.workload.batch = batch_;
     r.workload.warmup = warmup_;
     r.workload.passes = passes_;
-    r.workload.tokens_per_pass = work.tokens;
-    r.workload.io = std::string(io::io_path_name(*io_path));
-    r.schedule = out->schedule;
-    r.schedule_reason = out->schedule_reason;
-    r.strategies = std::move(out->strategies);
+    r.workload.tokens_per_pass = f.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
+    r.workload.io = std::string(io::io_path_name(f.io));
+    r.schedule = out.schedule;
+    r.schedule_reason = out.schedule_reason;
+    r.strategies = std::move(out.strategies);
     bench::finalize(r);
-    std::cout << bench::format_table(r);
+    return r;
+  }
+
+  // --json, --trace, --report.
+  int write_outputs(const bench::BenchResult& r, const std::vector<std::vector<sched::TraceEvent>>& trace) const {
     if (!json_path_.empty()) {
       if (Status s = write_json_file(json_path_, bench::to_json(r)); !s.ok()) return fail(s);
     }
     if (!trace_path_.empty()) {
-      if (Status s = bench::write_text_file(trace_path_, bench::bench_chrome_json(r, out->trace)); !s.ok())
-        return fail(s);
+      if (Status s = bench::write_text_file(trace_path_, bench::bench_chrome_json(r, trace)); !s.ok()) return fail(s);
     }
     if (!report_path_.empty()) {
       if (Status s = bench::write_html_report(report_path_, r); !s.ok()) return fail(s);

@@ -107,7 +107,7 @@ Status Context::clear(int seq) {
   MutexLock lock(impl_->m->pass_mu);
   for (int s = 0; s < sequences(); ++s) {
     if (seq != -1 && s != seq) continue;
-    impl_->m->runner->reset(impl_->slots[s]);
+    LS_RETURN_IF_ERROR(impl_->m->runner->reset(impl_->slots[s]));
     impl_->pending[s].clear();
     impl_->last_logits[s].clear();
   }

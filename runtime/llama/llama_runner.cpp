@@ -11,8 +11,10 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
 #include "layerstream/units.h"
+#include "io/reader.h"
 #include "runtime/core/log.h"
 #include "runtime/model/gguf_file.h"
+#include "runtime/scheduler/min_budget.h"
 #include "runtime/scheduler/planner.h"
 
 namespace layerstream::llama {
@@ -64,13 +66,7 @@ Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, cons
       if (o.overlap_slots < 1)
         return Status::InvalidArgument("overlap_slots must be >= 1, got " + std::to_string(o.overlap_slots));
       sched::CostModel cost(static_cast<int>(layers.size()));
-      sched::PlannerInput in;
-      for (const LayerSpec& l : layers) {
-        in.bytes.push_back(l.bytes);
-        in.spans.push_back(sched::slot_span(l));
-        in.from_file.push_back(l.from_file());
-        in.pins.push_back(l.pin);
-      }
+      sched::PlannerInput in = sched::layer_planner_input(layers);
       if (reserved_bytes > o.vram_budget)
         return Status::OutOfBudget("vram budget " + format_bytes(o.vram_budget) +
                                    " cannot hold the KV cache and activations (" + format_bytes(reserved_bytes) + ")");
@@ -191,48 +187,20 @@ int pass_tokens_for(int n_ctx, int n_seq, int prefill_chunk) {
 
 
 // The smallest VRAM budget at which the executor finds a placement for
-// `layers` next to a reserve of `reserve_bytes` under the strategy: all
-// resident for kResident, else the least budget the planner (or the
-// baseline the strategy uses) accepts. Feasibility does not depend on costs,
-// only on sizes, so a cost model without measurements serves.
+// `layers` next to a reserve of `reserve_bytes` under the strategy (asked of
+// the scheduler: all resident, the serial or first-fit baseline, or the
+// planner).
 uint64_t min_vram_for(const std::vector<LayerSpec>& layers, uint64_t reserve_bytes, const RunnerOptions& o,
                       bool disk_direct) {
-  const uint64_t reserve = sched::round_up(reserve_bytes, sched::kSlotAlignment);
-  uint64_t largest = 0, all = 0;
-  for (const LayerSpec& l : layers) {
-    largest = std::max(largest, sched::slot_span(l));
-    all += sched::round_up(l.bytes, sched::kSlotAlignment);
-  }
-  if (o.strategy == Strategy::kResident) return reserve + all;
-  const sched::ExecutorOptions defaults;
-  sched::CostModel cost(static_cast<int>(layers.size()));
-  sched::PlannerInput in;
-  for (const LayerSpec& l : layers) {
-    in.bytes.push_back(l.bytes);
-    in.spans.push_back(sched::slot_span(l));
-    in.from_file.push_back(l.from_file());
-    in.pins.push_back(l.pin);
-  }
-  in.ram_budget = o.ram_budget;
-  in.staging_bytes = 0;  // as the executor: the staging buffers are their own allocation, outside ram_budget
-  in.cost = &cost;
-  in.disk_direct = disk_direct;
-  in.chunk_bytes = disk_direct ? defaults.copy_chunk_bytes : defaults.staging_buffer_bytes;
-  in.max_slots = defaults.max_slots;
-  in.serial = o.strategy == Strategy::kSerial;
-  auto fits = [&](uint64_t budget) {
-    in.vram_budget = budget - reserve;
-    if (o.strategy == Strategy::kOverlap) return sched::plan_first_fit(in, o.overlap_slots).ok();
-    return sched::make_plan(in).ok();
-  };
-  uint64_t lo = reserve + largest, hi = std::max(reserve + all, lo);
-  if (fits(lo)) return lo;
-  while (!fits(hi) && hi < (uint64_t{1} << 50)) hi *= 2;  // pins or RAM limits: look further
-  while (hi - lo > 1) {  // fits(hi), !fits(lo)
-    const uint64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? hi : lo) = mid;
-  }
-  return hi;
+  sched::MinBudgetQuery q;
+  q.reserve_bytes = reserve_bytes;
+  q.ram_budget = o.ram_budget;
+  q.disk_direct = disk_direct;
+  q.all_resident = o.strategy == Strategy::kResident;
+  q.serial = o.strategy == Strategy::kSerial;
+  q.first_fit = o.strategy == Strategy::kOverlap;
+  q.first_fit_slots = o.overlap_slots;
+  return sched::min_vram_budget(layers, q);
 }
 
 // OutOfBudget for a budget below the minimum: names what the options need
@@ -265,6 +233,17 @@ Status budget_too_small(const LlamaModel& m, const RunnerOptions& o, int n_ctx, 
   }
   if (!fits.empty()) msg += "; at this budget fits " + fits[0] + (fits.size() > 1 ? ", or " + fits[1] : "");
   return Status::OutOfBudget(msg);
+}
+
+// InvalidArgument for options no model could run with.
+Status check_runner_options(const RunnerOptions& o) {
+  if (o.kv_type != GgmlType::F32 && o.kv_type != GgmlType::F16)
+    return Status::InvalidArgument("KV cache type must be f32 or f16, got " + ggml_type_name(uint32_t(o.kv_type)));
+  if (o.n_seq < 1) return Status::InvalidArgument("number of sequences must be >= 1, got " + std::to_string(o.n_seq));
+  if (o.prefill_chunk < 1)
+    return Status::InvalidArgument("prefill chunk must be >= 1, got " + std::to_string(o.prefill_chunk));
+  if (o.n_ctx < 0) return Status::InvalidArgument("context length must be >= 0, got " + std::to_string(o.n_ctx));
+  return Status::OK();
 }
 
 }  // namespace
@@ -315,9 +294,21 @@ struct LlamaRunner::Impl {
     return static_cast<const char*>(run.data) + (t.offset - span_begin[layer]);
   }
 
+  // create()'s steps, in order.
+  Status open_model(GgufFile file);
+  Status size_reserve(const RunnerOptions& o, BackendKind backend);
+  Result<std::vector<LayerSpec>> layer_specs(const RunnerOptions& o);
+  Status fit_budget(RunnerOptions& o, const std::vector<LayerSpec>& layers) const;
+  Status alloc_host_buffers();
+  Status create_executor(std::vector<LayerSpec> layers);
+  Status load_reserve_tensors();
+
   Status gather_embedding_rows(int n_tokens);
   Status embed(Stream& s);
   Status block(const LayerRun& run, Stream& s, int b);
+  Status attention(const LayerRun& run, Stream& s, int b);
+  Status ffn(const LayerRun& run, Stream& s, int b);
+  Status post_norm(const LayerRun& run, Stream& s, const std::optional<GgufTensorInfo>& norm);
   Status head(const LayerRun& run, Stream& s);
   Status run_segments(std::vector<Segment> segs, const std::vector<const int32_t*>& toks);
   Status run_pass(std::vector<Segment> segs, const std::vector<const int32_t*>& toks, std::vector<LogitRow> rows);
@@ -394,14 +385,31 @@ Status LlamaRunner::Impl::embed(Stream& s) {
   return k->scale({f(lay.x), f(lay.x), n, std::sqrt(static_cast<float>(m.hparams.n_embd))}, s);
 }
 
+// One block: x += attention(norm(x)); x += ffn(norm(x)).
 Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
+  LS_RETURN_IF_ERROR(attention(run, s, b));
+  return ffn(run, s, b);
+}
+
+// The post-attention / post-FFN norm of traits.post_norms, in place on tmp.
+Status LlamaRunner::Impl::post_norm(const LayerRun& run, Stream& s, const std::optional<GgufTensorInfo>& nt) {
+  if (!nt) return Status::OK();
+  const LlamaHparams& h = m.hparams;
+  return k->rmsnorm({f(lay.tmp), static_cast<const float*>(tensor(run, run.layer, *nt)), f(lay.tmp), pass_tokens,
+                     h.n_embd, h.rms_eps},
+                    s);
+}
+
+// x += attention over the pass's segments (Q/K/V with optional biases and
+// QK norms, RoPE, each segment against its sequence's KV cache).
+Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   const LlamaHparams& h = m.hparams;
   const LlamaBlock& w = m.blocks[b];
   const int T = pass_tokens;
   const int64_t e = h.n_embd, hd = h.head_dim, nq = int64_t{h.n_head} * hd, nkv = int64_t{h.n_head_kv} * hd;
   const int L = run.layer;
   float *x = f(lay.x), *xb = f(lay.xb), *q = f(lay.q), *kk = f(lay.k), *v = f(lay.v), *att = f(lay.att),
-        *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
+        *tmp = f(lay.tmp);
   const auto* positions = reinterpret_cast<const int32_t*>(base() + lay.positions);
 
   kernels::RmsNormParams n1{x, static_cast<const float*>(tensor(run, L, w.attn_norm)), xb, T, e, h.rms_eps};
@@ -459,13 +467,18 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
     LS_RETURN_IF_ERROR(k->attention(ap, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_output), w.attn_output, att, tmp, T));
-  auto post_norm = [&](const std::optional<GgufTensorInfo>& nt) -> Status {  // traits.post_norms
-    if (!nt) return Status::OK();
-    return k->rmsnorm({tmp, static_cast<const float*>(tensor(run, L, *nt)), tmp, T, e, h.rms_eps}, s);
-  };
-  LS_RETURN_IF_ERROR(post_norm(w.attn_post_norm));
-  LS_RETURN_IF_ERROR(k->add({x, tmp, x, T * e}, s));
+  LS_RETURN_IF_ERROR(post_norm(run, s, w.attn_post_norm));
+  return k->add({x, tmp, x, T * e}, s);
+}
 
+// x += ffn_down(act(ffn_gate(norm(x))) * ffn_up(norm(x))).
+Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
+  const LlamaHparams& h = m.hparams;
+  const LlamaBlock& w = m.blocks[b];
+  const int T = pass_tokens;
+  const int64_t e = h.n_embd;
+  const int L = run.layer;
+  float *x = f(lay.x), *xb = f(lay.xb), *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
   LS_RETURN_IF_ERROR(k->rmsnorm(n2, s));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
@@ -477,7 +490,7 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
     LS_RETURN_IF_ERROR(k->silu_mul({gate, up, gate, n_ff}, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_down), w.ffn_down, gate, tmp, T));
-  LS_RETURN_IF_ERROR(post_norm(w.ffn_post_norm));
+  LS_RETURN_IF_ERROR(post_norm(run, s, w.ffn_post_norm));
   return k->add({x, tmp, x, T * e}, s);
 }
 
@@ -563,63 +576,76 @@ LlamaRunner::~LlamaRunner() = default;
 
 Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const std::string& path,
                                                          RunnerOptions o) {
+  LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
+  return create(device, path, std::move(file), std::move(o));
+}
+
+// The model, the options, the reserve's layout, the layers, the budget
+// check, host buffers, the executor (which loads residents and the RAM
+// tier), then the small tensors kept in the reserve.
+Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const std::string& path, GgufFile file,
+                                                         RunnerOptions o) {
   auto impl = std::make_unique<Impl>(device);
   Impl& I = *impl;
-  {
-    auto f = read_gguf_file(path);
-    if (!f.ok()) return f.status();
-    I.file = std::move(*f);
-  }
-  {
-    auto mm = load_llama_model(I.file);
-    if (!mm.ok()) return mm.status().WithContext(path);
-    I.m = std::move(*mm);
-  }
-  const LlamaHparams& h = I.m.hparams;
-  if (o.kv_type != GgmlType::F32 && o.kv_type != GgmlType::F16)
-    return Status::InvalidArgument("KV cache type must be f32 or f16, got " + ggml_type_name(uint32_t(o.kv_type)));
-  if (o.n_seq < 1) return Status::InvalidArgument("number of sequences must be >= 1, got " + std::to_string(o.n_seq));
-  if (o.prefill_chunk < 1)
-    return Status::InvalidArgument("prefill chunk must be >= 1, got " + std::to_string(o.prefill_chunk));
-  if (o.n_ctx < 0) return Status::InvalidArgument("context length must be >= 0, got " + std::to_string(o.n_ctx));
-  I.n_ctx = context_for(h, o.n_ctx);
-  I.n_seq = o.n_seq;
-  I.t_max = pass_tokens_for(I.n_ctx, I.n_seq, o.prefill_chunk);
-  I.pos.assign(I.n_seq, 0);
-
-  const DeviceInfo& info = device.info();
-  {
-    kernels::KernelsOptions ko;
-    ko.host_threads = o.host_threads;
-    ko.exact = o.exact;
-    auto kk = kernels::make_kernels(info.backend, ko);
-    if (!kk.ok()) return kk.status();
-    I.k = std::move(*kk);
-  }
-
-  I.lay = reserve_layout(I.m, I.n_ctx, I.n_seq, I.t_max, o.kv_type, *I.k, o.logits_all);
-  const Layout& L = I.lay;
-  const uint64_t T = I.t_max, S = I.n_seq;
-  I.emb_row_bytes = ggml_row_bytes(ggml_type_traits(I.m.token_embd.type), h.n_embd);
-  if (I.emb_row_bytes * h.n_vocab != I.m.token_embd.n_bytes)
-    return Status::Corruption(path + ": token_embd.weight holds " + std::to_string(I.m.token_embd.n_bytes) +
-                              " bytes, not " + std::to_string(h.n_vocab) + " rows of " + std::to_string(I.emb_row_bytes));
-
-  // Layers: blocks, head. The token embedding is not a layer (gathered per
-  // pass, see gather_embedding_rows); a tied head is the one layer holding
-  // token_embd's bytes.
-  std::vector<LayerSpec> layers;
-  Impl* ip = &I;
   I.path = path;
-  for (size_t li = 0; li < I.m.layers.size(); ++li) {
-    const ModelLayer& ml = I.m.layers[li];
+  LS_RETURN_IF_ERROR(I.open_model(std::move(file)));
+  LS_RETURN_IF_ERROR(check_runner_options(o));
+  LS_RETURN_IF_ERROR(I.size_reserve(o, device.info().backend));
+  LS_ASSIGN_OR_RETURN(std::vector<LayerSpec> layers, I.layer_specs(o));
+  LS_RETURN_IF_ERROR(I.fit_budget(o, layers));
+  I.opt = o;
+  LS_RETURN_IF_ERROR(I.alloc_host_buffers());
+  LS_RETURN_IF_ERROR(I.create_executor(std::move(layers)));
+  LS_RETURN_IF_ERROR(I.load_reserve_tensors());
+  LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
+              I.exec->layer_bytes().size(), I.n_ctx, I.n_seq, format_bytes(I.lay.total), format_bytes(I.lay.kv_bytes),
+              sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
+  return std::unique_ptr<LlamaRunner>(new LlamaRunner(std::move(impl)));
+}
+
+Status LlamaRunner::Impl::open_model(GgufFile f) {
+  file = std::move(f);
+  auto mm = load_llama_model(file);
+  if (!mm.ok()) return mm.status().WithContext(path);
+  m = std::move(*mm);
+  return Status::OK();
+}
+
+// Context, sequences and tokens per pass; the kernels; the reserve's layout;
+// the embedding's row size (checked against the tensor).
+Status LlamaRunner::Impl::size_reserve(const RunnerOptions& o, BackendKind backend) {
+  const LlamaHparams& h = m.hparams;
+  n_ctx = context_for(h, o.n_ctx);
+  n_seq = o.n_seq;
+  t_max = pass_tokens_for(n_ctx, n_seq, o.prefill_chunk);
+  pos.assign(n_seq, 0);
+  kernels::KernelsOptions ko;
+  ko.host_threads = o.host_threads;
+  ko.exact = o.exact;
+  LS_ASSIGN_OR_RETURN(k, kernels::make_kernels(backend, ko));
+  lay = reserve_layout(m, n_ctx, n_seq, t_max, o.kv_type, *k, o.logits_all);
+  emb_row_bytes = ggml_row_bytes(ggml_type_traits(m.token_embd.type), h.n_embd);
+  if (emb_row_bytes * h.n_vocab != m.token_embd.n_bytes)
+    return Status::Corruption(path + ": token_embd.weight holds " + std::to_string(m.token_embd.n_bytes) +
+                              " bytes, not " + std::to_string(h.n_vocab) + " rows of " + std::to_string(emb_row_bytes));
+  return Status::OK();
+}
+
+// The executor's layers: blocks, head. The token embedding is not a layer
+// (gathered per pass, see gather_embedding_rows); a tied head is the one
+// layer holding token_embd's bytes. Records span_begin and head_layer.
+Result<std::vector<LayerSpec>> LlamaRunner::Impl::layer_specs(const RunnerOptions& o) {
+  std::vector<LayerSpec> layers;
+  Impl* ip = this;
+  for (size_t li = 0; li < m.layers.size(); ++li) {
+    const ModelLayer& ml = m.layers[li];
     if (ml.kind == LayerKind::kEmbedding) continue;
-    if (ml.kind == LayerKind::kHead) I.head_layer = static_cast<int>(layers.size());
+    if (ml.kind == LayerKind::kHead) head_layer = static_cast<int>(layers.size());
     LayerSpec spec;
     spec.name = ml.name;
     spec.file = path;
-    std::tie(spec.file_offset, spec.bytes) = layer_extent(I.m, ml);
-    I.span_begin.push_back(spec.file_offset);
+    std::tie(spec.file_offset, spec.bytes) = layer_extent(m, ml);
+    span_begin.push_back(spec.file_offset);
     if (li < o.pins.size()) spec.pin = o.pins[li];
     if (o.strategy == Strategy::kResident && !spec.pin) spec.pin = Tier::kResident;
     switch (ml.kind) {
@@ -636,69 +662,76 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
     }
     layers.push_back(std::move(spec));
   }
-  if (!o.pins.empty() && o.pins.size() != I.m.layers.size())
+  if (!o.pins.empty() && o.pins.size() != m.layers.size())
     return Status::InvalidArgument("pins has " + std::to_string(o.pins.size()) + " entries, the model has " +
-                                   std::to_string(I.m.layers.size()) + " layers");
+                                   std::to_string(m.layers.size()) + " layers");
+  return layers;
+}
 
-  // Default VRAM budget and the window + reserve check, before any allocation.
-  uint64_t largest = 0, all_layers = 0;
-  for (const LayerSpec& l : layers) {
-    largest = std::max(largest, sched::slot_span(l));
-    all_layers += sched::round_up(l.bytes, sched::kSlotAlignment);
-  }
+// Sets the default VRAM budget when none is given (everything resident on
+// the host backend when it fits, else nine tenths of free memory) and checks
+// the budget against the minimum before anything is allocated.
+Status LlamaRunner::Impl::fit_budget(RunnerOptions& o, const std::vector<LayerSpec>& layers) const {
+  const DeviceInfo& info = dev.info();
   if (o.vram_budget == 0) {
-    const uint64_t want = L.total + all_layers + (64ull << 20);
+    uint64_t all_layers = 0;
+    for (const LayerSpec& l : layers) all_layers += sched::round_up(l.bytes, sched::kSlotAlignment);
+    const uint64_t want = lay.total + all_layers + (64ull << 20);
     const uint64_t avail = info.free_memory_bytes / 10 * 9;
     o.vram_budget = info.backend == BackendKind::kHost ? std::min(want, avail) : avail;
     LS_LOG_INFO("llama: no VRAM budget given; using {} ({} free on {})", format_bytes(o.vram_budget),
                 format_bytes(info.free_memory_bytes), info.name);
   }
   const bool disk_direct = info.host_addressable;  // as the executor decides (no force_staging here)
-  if (o.vram_budget < min_vram_for(layers, L.total, o, disk_direct))
-    return budget_too_small(I.m, o, I.n_ctx, layers, disk_direct, L, *I.k);
-  I.opt = o;
+  if (o.vram_budget < min_vram_for(layers, lay.total, o, disk_direct))
+    return budget_too_small(m, o, n_ctx, layers, disk_direct, lay, *k);
+  return Status::OK();
+}
 
-  // Host buffers.
-  LS_ASSIGN_OR_RETURN(I.tokens_host, device.alloc_pinned(T * 4));
-  LS_ASSIGN_OR_RETURN(I.pos_host, device.alloc_pinned(T * 4));
-  LS_ASSIGN_OR_RETURN(I.logits_host, device.alloc_pinned(S * h.n_vocab * 4));
-  LS_ASSIGN_OR_RETURN(I.emb_rows_host, device.alloc_pinned(T * I.emb_row_bytes));
-  LS_ASSIGN_OR_RETURN(I.row_ids_host, device.alloc_pinned(T * 4));
-  for (uint64_t t = 0; t < T; ++t) static_cast<int32_t*>(I.row_ids_host.data())[t] = static_cast<int32_t>(t);
-  I.emb_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (I.emb_fd < 0) return Status::FromErrno("open " + path, errno);
-  std::memset(I.logits_host.data(), 0, I.logits_host.size());
-  if (o.logits_all) {
-    LS_ASSIGN_OR_RETURN(I.pass_logits_host, device.alloc_pinned(T * h.n_vocab * 4));
+// Pinned host buffers of a pass (tokens, positions, logits, embedding rows)
+// and the file descriptor the embedding rows are read through.
+Status LlamaRunner::Impl::alloc_host_buffers() {
+  const uint64_t T = t_max, S = n_seq, V = m.hparams.n_vocab;
+  LS_ASSIGN_OR_RETURN(tokens_host, dev.alloc_pinned(T * 4));
+  LS_ASSIGN_OR_RETURN(pos_host, dev.alloc_pinned(T * 4));
+  LS_ASSIGN_OR_RETURN(logits_host, dev.alloc_pinned(S * V * 4));
+  LS_ASSIGN_OR_RETURN(emb_rows_host, dev.alloc_pinned(T * emb_row_bytes));
+  LS_ASSIGN_OR_RETURN(row_ids_host, dev.alloc_pinned(T * 4));
+  for (uint64_t t = 0; t < T; ++t) static_cast<int32_t*>(row_ids_host.data())[t] = static_cast<int32_t>(t);
+  emb_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (emb_fd < 0) return Status::FromErrno("open " + path, errno);
+  std::memset(logits_host.data(), 0, logits_host.size());
+  if (opt.logits_all) {
+    LS_ASSIGN_OR_RETURN(pass_logits_host, dev.alloc_pinned(T * V * 4));
   }
+  return Status::OK();
+}
 
-  LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(o, layers, info, L.total));
-  {
-    auto ex = sched::Executor::create(device, std::move(layers), std::move(eo));
-    if (!ex.ok()) return ex.status().WithContext(path);
-    I.exec = std::move(*ex);
-  }
-  // Small tensors kept in the reserve, read once: output_norm of a tied head
-  // (the head streams token_embd's span), rope_freqs (used by every block).
+Status LlamaRunner::Impl::create_executor(std::vector<LayerSpec> layers) {
+  LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(opt, layers, dev.info(), lay.total));
+  auto ex = sched::Executor::create(dev, std::move(layers), std::move(eo));
+  if (!ex.ok()) return ex.status().WithContext(path);
+  exec = std::move(*ex);
+  return Status::OK();
+}
+
+// Small tensors kept in the reserve, read once through an io::Reader with
+// the runner's reader options (and so its fault injection): output_norm of a
+// tied head (the head streams token_embd's span), rope_freqs (used by every
+// block).
+Status LlamaRunner::Impl::load_reserve_tensors() {
+  if (!m.output_tied && !m.rope_freqs) return Status::OK();
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<io::Reader> rd, io::open_reader(path, opt.reader));
   auto read_into_reserve = [&](const GgufTensorInfo& t, uint64_t reserve_off, std::vector<float>& host) -> Status {
     host.resize(t.n_bytes / 4);
-    FILE* fp = std::fopen(path.c_str(), "rb");
-    if (!fp) return Status::FromErrno("open " + path, errno);
-    bool ok = std::fseek(fp, static_cast<long>(t.offset), SEEK_SET) == 0 &&
-              std::fread(host.data(), 1, t.n_bytes, fp) == t.n_bytes;
-    std::fclose(fp);
-    if (!ok) return Status::IOError(path + ": short read of " + t.name + " at offset " + std::to_string(t.offset));
-    Stream& s = I.exec->compute_stream();
-    LS_RETURN_IF_ERROR(s.copy_h2d(I.f(reserve_off), host.data(), t.n_bytes));
+    LS_RETURN_IF_ERROR(rd->read_span(t.offset, t.n_bytes, host.data()).WithContext("read " + t.name));
+    Stream& s = exec->compute_stream();
+    LS_RETURN_IF_ERROR(s.copy_h2d(f(reserve_off), host.data(), t.n_bytes));
     return s.synchronize();
   };
-  if (I.m.output_tied) LS_RETURN_IF_ERROR(read_into_reserve(I.m.output_norm, L.out_norm, I.out_norm_host));
-  if (I.m.rope_freqs) LS_RETURN_IF_ERROR(read_into_reserve(*I.m.rope_freqs, L.rope_freqs, I.rope_freqs_host));
-  LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
-              I.exec->layer_bytes().size(), I.n_ctx,
-              I.n_seq, format_bytes(L.total), format_bytes(L.kv_bytes),
-              sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
-  return std::unique_ptr<LlamaRunner>(new LlamaRunner(std::move(impl)));
+  if (m.output_tied) LS_RETURN_IF_ERROR(read_into_reserve(m.output_norm, lay.out_norm, out_norm_host));
+  if (m.rope_freqs) LS_RETURN_IF_ERROR(read_into_reserve(*m.rope_freqs, lay.rope_freqs, rope_freqs_host));
+  return Status::OK();
 }
 
 Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const RunnerOptions& o, BackendKind backend) {
@@ -905,6 +938,8 @@ std::span<const float> LlamaRunner::pass_logits() const {
 
 std::span<const float> LlamaRunner::logits(int seq) const {
   const Impl& I = *impl_;
+  LS_CHECK_MSG(seq >= 0 && seq < I.n_seq, "logits: sequence " + std::to_string(seq) + " outside [0, " +
+                                              std::to_string(I.n_seq) + ")");
   const size_t V = I.m.hparams.n_vocab;
   return {static_cast<const float*>(I.logits_host.data()) + seq * V, V};
 }
@@ -932,8 +967,12 @@ Result<int32_t> LlamaRunner::sample(int seq, const SampleOptions& so, uint64_t s
   return I.sampled;
 }
 
-int LlamaRunner::position(int seq) const { return impl_->pos.at(seq); }
-void LlamaRunner::reset(int seq) { impl_->pos.at(seq) = 0; }
+int LlamaRunner::position(int seq) const {
+  LS_CHECK_MSG(seq >= 0 && seq < impl_->n_seq, "position: sequence " + std::to_string(seq) + " outside [0, " +
+                                                   std::to_string(impl_->n_seq) + ")");
+  return impl_->pos[seq];
+}
+Status LlamaRunner::reset(int seq) { return truncate(seq, 0); }
 void LlamaRunner::reset_all() { std::fill(impl_->pos.begin(), impl_->pos.end(), 0); }
 
 Status LlamaRunner::bench_prefill(int n_tokens) {

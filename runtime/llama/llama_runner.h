@@ -148,6 +148,10 @@ class LlamaRunner {
   // one (a shorter context, an f16 KV cache), from the executor otherwise.
   static Result<std::unique_ptr<LlamaRunner>> create(Device& device, const std::string& path,
                                                      RunnerOptions options);
+  // The same from `file`, `path` already parsed by the caller (Model::open
+  // reads the metadata and tokenizer from it first): the file is parsed once.
+  static Result<std::unique_ptr<LlamaRunner>> create(Device& device, const std::string& path, GgufFile file,
+                                                     RunnerOptions options);
   // The footprint create() would work from for these options on `backend`.
   static Result<RunnerFootprint> footprint(const std::string& path, const RunnerOptions& options,
                                            BackendKind backend);
@@ -179,6 +183,10 @@ class LlamaRunner {
   // only a suffix can be removed).
   Status truncate(int seq, int n_positions);
 
+  // Errors: bad arguments from a caller (a sequence, a token, a position)
+  // are Status InvalidArgument; the accessors below take a sequence the
+  // caller already holds (0 <= seq < n_seq()) and check it with LS_CHECK.
+
   // Host copy of the last logits computed for `seq` [n_vocab].
   std::span<const float> logits(int seq) const;
   // logits_all: the logits of every token of the last pass, in pass order
@@ -188,9 +196,10 @@ class LlamaRunner {
   // Samples from logits(seq) with Kernels::sample (deterministic in seed).
   Result<int32_t> sample(int seq, const SampleOptions& options, uint64_t seed);
 
-  // Sequence position (tokens in its KV cache); reset forgets the tokens.
+  // Sequence position (tokens in its KV cache); reset forgets the tokens
+  // (InvalidArgument for a sequence outside [0, n_seq)).
   int position(int seq) const;
-  void reset(int seq);
+  Status reset(int seq);
   void reset_all();
 
   // Benchmark helpers: one prefill pass of n_tokens (synthetic ids) on

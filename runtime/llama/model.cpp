@@ -84,8 +84,9 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->options = o;
-  {  // The file's metadata and tokenizer.
-    LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
+  // The file's metadata and tokenizer; the runner takes the parsed file.
+  LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
+  {
     auto lm = load_llama_model(file);
     if (!lm.ok()) return lm.status().WithContext(path);
     auto vocab = read_tokenizer_vocab(file);
@@ -109,7 +110,7 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
     };
   LS_ASSIGN_OR_RETURN(impl->device, open_device(device_options_for(o)));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<llama::LlamaRunner> runner,
-                      llama::LlamaRunner::create(*impl->device, path, ro));
+                      llama::LlamaRunner::create(*impl->device, path, std::move(file), ro));
   opening->store(false);
   impl->n_ctx = runner->n_ctx();
   impl->n_seq = runner->n_seq();
@@ -141,7 +142,7 @@ Result<std::unique_ptr<Context>> Model::create_context(const ContextOptions& o) 
   LS_ASSIGN_OR_RETURN(c->slots, impl_->take_slots(o.sequences));
   {  // A slot given back by another context may still hold its tokens.
     MutexLock lock(impl_->pass_mu);
-    for (int s : c->slots) impl_->runner->reset(s);
+    for (int s : c->slots) LS_RETURN_IF_ERROR(impl_->runner->reset(s));
   }
   c->pending.assign(o.sequences, {});
   c->last_logits.assign(o.sequences, {});

@@ -43,7 +43,7 @@ Result<PerplexityResult> compute_perplexity(LlamaRunner& r, std::span<const int3
     const auto t0 = std::chrono::steady_clock::now();
     std::copy(tokens.begin() + int64_t(c) * n_ctx, tokens.begin() + int64_t(c + 1) * n_ctx, window.begin());
     if (o.bos) window[0] = *o.bos;
-    r.reset(0);
+    LS_RETURN_IF_ERROR(r.reset(0));
     double chunk_nll = 0;
     for (int start = 0; start < n_ctx; start += pass) {
       const int n = std::min(pass, n_ctx - start);

@@ -48,13 +48,12 @@ Result<std::unique_ptr<Executor>> Executor::create(Device& device, std::vector<L
 
 Executor::~Executor() {
   {
-    std::lock_guard l(dmu_);
+    MutexLock l(dmu_);
     stop_ = true;
   }
   dcv_.notify_all();
   if (compute_) (void)compute_->synchronize();
   if (copy_) (void)copy_->synchronize();
-  if (small_) (void)small_->synchronize();
   if (disk_thread_.joinable()) disk_thread_.join();
   if (disk_copy_) (void)disk_copy_->synchronize();
   for (auto& [path, r] : readers_) r->cancel();
@@ -83,28 +82,12 @@ PlannerInput Executor::planner_input(int cls) const {
   return in;
 }
 
+// Options and layers checked, streams and the host clock reference, a
+// placement proven possible, readers opened, the arena carved, the link and
+// disk probed, then the first plan applied (which loads residents and the
+// RAM tier) with the disk thread started.
 Status Executor::init() {
-  n_ = static_cast<int>(layers_.size());
-  if (n_ == 0) return Status::InvalidArgument("executor: no layers");
-  if (opt_.copy_chunk_bytes == 0) return Status::InvalidArgument("executor: copy_chunk_bytes must be > 0");
-  if (opt_.staging_buffers < 1 || opt_.staging_buffers > 64)
-    return Status::InvalidArgument(fmt::format("executor: staging_buffers must be in [1, 64], got {}", opt_.staging_buffers));
-  if (opt_.staging_buffer_bytes < 4096)
-    return Status::InvalidArgument(fmt::format("executor: staging_buffer_bytes must be >= 4096, got {}", opt_.staging_buffer_bytes));
-  uint64_t total = 0;
-  for (int i = 0; i < n_; ++i) {
-    LayerSpec& l = layers_[i];
-    if (l.name.empty()) l.name = fmt::format("layer{}", i);
-    if (l.bytes == 0) return Status::InvalidArgument(fmt::format("layer {} ({}) has 0 bytes", i, l.name));
-    if (!l.compute) return Status::InvalidArgument(fmt::format("layer {} ({}) has no compute function", i, l.name));
-    if ((l.host_data != nullptr) == l.from_file())
-      return Status::InvalidArgument(fmt::format(
-          "layer {} ({}) needs exactly one source: host_data or a file (has {})", i, l.name,
-          l.from_file() ? "both" : "neither"));
-    bytes_.push_back(l.bytes);
-    spans_.push_back(slot_span(l));
-    total += round_up(l.bytes, kSlotAlignment);
-  }
+  LS_ASSIGN_OR_RETURN(const uint64_t total, check_options_and_layers());
   disk_direct_ = dev_.info().host_addressable && !opt_.force_staging;
   cost_ = CostModel(n_);
   for (int i = 0; i < n_; ++i) cost_.set_hint(i, layers_[i].compute_hint_s);
@@ -112,44 +95,9 @@ Status Executor::init() {
   for (auto& l : layers_) names.push_back(l.name);
   trace_.set_layer_names(std::move(names));
   trace_.set_enabled(opt_.trace);
-
-  LS_ASSIGN_OR_RETURN(compute_, dev_.create_stream(StreamRole::kCompute));
-  LS_ASSIGN_OR_RETURN(copy_, dev_.create_stream(StreamRole::kCopy));
-  LS_ASSIGN_OR_RETURN(small_, dev_.create_stream(StreamRole::kCopy));
-  if (!disk_direct_) {
-    LS_ASSIGN_OR_RETURN(disk_copy_, dev_.create_stream(StreamRole::kCopy));
-  }
-  LS_ASSIGN_OR_RETURN(ref_, dev_.create_event());
-  for (int p = 0; p < 2; ++p) {
-    LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
-    pass_begin_.push_back(std::move(e));
-  }
-  LS_RETURN_IF_ERROR(compute_->record(*ref_));
-  LS_RETURN_IF_ERROR(ref_->synchronize());
-  host_ref_ = Clock::now();
-
-  // Budget check before anything is allocated: a plan must exist.
-  uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
-  uint64_t max_span = *std::max_element(spans_.begin(), spans_.end());
-  if (opt_.vram_budget < reserve + max_span) {
-    return Status::OutOfBudget(fmt::format(
-        "VRAM budget too small for one window slot plus the reserve: need {} ({} B: slot {} B + "
-        "reserved {} B), available {} ({} B)",
-        format_bytes(reserve + max_span), reserve + max_span, max_span, reserve,
-        format_bytes(opt_.vram_budget), opt_.vram_budget));
-  }
-  // Plan with hints first to validate budgets, so errors come before I/O.
-  {
-    PlannerInput in = planner_input(0);
-    if (opt_.plan) {
-      Plan p = *opt_.plan;
-      if (p.tiers.size() != static_cast<size_t>(n_))
-        return Status::InvalidArgument(fmt::format("requested plan has {} tiers for {} layers", p.tiers.size(), n_));
-    } else {
-      auto r = make_plan(in);
-      if (!r.ok()) return r.status().WithContext("cannot place the layers");
-    }
-  }
+  LS_RETURN_IF_ERROR(create_streams());
+  const uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
+  LS_RETURN_IF_ERROR(check_placement_possible(reserve));
   for (const LayerSpec& l : layers_) {
     if (l.from_file()) LS_RETURN_IF_ERROR(reader_for(l.file).status());
   }
@@ -171,6 +119,74 @@ Status Executor::init() {
                 p.count(Tier::kRam) + p.count(Tier::kDisk));
   disk_thread_ = std::thread([this] { disk_thread_main(); });
   return apply_plan(std::move(p));
+}
+
+// InvalidArgument for bad options or layers (names the empty ones); fills
+// bytes_ and spans_. Returns the bytes of all layers resident.
+Result<uint64_t> Executor::check_options_and_layers() {
+  n_ = static_cast<int>(layers_.size());
+  if (n_ == 0) return Status::InvalidArgument("executor: no layers");
+  if (opt_.copy_chunk_bytes == 0) return Status::InvalidArgument("executor: copy_chunk_bytes must be > 0");
+  if (opt_.staging_buffers < 1 || opt_.staging_buffers > 64)
+    return Status::InvalidArgument(fmt::format("executor: staging_buffers must be in [1, 64], got {}", opt_.staging_buffers));
+  if (opt_.staging_buffer_bytes < 4096)
+    return Status::InvalidArgument(fmt::format("executor: staging_buffer_bytes must be >= 4096, got {}", opt_.staging_buffer_bytes));
+  uint64_t total = 0;
+  for (int i = 0; i < n_; ++i) {
+    LayerSpec& l = layers_[i];
+    if (l.name.empty()) l.name = fmt::format("layer{}", i);
+    if (l.bytes == 0) return Status::InvalidArgument(fmt::format("layer {} ({}) has 0 bytes", i, l.name));
+    if (!l.compute) return Status::InvalidArgument(fmt::format("layer {} ({}) has no compute function", i, l.name));
+    if ((l.host_data != nullptr) == l.from_file())
+      return Status::InvalidArgument(fmt::format(
+          "layer {} ({}) needs exactly one source: host_data or a file (has {})", i, l.name,
+          l.from_file() ? "both" : "neither"));
+    bytes_.push_back(l.bytes);
+    spans_.push_back(slot_span(l));
+    total += round_up(l.bytes, kSlotAlignment);
+  }
+  return total;
+}
+
+// The compute and copy streams (and the disk-copy stream on the staged
+// path), the pass-begin events and the device-to-host clock reference.
+Status Executor::create_streams() {
+  LS_ASSIGN_OR_RETURN(compute_, dev_.create_stream(StreamRole::kCompute));
+  LS_ASSIGN_OR_RETURN(copy_, dev_.create_stream(StreamRole::kCopy));
+  if (!disk_direct_) {
+    LS_ASSIGN_OR_RETURN(disk_copy_, dev_.create_stream(StreamRole::kCopy));
+  }
+  LS_ASSIGN_OR_RETURN(ref_, dev_.create_event());
+  for (int p = 0; p < 2; ++p) {
+    LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
+    pass_begin_.push_back(std::move(e));
+  }
+  LS_RETURN_IF_ERROR(compute_->record(*ref_));
+  LS_RETURN_IF_ERROR(ref_->synchronize());
+  host_ref_ = Clock::now();
+  return Status::OK();
+}
+
+// Budget check before anything is allocated or read: one window slot next to
+// the reserve, and a plan (the one given, or the planner's from hints).
+Status Executor::check_placement_possible(uint64_t reserve) {
+  uint64_t max_span = *std::max_element(spans_.begin(), spans_.end());
+  if (opt_.vram_budget < reserve + max_span) {
+    return Status::OutOfBudget(fmt::format(
+        "VRAM budget too small for one window slot plus the reserve: need {} ({} B: slot {} B + "
+        "reserved {} B), available {} ({} B)",
+        format_bytes(reserve + max_span), reserve + max_span, max_span, reserve,
+        format_bytes(opt_.vram_budget), opt_.vram_budget));
+  }
+  if (opt_.plan) {
+    if (opt_.plan->tiers.size() != static_cast<size_t>(n_))
+      return Status::InvalidArgument(
+          fmt::format("requested plan has {} tiers for {} layers", opt_.plan->tiers.size(), n_));
+    return Status::OK();
+  }
+  auto r = make_plan(planner_input(0));
+  if (!r.ok()) return r.status().WithContext("cannot place the layers");
+  return Status::OK();
 }
 
 Result<io::Reader*> Executor::reader_for(const std::string& path) {
@@ -256,10 +272,10 @@ Status Executor::drain() {
   // Staged jobs read ahead of the compute frontier can never start their
   // copies now: the disk thread drops them (after their reads land).
   {
-    std::unique_lock l(dmu_);
+    MutexLock l(dmu_);
     abandon_ = true;
     dcv_.notify_all();
-    dcv_.wait(l, [&] { return finished_ == posted_ || !disk_error_.ok() || stop_; });
+    while (!(finished_ == posted_ || !disk_error_.ok() || stop_)) dcv_.wait(dmu_);
     abandon_ = false;
   }
   Status s1 = copy_->synchronize();
@@ -269,7 +285,7 @@ Status Executor::drain() {
   if (!s1.ok()) return s1;
   if (!s2.ok()) return s2;
   if (!s3.ok()) return s3;
-  std::lock_guard l(dmu_);
+  MutexLock l(dmu_);
   return disk_error_;
 }
 
@@ -281,7 +297,7 @@ void Executor::reset_stream_state() {
   ring_place_ = WindowRing(std::max<uint64_t>(1, plan_.window_bytes), static_cast<uint64_t>(std::max(1, plan_.window())));
   placed_.clear();
   placed_base_ = 0;
-  std::lock_guard l(dmu_);
+  MutexLock l(dmu_);
   computed_ = disk_ready_ = done_recorded_ = 0;
 }
 
@@ -301,7 +317,33 @@ const void* Executor::resident_host_view(int i) const {
   return resident_[i].ptr;
 }
 
+// Checks `p`, then either keeps the placement (nothing moves) or drains,
+// re-carves the arena, loads what is new and adopts the plan.
 Status Executor::apply_plan(Plan p) {
+  PlannerInput in = planner_input(p.batch_class);
+  LS_RETURN_IF_ERROR(check_and_size_plan(p, in));
+  evaluate_plan(in, p);
+  count_load_total(p);
+  if (same_placement(p)) {
+    adopt_unchanged_placement(std::move(p));
+    return Status::OK();
+  }
+  LS_RETURN_IF_ERROR(drain());
+  std::vector<bool> fresh;  // resident in the new plan and needs loading
+  LS_RETURN_IF_ERROR(carve_arena(p, fresh));
+  LS_ASSIGN_OR_RETURN(const uint64_t moved, load_new_residents(fresh));
+  LS_ASSIGN_OR_RETURN(const uint64_t loaded, load_ram_tier(p));
+  load_bytes_ += moved + loaded;
+  LS_RETURN_IF_ERROR(ensure_staging_ring(p));
+  LS_RETURN_IF_ERROR(adopt_plan(std::move(p)));
+  LS_LOG_INFO("scheduler plan: {} (loaded {})", describe_plan(plan_, bytes_), format_bytes(moved + loaded));
+  return Status::OK();
+}
+
+// InvalidArgument for tiers against pins and sources; normalises slots and
+// depth; fills slot, window, VRAM and RAM bytes; OutOfBudget when they do not
+// fit the budgets in `in`.
+Status Executor::check_and_size_plan(Plan& p, const PlannerInput& in) const {
   if (p.tiers.size() != static_cast<size_t>(n_))
     return Status::InvalidArgument(fmt::format("plan has {} tiers for {} layers", p.tiers.size(), n_));
   for (int i = 0; i < n_; ++i) {
@@ -311,7 +353,6 @@ Status Executor::apply_plan(Plan p) {
     if (p.tiers[i] == Tier::kDisk && !layers_[i].from_file())
       return Status::InvalidArgument(fmt::format("plan puts layer {} ({}) on disk but it has no file", i, layers_[i].name));
   }
-  PlannerInput in = planner_input(p.batch_class);
   if (p.streams_anything()) {
     if (p.slots < 1) return Status::InvalidArgument("plan streams layers but has no slots");
     p.prefetch_depth = std::clamp(p.prefetch_depth, 0, p.slots - 1);
@@ -322,12 +363,10 @@ Status Executor::apply_plan(Plan p) {
   p.slot_bytes = 0;
   p.vram_bytes = 0;
   p.ram_bytes = 0;
-  bool any_disk = false;
   for (int i = 0; i < n_; ++i) {
     if (p.tiers[i] == Tier::kResident) p.vram_bytes += round_up(bytes_[i], kSlotAlignment);
     else p.slot_bytes = std::max(p.slot_bytes, spans_[i]);
     if (p.tiers[i] == Tier::kRam) p.ram_bytes += bytes_[i];
-    if (p.tiers[i] == Tier::kDisk) any_disk = true;
   }
   p.window_bytes = window_bytes_for(streamed_spans(spans_, p.tiers), p.slots);
   p.vram_bytes += p.window_bytes;
@@ -341,34 +380,44 @@ Status Executor::apply_plan(Plan p) {
     return Status::OutOfBudget(fmt::format("placement needs {} ({} B) of pinned RAM, available {} ({} B)",
                                            format_bytes(p.ram_bytes), p.ram_bytes, format_bytes(in.ram_budget),
                                            in.ram_budget));
-  evaluate_plan(in, p);
+  return Status::OK();
+}
+
+// What the loads of `p` read (for the load progress callback).
+void Executor::count_load_total(const Plan& p) {
   load_done_ = 0;
   load_total_ = 0;
-  for (int i = 0; i < n_; ++i) {  // what the loads below read (progress)
+  for (int i = 0; i < n_; ++i) {
     const bool in_ram = i < static_cast<int>(ram_.size()) && ram_[i].data();
     if ((p.tiers[i] == Tier::kResident && !in_ram && !layers_[i].host_data) || (p.tiers[i] == Tier::kRam && !in_ram))
       load_total_ += bytes_[i];
   }
+}
 
-  // The same placement (e.g. a batch-class change that keeps it): nothing
-  // moves, the window and the prefetches already enqueued stay valid.
-  if (arena_ && (window_.ptr || !plan_.streams_anything()) && !plan_.tiers.empty() && p.tiers == plan_.tiers &&
-      p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes) {
-    plan_ = std::move(p);
-    plan_compute_ = cost_.compute_all(plan_.batch_class);
-    plan_measured_ = cost_.fully_measured(plan_.batch_class);
-    LS_LOG_DEBUG("scheduler plan (unchanged placement): {}", describe_plan(plan_, bytes_));
-    return Status::OK();
-  }
+// The same placement (e.g. a batch-class change that keeps it): nothing
+// moves, the window and the prefetches already enqueued stay valid.
+bool Executor::same_placement(const Plan& p) const {
+  return arena_ && (window_.ptr || !plan_.streams_anything()) && !plan_.tiers.empty() && p.tiers == plan_.tiers &&
+         p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes;
+}
 
-  LS_RETURN_IF_ERROR(drain());
-  // Re-carve the arena (bookkeeping only: no device allocation). Residents
-  // that stay resident keep their region and bytes; the window and the
-  // residents that leave are freed first so new ones can use the space.
+void Executor::adopt_unchanged_placement(Plan p) {
+  plan_ = std::move(p);
+  plan_compute_ = cost_.compute_all(plan_.batch_class);
+  plan_measured_ = cost_.fully_measured(plan_.batch_class);
+  LS_LOG_DEBUG("scheduler plan (unchanged placement): {}", describe_plan(plan_, bytes_));
+}
+
+// Re-carves the arena (bookkeeping only: no device allocation). Residents
+// that stay resident keep their region and bytes; the window and the
+// residents that leave are freed first so new ones can use the space. When
+// kept residents fragment the arena, everything is carved afresh (all
+// reload). fresh[i]: layer i got a new resident region.
+Status Executor::carve_arena(const Plan& p, std::vector<bool>& fresh) {
   if (window_.ptr) arena_->free(window_);
   window_ = ArenaRegion{};
   resident_.resize(n_);
-  std::vector<bool> fresh(n_, false);  // resident in the new plan and needs loading
+  fresh.assign(n_, false);
   for (int i = 0; i < n_; ++i) {
     if (p.tiers[i] != Tier::kResident && resident_[i].ptr) {
       arena_->free(resident_[i]);
@@ -387,7 +436,6 @@ Status Executor::apply_plan(Plan p) {
     return Status::OK();
   };
   if (Status st = carve(); !st.ok()) {
-    // Kept residents fragment the arena: carve everything afresh (all reload).
     LS_LOG_INFO("scheduler: re-carving the whole arena ({})", st.message());
     if (window_.ptr) arena_->free(window_);
     window_ = ArenaRegion{};
@@ -396,7 +444,13 @@ Status Executor::apply_plan(Plan p) {
     resident_.assign(n_, ArenaRegion{});
     LS_RETURN_IF_ERROR(carve());
   }
-  // New residents: from the RAM copy when there is one, else the source.
+  return Status::OK();
+}
+
+// Loads the fresh residents: from the RAM copy when there is one, else the
+// source (straight into host-addressable memory, else through a pinned
+// bounce buffer). Returns the bytes loaded.
+Result<uint64_t> Executor::load_new_residents(const std::vector<bool>& fresh) {
   uint64_t moved = 0;
   for (int i = 0; i < n_; ++i) {
     if (!fresh[i]) continue;
@@ -408,20 +462,7 @@ Status Executor::apply_plan(Plan p) {
       moved += bytes_[i];
       continue;
     } else {
-      const uint64_t want = std::min<uint64_t>(bytes_[i], 64 << 20);
-      if (bounce_.size() < want) {
-        bounce_.reset();
-        LS_ASSIGN_OR_RETURN(bounce_, dev_.alloc_pinned(want));  // pinned once, kept for later re-plans
-      }
-      // Through the bounce buffer in pieces (the layer may be larger).
-      for (uint64_t off = 0; off < bytes_[i]; off += bounce_.size()) {
-        const uint64_t n = std::min<uint64_t>(bounce_.size(), bytes_[i] - off);
-        LS_ASSIGN_OR_RETURN(io::Reader * rd, reader_for(layers_[i].file));
-        LS_RETURN_IF_ERROR(rd->read_span(layers_[i].file_offset + off, n, bounce_.data())
-                               .WithContext(fmt::format("load layer {} ({})", i, layers_[i].name)));
-        LS_RETURN_IF_ERROR(copy_->copy_h2d(static_cast<uint8_t*>(resident_[i].ptr) + off, bounce_.data(), n));
-        LS_RETURN_IF_ERROR(copy_->synchronize());
-      }
+      LS_RETURN_IF_ERROR(load_resident_through_bounce(i));
       moved += bytes_[i];
       continue;
     }
@@ -432,7 +473,31 @@ Status Executor::apply_plan(Plan p) {
     moved += bytes_[i];
   }
   LS_RETURN_IF_ERROR(copy_->synchronize());
-  // RAM tier: loaded once; buffers of layers that left the tier are freed.
+  return moved;
+}
+
+// Resident layer i from its file through the bounce buffer, in pieces (the
+// layer may be larger), on devices that are not host-addressable.
+Status Executor::load_resident_through_bounce(int i) {
+  const uint64_t want = std::min<uint64_t>(bytes_[i], 64 << 20);
+  if (bounce_.size() < want) {
+    bounce_.reset();
+    LS_ASSIGN_OR_RETURN(bounce_, dev_.alloc_pinned(want));  // pinned once, kept for later re-plans
+  }
+  for (uint64_t off = 0; off < bytes_[i]; off += bounce_.size()) {
+    const uint64_t n = std::min<uint64_t>(bounce_.size(), bytes_[i] - off);
+    LS_ASSIGN_OR_RETURN(io::Reader * rd, reader_for(layers_[i].file));
+    LS_RETURN_IF_ERROR(rd->read_span(layers_[i].file_offset + off, n, bounce_.data())
+                           .WithContext(fmt::format("load layer {} ({})", i, layers_[i].name)));
+    LS_RETURN_IF_ERROR(copy_->copy_h2d(static_cast<uint8_t*>(resident_[i].ptr) + off, bounce_.data(), n));
+    LS_RETURN_IF_ERROR(copy_->synchronize());
+  }
+  return Status::OK();
+}
+
+// RAM tier: loaded once into pinned buffers; buffers of layers that left the
+// tier are freed. Returns the bytes loaded.
+Result<uint64_t> Executor::load_ram_tier(const Plan& p) {
   ram_.resize(n_);
   uint64_t to_load = 0, loaded = 0;
   for (int i = 0; i < n_; ++i) {
@@ -453,30 +518,40 @@ Status Executor::apply_plan(Plan p) {
       last_pct = pct;
     }
   }
-  load_bytes_ += moved + loaded;
-  // Staging buffers for staged disk reads: created (and pinned, and registered
-  // with the readers) once, kept for the executor's life.
-  if (any_disk && !disk_direct_ && !ring_) {
-    // No more buffers (or bigger ones) than the file-backed layers can fill.
-    uint64_t file_spans = 0, max_span = 0;
-    for (int i = 0; i < n_; ++i)
-      if (layers_[i].from_file()) {
-        file_spans += spans_[i];
-        max_span = std::max(max_span, spans_[i]);
-      }
-    io::StagingRingOptions ro;
-    ro.buffer_bytes = std::min(round_up(opt_.staging_buffer_bytes, 4096), max_span);
-    ro.buffer_count = static_cast<unsigned>(
-        std::clamp<uint64_t>((file_spans + ro.buffer_bytes - 1) / ro.buffer_bytes, 2, opt_.staging_buffers));
-    ro.pin = [this](void* d, size_t b) { return dev_.register_host(d, b); };
-    LS_ASSIGN_OR_RETURN(ring_, io::StagingRing::create(ro));
-    for (auto& [path, rd] : readers_) LS_RETURN_IF_ERROR(rd->register_buffers(ring_->iovecs()));
-    while (buf_done_.size() < ring_->buffer_count()) {
-      LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
-      buf_done_.push_back(std::move(e));
-    }
-  }
+  return loaded;
+}
 
+// Staging buffers for staged disk reads: created (and pinned, and registered
+// with the readers) once, when a plan first reads from disk on the staged
+// path, and kept for the executor's life.
+Status Executor::ensure_staging_ring(const Plan& p) {
+  bool any_disk = false;
+  for (int i = 0; i < n_; ++i) any_disk = any_disk || p.tiers[i] == Tier::kDisk;
+  if (!any_disk || disk_direct_ || ring_) return Status::OK();
+  // No more buffers (or bigger ones) than the file-backed layers can fill.
+  uint64_t file_spans = 0, max_span = 0;
+  for (int i = 0; i < n_; ++i)
+    if (layers_[i].from_file()) {
+      file_spans += spans_[i];
+      max_span = std::max(max_span, spans_[i]);
+    }
+  io::StagingRingOptions ro;
+  ro.buffer_bytes = std::min(round_up(opt_.staging_buffer_bytes, 4096), max_span);
+  ro.buffer_count = static_cast<unsigned>(
+      std::clamp<uint64_t>((file_spans + ro.buffer_bytes - 1) / ro.buffer_bytes, 2, opt_.staging_buffers));
+  ro.pin = [this](void* d, size_t b) { return dev_.register_host(d, b); };
+  LS_ASSIGN_OR_RETURN(ring_, io::StagingRing::create(ro));
+  for (auto& [path, rd] : readers_) LS_RETURN_IF_ERROR(rd->register_buffers(ring_->iovecs()));
+  while (buf_done_.size() < ring_->buffer_count()) {
+    LS_ASSIGN_OR_RETURN(auto e, dev_.create_event());
+    buf_done_.push_back(std::move(e));
+  }
+  return Status::OK();
+}
+
+// Makes `p` the plan: the streamed layers' order, events for its window, the
+// cost estimates it was made with, a new epoch of streamed-layer numbering.
+Status Executor::adopt_plan(Plan p) {
   plan_ = std::move(p);
   streamed_.clear();
   stream_index_.assign(n_, -1);
@@ -489,7 +564,6 @@ Status Executor::apply_plan(Plan p) {
   plan_compute_ = cost_.compute_all(plan_.batch_class);
   plan_measured_ = cost_.fully_measured(plan_.batch_class);
   reset_stream_state();
-  LS_LOG_INFO("scheduler plan: {} (loaded {})", describe_plan(plan_, bytes_), format_bytes(moved + loaded));
   return Status::OK();
 }
 
@@ -512,11 +586,11 @@ Status Executor::create_events() {
   return Status::OK();
 }
 
-Status Executor::wait_counter(uint64_t& counter, uint64_t at_least) {
-  std::unique_lock l(dmu_);
-  dcv_.wait(l, [&] { return counter >= at_least || stop_ || !disk_error_.ok(); });
+Status Executor::wait_counter(uint64_t Executor::*counter, uint64_t at_least) {
+  MutexLock l(dmu_);
+  while (!(this->*counter >= at_least || stop_ || !disk_error_.ok())) dcv_.wait(dmu_);
   if (!disk_error_.ok()) return disk_error_;
-  if (counter < at_least) return Status::Cancelled("executor shutting down");
+  if (this->*counter < at_least) return Status::Cancelled("executor shutting down");
   return Status::OK();
 }
 
@@ -563,7 +637,7 @@ Status Executor::post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need
   job.k_start = k_start_[par][k].get();
   job.k_end = k_end_[par][k].get();
   {
-    std::lock_guard lk(dmu_);
+    MutexLock lk(dmu_);
     jobs_.push_back(job);
     ++posted_;
   }
@@ -597,7 +671,7 @@ Status Executor::enqueue_copy(uint64_t g) {
 
 void Executor::set_disk_error(const Status& st, int layer) {
   {
-    std::lock_guard lk(dmu_);
+    MutexLock lk(dmu_);
     if (disk_error_.ok() && !st.IsCancelled())
       disk_error_ = st.WithContext(fmt::format("disk read of layer {} ({})", layer, layers_[layer].name));
   }
@@ -615,8 +689,8 @@ void Executor::disk_direct_loop() {
   for (;;) {
     DiskJob job;
     {
-      std::unique_lock l(dmu_);
-      dcv_.wait(l, [&] { return stop_ || (!jobs_.empty() && disk_error_.ok()); });
+      MutexLock l(dmu_);
+      while (!(stop_ || (!jobs_.empty() && disk_error_.ok()))) dcv_.wait(dmu_);
       if (stop_) return;
       job = jobs_.front();
       jobs_.pop_front();
@@ -625,7 +699,7 @@ void Executor::disk_direct_loop() {
     const uint64_t begin = aligned_begin(l), span = spans_[job.layer];
     io::Reader* rd = readers_.at(l.file).get();
     Status st;
-    if (job.need >= 0) st = wait_counter(computed_, static_cast<uint64_t>(job.need) + 1);
+    if (job.need >= 0) st = wait_counter(&Executor::computed_, static_cast<uint64_t>(job.need) + 1);
     const auto t0 = Clock::now();
     if (st.ok()) st = rd->submit({begin, span, job.dst, job.g});
     if (st.ok()) {
@@ -643,7 +717,7 @@ void Executor::disk_direct_loop() {
       continue;
     }
     {
-      std::lock_guard lk(dmu_);
+      MutexLock lk(dmu_);
       const auto t1 = Clock::now();
       auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
       disk_samples_.push_back({span, std::chrono::duration<double>(t1 - t0).count()});
@@ -686,13 +760,13 @@ void Executor::disk_staged_loop() {
     // Nothing may touch the buffers after this: cancel the reads, finish the copies.
     for (auto& [path, rd] : readers_) rd->cancel();
     if (disk_copy_) (void)disk_copy_->synchronize();
-    std::unique_lock l(dmu_);
-    dcv_.wait(l, [&] { return stop_; });
+    MutexLock l(dmu_);
+    while (!stop_) dcv_.wait(dmu_);
   };
   uint64_t done_rec = 0;  // done_recorded_ as last seen
   for (;;) {
     {
-      std::unique_lock l(dmu_);
+      MutexLock l(dmu_);
       if (stop_) return;
       while (!jobs_.empty()) {
         Active a;
@@ -717,10 +791,10 @@ void Executor::disk_staged_loop() {
         dcv_.notify_all();
       }
       if (active.empty() && inflight.empty() && busy_bufs.empty()) {
-        dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || abandon_; });
+        while (!(stop_ || !jobs_.empty() || abandon_)) dcv_.wait(dmu_);
         if (jobs_.empty() && !stop_) {  // abandon_ with nothing to drop: let drain() see it
           dcv_.notify_all();
-          dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || !abandon_; });
+          while (!(stop_ || !jobs_.empty() || !abandon_)) dcv_.wait(dmu_);
         }
         continue;
       }
@@ -762,7 +836,7 @@ void Executor::disk_staged_loop() {
       if (free_bufs.empty()) break;
     }
     {
-      std::lock_guard lk(dmu_);
+      MutexLock lk(dmu_);
       max_in_flight_ = std::max<int>(max_in_flight_, static_cast<int>(inflight.size()));
     }
     // 3. Copies of landed chunks, in layer order.
@@ -796,7 +870,7 @@ void Executor::disk_staged_loop() {
       if (st.ok()) st = disk_copy_->record(*a.job.loaded);
       if (!st.ok()) return fail(st, a.job.layer);
       {
-        std::lock_guard lk(dmu_);
+        MutexLock lk(dmu_);
         disk_samples_.push_back({span, std::chrono::duration<double>(a.t_last - a.t0).count()});
         disk_trace_.push_back({TraceKind::kDiskRead, a.job.layer, a.job.slot_index, a.job.pass, us(a.t0), us(a.t_last), span});
         disk_ready_ = a.job.g + 1;
@@ -837,7 +911,7 @@ void Executor::disk_staged_loop() {
         a->landed.push_back({f.chunk, static_cast<unsigned>(c.tag)});
         ++a->landed_count;
         a->t_last = now;
-        std::lock_guard lk(dmu_);
+        MutexLock lk(dmu_);
         disk_trace_.push_back({TraceKind::kDiskChunk, a->job.layer, static_cast<int>(c.tag), a->job.pass, us(f.t0),
                                us(now), f.bytes});
       }
@@ -846,17 +920,19 @@ void Executor::disk_staged_loop() {
       if (!st.ok()) return fail(st, active.empty() ? 0 : active.front().job.layer);
     } else {
       // Waiting for a "done" to be recorded, a new job, or drain().
-      std::unique_lock l(dmu_);
-      dcv_.wait(l, [&] { return stop_ || !jobs_.empty() || done_recorded_ != done_rec || abandon_; });
+      MutexLock l(dmu_);
+      while (!(stop_ || !jobs_.empty() || done_recorded_ != done_rec || abandon_)) dcv_.wait(dmu_);
     }
   }
 }
 
+// A re-plan when the batch class changed, each layer's compute in order
+// (waiting for its load when it streams), then the end of the pass.
 Status Executor::run_pass(int batch_tokens) {
   if (batch_tokens < 1) return Status::InvalidArgument(fmt::format("run_pass: batch_tokens must be >= 1, got {}", batch_tokens));
   const int cls = batch_class(batch_tokens);
   {
-    std::lock_guard lk(dmu_);
+    MutexLock lk(dmu_);
     if (!disk_error_.ok()) return disk_error_;
   }
   if (opt_.auto_replan && !opt_.plan && cls != plan_.batch_class) {
@@ -867,71 +943,81 @@ Status Executor::run_pass(int batch_tokens) {
     ++replans_;
   }
   const uint64_t pass = pass_;
+  LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[pass & 1]));
+  for (int i = 0; i < n_; ++i) LS_RETURN_IF_ERROR(run_layer(i, pass, batch_tokens));
+  return finish_pass(pass, cls);
+}
+
+// Enqueues layer i's compute of `pass`: a streamed layer waits for its load
+// (on the host for a disk layer: the disk thread has read it or issued its
+// copies, so a failed read fails the pass here) and records its "done" for
+// the loads and the disk thread behind it.
+Status Executor::run_layer(int i, uint64_t pass, int batch_tokens) {
   const int par = static_cast<int>(pass & 1);
   const int E = events_per_ring();
   const bool disk_counters = disk_direct_ && plan_.count(Tier::kDisk) > 0;
   const bool staged_disk = !disk_direct_ && plan_.count(Tier::kDisk) > 0;
-  LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[par]));
-  for (int i = 0; i < n_; ++i) {
-    LayerRun run;
-    run.layer = i;
-    run.pass = pass;
-    run.bytes = bytes_[i];
-    run.tier = plan_.tiers[i];
-    run.batch_tokens = batch_tokens;
-    uint64_t g = 0;
-    if (stream_index_[i] >= 0) {
-      g = g_compute_++;
-      LS_RETURN_IF_ERROR(enqueue_ready_copies(g));
-      run.slot = static_cast<int>(g % plan_.slots);
-      run.data = static_cast<uint8_t*>(window_.ptr) + placed(g).offset + data_offset(layers_[i]);
-      if (plan_.tiers[i] == Tier::kDisk) {
-        // The disk thread has read the layer (direct) or issued its copies
-        // (staged); a failed read fails the pass here.
-        if (Status st = wait_counter(disk_ready_, g + 1); !st.ok()) {
-          (void)drain();
-          return st.WithContext(fmt::format("loading layer {} ({}) for pass {}", i, layers_[i].name, pass));
-        }
-      }
-      if (plan_.tiers[i] != Tier::kDisk || !disk_direct_) LS_RETURN_IF_ERROR(compute_->wait(*loaded_[g % E]));
-    } else {
-      run.data = resident_[i].ptr;
-    }
-    LS_RETURN_IF_ERROR(compute_->record(*c_start_[par][i]));
-    compute_->range_push(layers_[i].name.c_str());
-    Status st = layers_[i].compute(run, *compute_);
-    compute_->range_pop();
-    if (!st.ok()) {
-      (void)drain();
-      return st.WithContext(fmt::format("compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
-    }
-    LS_RETURN_IF_ERROR(compute_->record(*c_end_[par][i]));
-    if (run.slot >= 0) {
-      LS_RETURN_IF_ERROR(compute_->record(*done_[g % E]));
-      if (staged_disk) {
-        {
-          std::lock_guard lk(dmu_);
-          done_recorded_ = g + 1;
-        }
-        dcv_.notify_all();
-      }
-      if (disk_counters) {
-        LS_RETURN_IF_ERROR(compute_->host_func([this, g] {
-          {
-            std::lock_guard lk(dmu_);
-            computed_ = g + 1;
-          }
-          dcv_.notify_all();
-          return Status::OK();
-        }));
+  LayerRun run;
+  run.layer = i;
+  run.pass = pass;
+  run.bytes = bytes_[i];
+  run.tier = plan_.tiers[i];
+  run.batch_tokens = batch_tokens;
+  uint64_t g = 0;
+  if (stream_index_[i] >= 0) {
+    g = g_compute_++;
+    LS_RETURN_IF_ERROR(enqueue_ready_copies(g));
+    run.slot = static_cast<int>(g % plan_.slots);
+    run.data = static_cast<uint8_t*>(window_.ptr) + placed(g).offset + data_offset(layers_[i]);
+    if (plan_.tiers[i] == Tier::kDisk) {
+      if (Status st = wait_counter(&Executor::disk_ready_, g + 1); !st.ok()) {
+        (void)drain();
+        return st.WithContext(fmt::format("loading layer {} ({}) for pass {}", i, layers_[i].name, pass));
       }
     }
+    if (plan_.tiers[i] != Tier::kDisk || !disk_direct_) LS_RETURN_IF_ERROR(compute_->wait(*loaded_[g % E]));
+  } else {
+    run.data = resident_[i].ptr;
   }
-  // Cyclic prefetch: the next pass's first streamed layers load now.
+  LS_RETURN_IF_ERROR(compute_->record(*c_start_[par][i]));
+  compute_->range_push(layers_[i].name.c_str());
+  Status st = layers_[i].compute(run, *compute_);
+  compute_->range_pop();
+  if (!st.ok()) {
+    (void)drain();
+    return st.WithContext(fmt::format("compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
+  }
+  LS_RETURN_IF_ERROR(compute_->record(*c_end_[par][i]));
+  if (run.slot < 0) return Status::OK();
+  LS_RETURN_IF_ERROR(compute_->record(*done_[g % E]));
+  if (staged_disk) {
+    {
+      MutexLock lk(dmu_);
+      done_recorded_ = g + 1;
+    }
+    dcv_.notify_all();
+  }
+  if (disk_counters) {
+    LS_RETURN_IF_ERROR(compute_->host_func([this, g] {
+      {
+        MutexLock lk(dmu_);
+        computed_ = g + 1;
+      }
+      dcv_.notify_all();
+      return Status::OK();
+    }));
+  }
+  return Status::OK();
+}
+
+// The next pass's first streamed layers start loading (cyclic prefetch); the
+// pass completes and is collected; a re-plan once the costs are measured or
+// have drifted.
+Status Executor::finish_pass(uint64_t pass, int cls) {
   if (!streamed_.empty()) LS_RETURN_IF_ERROR(enqueue_ready_copies(g_compute_));
   Status st = compute_->synchronize();
   if (!st.ok()) {
-    std::lock_guard lk(dmu_);
+    MutexLock lk(dmu_);
     return disk_error_.ok() ? st : disk_error_;
   }
   LS_RETURN_IF_ERROR(collect_pass(pass, cls));
@@ -977,22 +1063,41 @@ Result<bool> Executor::replan() {
   return true;
 }
 
+// After a pass: per-layer compute and copy times into the cost model and
+// the trace, the disk thread's reads, then the pass summary.
 Status Executor::collect_pass(uint64_t pass, int cls) {
-  const int par = static_cast<int>(pass & 1);
-  auto us = [&](const Event& e) -> Result<double> {
-    LS_ASSIGN_OR_RETURN(double ms, e.elapsed_ms_since(*ref_));
-    return ms * 1e3;
-  };
   PassStats st;
+  double begin = 0, end = 0;
+  uint64_t ram_bytes = 0;
+  LS_RETURN_IF_ERROR(collect_layer_times(pass, cls, st, begin, end, ram_bytes));
+  collect_disk_reads(st);
+  summarize_pass(st, cls, begin, end, ram_bytes);
+  last_ = std::move(st);
+  return Status::OK();
+}
+
+// Microseconds from the executor's reference event to `e`.
+Result<double> Executor::event_us(const Event& e) const {
+  LS_ASSIGN_OR_RETURN(double ms, e.elapsed_ms_since(*ref_));
+  return ms * 1e3;
+}
+
+// Each layer's compute time and stall (cost model from pass 1 on: pass 0 is
+// cold), each RAM-tier copy's rate, and their trace events. begin / end: the
+// pass's first and last compute, in event microseconds; ram_bytes: copied
+// from the RAM tier.
+Status Executor::collect_layer_times(uint64_t pass, int cls, PassStats& st, double& begin, double& end,
+                                     uint64_t& ram_bytes) {
+  const int par = static_cast<int>(pass & 1);
   st.compute_s.assign(n_, 0);
   st.summary.pass = pass;
   st.summary.stall_s.assign(n_, 0);
-  LS_ASSIGN_OR_RETURN(double begin, us(*pass_begin_[par]));
-  double prev_end = begin, end = begin;
-  uint64_t ram_bytes = 0;
+  LS_ASSIGN_OR_RETURN(begin, event_us(*pass_begin_[par]));
+  double prev_end = begin;
+  end = begin;
   for (int i = 0; i < n_; ++i) {
-    LS_ASSIGN_OR_RETURN(double a, us(*c_start_[par][i]));
-    LS_ASSIGN_OR_RETURN(double b, us(*c_end_[par][i]));
+    LS_ASSIGN_OR_RETURN(double a, event_us(*c_start_[par][i]));
+    LS_ASSIGN_OR_RETURN(double b, event_us(*c_end_[par][i]));
     double c = std::max(0.0, b - a) * 1e-6;
     st.compute_s[i] = c;
     if (pass > 0) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
@@ -1007,8 +1112,8 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
       st.summary.streamed_bytes += bytes_[i];
       const bool copied = plan_.tiers[i] == Tier::kRam || !disk_direct_;  // direct reads have no copy events
       if (copied) {
-        LS_ASSIGN_OR_RETURN(double ka, us(*k_start_[par][k]));
-        LS_ASSIGN_OR_RETURN(double kb, us(*k_end_[par][k]));
+        LS_ASSIGN_OR_RETURN(double ka, event_us(*k_start_[par][k]));
+        LS_ASSIGN_OR_RETURN(double kb, event_us(*k_end_[par][k]));
         if (plan_.tiers[i] == Tier::kRam) {
           ram_bytes += bytes_[i];
           if (pass > 0) cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
@@ -1019,45 +1124,52 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
     prev_end = b;
     end = b;
   }
+  return Status::OK();
+}
+
+// The disk thread's reads since the last pass: the disk rate is the bytes of
+// the layer reads over the time the disk was busy (the union of the reads'
+// intervals: staged reads of several layers overlap); their trace events.
+void Executor::collect_disk_reads(PassStats& st) {
   std::vector<std::pair<uint64_t, double>> ds;
   std::vector<TraceEvent> dt;
   int in_flight = 0;
   {
-    std::lock_guard lk(dmu_);
+    MutexLock lk(dmu_);
     ds.swap(disk_samples_);
     dt.swap(disk_trace_);
     in_flight = std::exchange(max_in_flight_, 0);
   }
-  // Disk rate: the bytes of the layer reads over the time the disk was busy
-  // (the union of the reads' intervals: staged reads of several layers overlap).
-  {
-    std::vector<std::pair<double, double>> iv;
-    uint64_t read_bytes = 0;
-    for (const TraceEvent& e : dt)
-      if (e.kind == TraceKind::kDiskRead) {
-        iv.push_back({e.start_us, e.end_us});
-        read_bytes += e.bytes;
-      }
-    std::sort(iv.begin(), iv.end());
-    double busy_us = 0, cur_a = 0, cur_b = -1;
-    for (auto [a, b] : iv) {
-      if (a > cur_b) {
-        if (cur_b > cur_a) busy_us += cur_b - cur_a;
-        cur_a = a;
-        cur_b = b;
-      } else {
-        cur_b = std::max(cur_b, b);
-      }
+  std::vector<std::pair<double, double>> iv;
+  uint64_t read_bytes = 0;
+  for (const TraceEvent& e : dt)
+    if (e.kind == TraceKind::kDiskRead) {
+      iv.push_back({e.start_us, e.end_us});
+      read_bytes += e.bytes;
     }
-    if (cur_b > cur_a) busy_us += cur_b - cur_a;
-    if (read_bytes > 0 && busy_us > 0) cost_.record_disk(read_bytes, busy_us * 1e-6);
-    st.summary.disk_bytes = read_bytes;
-    st.summary.disk_s = busy_us * 1e-6;
-    st.summary.max_reads_in_flight = in_flight;
+  std::sort(iv.begin(), iv.end());
+  double busy_us = 0, cur_a = 0, cur_b = -1;
+  for (auto [a, b] : iv) {
+    if (a > cur_b) {
+      if (cur_b > cur_a) busy_us += cur_b - cur_a;
+      cur_a = a;
+      cur_b = b;
+    } else {
+      cur_b = std::max(cur_b, b);
+    }
   }
-  (void)ds;
-  uint64_t disk_bytes = 0;
+  if (cur_b > cur_a) busy_us += cur_b - cur_a;
+  if (read_bytes > 0 && busy_us > 0) cost_.record_disk(read_bytes, busy_us * 1e-6);
+  st.summary.disk_bytes = read_bytes;
+  st.summary.disk_s = busy_us * 1e-6;
+  st.summary.max_reads_in_flight = in_flight;
   for (auto& e : dt) trace_.add(e);
+}
+
+// Measured time, the prediction for the plan in force under the costs
+// measured so far, the lower bound and the overlap efficiency.
+void Executor::summarize_pass(PassStats& st, int cls, double begin, double end, uint64_t ram_bytes) {
+  uint64_t disk_bytes = 0;
   for (int i = 0; i < n_; ++i)
     if (plan_.tiers[i] == Tier::kDisk) disk_bytes += spans_[i];
   double link_bytes = static_cast<double>(ram_bytes);
@@ -1066,9 +1178,8 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
       if (plan_.tiers[i] == Tier::kDisk) link_bytes += bytes_[i];
   PassSummary& s = st.summary;
   s.measured_s = (end - begin) * 1e-6;
-  // The simulator's prediction for the plan in force under the costs measured
-  // so far; the plan's own figure dates from when it was made, before this
-  // pass's measurements (a plan kept fixed would otherwise never update it).
+  // The plan's own figure dates from when it was made, before this pass's
+  // measurements (a plan kept fixed would otherwise never update it).
   Plan now = plan_;
   (void)evaluate_plan(planner_input(cls), now);
   s.predicted_s = now.predicted_pass_s;
@@ -1076,8 +1187,6 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
                               cost_.disk_bw() > 0 ? disk_bytes / cost_.disk_bw() : 0.0});
   s.overlap_efficiency = s.measured_s > 0 ? s.lower_bound_s / s.measured_s : 0;
   LS_LOG_DEBUG("scheduler: {}", s.to_string());
-  last_ = std::move(st);
-  return Status::OK();
 }
 
 }  // namespace layerstream::sched

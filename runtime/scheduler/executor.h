@@ -2,13 +2,10 @@
 // ones through a window in the device arena while earlier layers compute,
 // following a Plan from the planner.
 //
-// Streams: `compute` runs the layers' work; `copy` fills the window from the
-// RAM tier; `disk copy` (staged disk path only) carries the H2D copies the
-// disk thread issues; `small copies` is a fourth stream for latency-critical
-// small transfers (tokens, logits) so they never queue behind bulk layer
-// copies. RAM-tier copies are issued in chunks of at most `copy_chunk_bytes`,
-// so where streams share one copy engine a small copy waits for at most one
-// chunk.
+// Streams: `compute` runs the layers' work (and the caller's small copies:
+// tokens, logits); `copy` fills the window from the RAM tier; `disk copy`
+// (staged disk path only) carries the H2D copies the disk thread issues.
+// RAM-tier copies are issued in chunks of at most `copy_chunk_bytes`.
 //
 // The window is a ring of variable-size regions (window_ring.h): each
 // streamed layer takes its own span. Streamed layers are counted globally
@@ -39,7 +36,9 @@
 // difference: residents that stay resident keep their place and bytes, RAM
 // copies that stay are kept; load_bytes() counts what was loaded.
 //
-// Thread safety: one thread calls run_pass() and the other methods.
+// Thread safety: one thread calls run_pass() and the other methods. The
+// state shared with the disk thread and the compute stream's host functions
+// is LS_GUARDED_BY(dmu_) (clang checks it: -Werror=thread-safety).
 #pragma once
 
 #include <condition_variable>
@@ -55,6 +54,7 @@
 
 #include "io/reader.h"
 #include "io/staging_ring.h"
+#include "runtime/core/annotated_mutex.h"
 #include "runtime/device/device.h"
 #include "runtime/scheduler/cost_model.h"
 #include "runtime/scheduler/layer.h"
@@ -117,7 +117,7 @@ class Executor {
 
   // Runs every layer once, in order, and waits for the compute stream.
   // `batch_tokens` selects the cost-model class; a class change re-plans.
-  Status run_pass(int batch_tokens = 1);
+  Status run_pass(int batch_tokens = 1) LS_EXCLUDES(dmu_);
 
   // Re-plans now (at this pass boundary) from the current cost model; applies
   // the new plan when it differs. Returns whether the plan changed.
@@ -145,12 +145,10 @@ class Executor {
   // The caller's reserved region (reserved_vram bytes; ptr null when 0).
   const ArenaRegion& reserved() const { return reserved_; }
   Stream& compute_stream() { return *compute_; }
-  // For small latency-critical copies; never behind more than one bulk chunk.
-  Stream& small_copy_stream() { return *small_; }
   // The planner input the executor uses (for baselines and diagnostics).
   PlannerInput planner_input(int batch_class) const;
   // Replaces the plan (validated against the budgets) at this pass boundary.
-  Status apply_plan(Plan plan);
+  Status apply_plan(Plan plan) LS_EXCLUDES(dmu_);
 
  private:
   struct DiskJob;
@@ -160,25 +158,49 @@ class Executor {
   };
   Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options);
   Status init();
+  // init()'s steps.
+  Result<uint64_t> check_options_and_layers();
+  Status create_streams();
+  Status check_placement_possible(uint64_t reserve);
   Status probe();
-  Status load_ram_tier();
-  Status carve_and_load_residents();
+  // apply_plan's steps, in order.
+  Status check_and_size_plan(Plan& p, const PlannerInput& in) const;
+  void count_load_total(const Plan& p);
+  bool same_placement(const Plan& p) const;
+  void adopt_unchanged_placement(Plan p);
+  Status carve_arena(const Plan& p, std::vector<bool>& fresh);
+  Result<uint64_t> load_new_residents(const std::vector<bool>& fresh);
+  Status load_resident_through_bounce(int layer);
+  Result<uint64_t> load_ram_tier(const Plan& p);
+  Status ensure_staging_ring(const Plan& p);
+  Status adopt_plan(Plan p) LS_EXCLUDES(dmu_);
   Status create_events();
   Status enqueue_copy(uint64_t g);
   const Placed& placed(uint64_t g);
   Status enqueue_ready_copies(uint64_t computing);
-  void reset_stream_state();
-  Status post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k);
-  void disk_direct_loop();
-  void disk_staged_loop();
-  void set_disk_error(const Status& st, int layer);
-  Status collect_pass(uint64_t pass, int cls);
-  Status drain();
+  void reset_stream_state() LS_EXCLUDES(dmu_);
+  Status post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k)
+      LS_EXCLUDES(dmu_);
+  void disk_direct_loop() LS_EXCLUDES(dmu_);
+  void disk_staged_loop() LS_EXCLUDES(dmu_);
+  void set_disk_error(const Status& st, int layer) LS_EXCLUDES(dmu_);
+  // run_pass()'s steps.
+  Status run_layer(int layer, uint64_t pass, int batch_tokens) LS_EXCLUDES(dmu_);
+  Status finish_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
+  Status collect_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
+  // collect_pass()'s steps.
+  Result<double> event_us(const Event& e) const;
+  Status collect_layer_times(uint64_t pass, int cls, PassStats& st, double& begin, double& end, uint64_t& ram_bytes);
+  void collect_disk_reads(PassStats& st) LS_EXCLUDES(dmu_);
+  void summarize_pass(PassStats& st, int cls, double begin, double end, uint64_t ram_bytes);
+  Status drain() LS_EXCLUDES(dmu_);
   Result<io::Reader*> reader_for(const std::string& path);
   Status load_layer_to_host(int layer, void* dst);
   void disk_thread_main();
   int events_per_ring() const { return plan_.slots + 1; }
-  Status wait_counter(uint64_t& counter, uint64_t at_least);
+  // Waits until `counter` (one of the counters guarded by dmu_) reaches
+  // at_least; the disk error, or Cancelled when the executor stops.
+  Status wait_counter(uint64_t Executor::*counter, uint64_t at_least) LS_EXCLUDES(dmu_);
   bool drifted(int cls) const;
 
   Device& dev_;
@@ -197,7 +219,7 @@ class Executor {
   uint64_t placed_base_ = 0;
   std::vector<HostBuffer> ram_;         // per layer (RAM tier)
   HostBuffer bounce_;                   // resident loads on devices that are not host-addressable
-  std::unique_ptr<Stream> compute_, copy_, small_, disk_copy_;
+  std::unique_ptr<Stream> compute_, copy_, disk_copy_;
   std::vector<std::unique_ptr<Event>> loaded_, done_;  // [g % events_per_ring()]
   std::vector<std::unique_ptr<Event>> buf_done_;       // per staging buffer: its last H2D copy
   uint64_t load_bytes_ = 0;
@@ -229,19 +251,20 @@ class Executor {
   std::thread disk_thread_;
   // State below is guarded by dmu_ (shared by run_pass's thread, the disk
   // thread and the compute stream's host functions).
-  std::mutex dmu_;
-  std::condition_variable dcv_;
-  std::deque<DiskJob> jobs_;    // posted, not yet taken by the disk thread
-  uint64_t posted_ = 0, finished_ = 0;  // disk jobs posted / fully issued (or abandoned)
-  uint64_t done_recorded_ = 0;  // streamed layers whose "done" event is recorded (+1 past g)
-  bool abandon_ = false;        // drain: drop staged jobs whose copies can never start
-  bool stop_ = false;
-  Status disk_error_;
-  uint64_t computed_ = 0;       // direct: streamed layers whose compute finished (+1 past g)
-  uint64_t disk_ready_ = 0;     // disk layers whose data is in place or whose copies are issued (+1 past g)
-  std::vector<std::pair<uint64_t, double>> disk_samples_;  // (bytes, seconds)
-  std::vector<TraceEvent> disk_trace_;
-  int max_in_flight_ = 0;       // most reads in flight since the last collect_pass
+  Mutex dmu_;
+  std::condition_variable_any dcv_;  // waits on dmu_ itself (a Mutex, so the analysis sees it)
+  std::deque<DiskJob> jobs_ LS_GUARDED_BY(dmu_);  // posted, not yet taken by the disk thread
+  uint64_t posted_ LS_GUARDED_BY(dmu_) = 0;       // disk jobs posted
+  uint64_t finished_ LS_GUARDED_BY(dmu_) = 0;     // disk jobs fully issued (or abandoned)
+  uint64_t done_recorded_ LS_GUARDED_BY(dmu_) = 0;  // streamed layers whose "done" event is recorded (+1 past g)
+  bool abandon_ LS_GUARDED_BY(dmu_) = false;  // drain: drop staged jobs whose copies can never start
+  bool stop_ LS_GUARDED_BY(dmu_) = false;
+  Status disk_error_ LS_GUARDED_BY(dmu_);
+  uint64_t computed_ LS_GUARDED_BY(dmu_) = 0;    // direct: streamed layers whose compute finished (+1 past g)
+  uint64_t disk_ready_ LS_GUARDED_BY(dmu_) = 0;  // disk layers whose data is in place or whose copies are issued (+1 past g)
+  std::vector<std::pair<uint64_t, double>> disk_samples_ LS_GUARDED_BY(dmu_);  // (bytes, seconds)
+  std::vector<TraceEvent> disk_trace_ LS_GUARDED_BY(dmu_);
+  int max_in_flight_ LS_GUARDED_BY(dmu_) = 0;  // most reads in flight since the last collect_pass
 };
 
 }  // namespace layerstream::sched

@@ -90,23 +90,8 @@ bool named_like_end_of_turn(std::string_view t) {
   return names.count(t) > 0;
 }
 
-}  // namespace
-
-Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Tokenizer::~Tokenizer() = default;
-
-Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
-  auto impl = std::make_unique<Impl>();
-  Impl& m = *impl;
-  if (vocab.model == "llama") {
-    m.model = Impl::Model::kSpm;
-  } else if (vocab.model == "gpt2") {
-    m.model = Impl::Model::kBpe;
-    LS_ASSIGN_OR_RETURN(m.pre, parse_pre_tokenizer(vocab.pre));
-    m.ignore_merges = m.pre == PreTokenizer::kLlama3;
-  } else {
-    return Status::Unsupported("tokenizer model '" + vocab.model + "' is not supported (supported: llama, gpt2)");
-  }
+// Corruption for a vocabulary whose parts disagree (counts, special ids).
+Status check_vocab(const TokenizerVocab& vocab) {
   const size_t n = vocab.tokens.size();
   if (n == 0) return Status::Corruption("tokenizer has no tokens");
   if (n > static_cast<size_t>(INT32_MAX)) return Status::Corruption("tokenizer has too many tokens: " + std::to_string(n));
@@ -125,30 +110,77 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
   LS_RETURN_IF_ERROR(check_special("EOT", vocab.eot_id, n));
   if (vocab.add_bos && !vocab.bos_id) return Status::Corruption("tokenizer asks to add BOS but has no BOS id");
   if (vocab.add_eos && !vocab.eos_id) return Status::Corruption("tokenizer asks to add EOS but has no EOS id");
+  return Status::OK();
+}
 
-  m.types.resize(n, TokenType::kNormal);
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+// The algorithm, the vocabulary's consistency, token types, the lookup
+// tables (pieces, byte fallback, specials), BPE merges, then each token's
+// rendered bytes and end-of-generation flag.
+Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  LS_RETURN_IF_ERROR(m.choose_model(vocab));
+  LS_RETURN_IF_ERROR(check_vocab(vocab));
+  LS_RETURN_IF_ERROR(m.read_token_types(vocab));
+  LS_RETURN_IF_ERROR(m.index_tokens(vocab));
+  LS_RETURN_IF_ERROR(m.read_merges(vocab));
+  m.render_tokens(vocab);
+  m.v = std::move(vocab);
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+// SentencePiece ("llama") or byte-level BPE ("gpt2", with its pre-tokenizer).
+Status Tokenizer::Impl::choose_model(const TokenizerVocab& vocab) {
+  if (vocab.model == "llama") {
+    model = Model::kSpm;
+  } else if (vocab.model == "gpt2") {
+    model = Model::kBpe;
+    LS_ASSIGN_OR_RETURN(pre, parse_pre_tokenizer(vocab.pre));
+    ignore_merges = pre == PreTokenizer::kLlama3;
+  } else {
+    return Status::Unsupported("tokenizer model '" + vocab.model + "' is not supported (supported: llama, gpt2)");
+  }
+  return Status::OK();
+}
+
+// Per-token type: from the file (0..6), with llama.cpp's end-of-turn override.
+Status Tokenizer::Impl::read_token_types(const TokenizerVocab& vocab) {
+  const size_t n = vocab.tokens.size();
+  types.resize(n, TokenType::kNormal);
   for (size_t i = 0; i < vocab.token_types.size(); ++i) {
     const int32_t t = vocab.token_types[i];
     if (t < 0 || t > 6) {
       return Status::Corruption("tokenizer token " + std::to_string(i) + " has type " + std::to_string(t) +
                                 " (valid: 0..6)");
     }
-    m.types[i] = static_cast<TokenType>(t);
+    types[i] = static_cast<TokenType>(t);
   }
   // llama.cpp overrides the type of a token named like an end of turn to
   // control (a file that marks <|im_end|> normal still stops on it and never
   // produces it from plain text).
   for (size_t i = 0; i < n; ++i) {
-    if ((m.types[i] == TokenType::kNormal || m.types[i] == TokenType::kUndefined) &&
+    if ((types[i] == TokenType::kNormal || types[i] == TokenType::kUndefined) &&
         named_like_end_of_turn(vocab.tokens[i])) {
-      m.types[i] = TokenType::kControl;
+      types[i] = TokenType::kControl;
     }
   }
+  return Status::OK();
+}
 
-  m.byte_to_id.fill(-1);
+// piece_to_id, the byte fallback (byte_to_id: every byte needs a token
+// unless there is an unknown token) and the specials split out before the
+// model runs (longest first, indexed by first byte).
+Status Tokenizer::Impl::index_tokens(const TokenizerVocab& vocab) {
+  const size_t n = vocab.tokens.size();
+  byte_to_id.fill(-1);
   const auto& b2cp = gpt2_byte_to_code_point();
   StringMap<int> bpe_char_to_byte;
-  if (m.model == Impl::Model::kBpe) {
+  if (model == Impl::Model::kBpe) {
     for (int b = 0; b < 256; ++b) {
       std::string c;
       utf8::append(c, b2cp[b]);
@@ -158,90 +190,96 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerVocab vocab) {
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = static_cast<int32_t>(i);
     const std::string& t = vocab.tokens[i];
-    const TokenType type = m.types[i];
+    const TokenType type = types[i];
     switch (type) {
       case TokenType::kNormal:
       case TokenType::kUndefined:
       case TokenType::kUserDefined:
-        if (!t.empty()) m.piece_to_id.emplace(t, id);  // first occurrence wins
+        if (!t.empty()) piece_to_id.emplace(t, id);  // first occurrence wins
         break;
       default:
         break;
     }
-    if (m.model == Impl::Model::kSpm && type == TokenType::kByte) {
+    if (model == Impl::Model::kSpm && type == TokenType::kByte) {
       const int b = parse_byte_token(t);
       if (b < 0) return Status::Corruption("tokenizer byte token " + std::to_string(i) + " is '" + t + "', not <0xXX>");
-      if (m.byte_to_id[b] < 0) m.byte_to_id[b] = id;
+      if (byte_to_id[b] < 0) byte_to_id[b] = id;
     }
-    if (m.model == Impl::Model::kBpe && type != TokenType::kControl && type != TokenType::kUnused) {
+    if (model == Impl::Model::kBpe && type != TokenType::kControl && type != TokenType::kUnused) {
       auto it = bpe_char_to_byte.find(t);
-      if (it != bpe_char_to_byte.end() && m.byte_to_id[it->second] < 0) m.byte_to_id[it->second] = id;
+      if (it != bpe_char_to_byte.end() && byte_to_id[it->second] < 0) byte_to_id[it->second] = id;
     }
     // Split out of the text before the model's algorithm runs: user-defined
     // tokens always; control and unknown tokens with parse_special (llama.cpp's
     // tokenizer_st_partition).
     if (!t.empty() &&
         (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown)) {
-      m.specials.push_back({t, id, type != TokenType::kUserDefined});
+      specials.push_back({t, id, type != TokenType::kUserDefined});
     }
   }
   for (int b = 0; b < 256; ++b) {
-    if (m.byte_to_id[b] < 0 && !vocab.unk_id) {
+    if (byte_to_id[b] < 0 && !vocab.unk_id) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
       return Status::Unsupported(std::string("tokenizer (") + vocab.model + ") has no token for byte " + hex +
                                  " and no unknown token, so some text cannot be encoded");
     }
   }
-  std::stable_sort(m.specials.begin(), m.specials.end(),
+  std::stable_sort(specials.begin(), specials.end(),
                    [](const Impl::Special& a, const Impl::Special& b) { return a.text.size() > b.text.size(); });
-  for (size_t i = 0; i < m.specials.size(); ++i) {
-    m.specials_by_byte[static_cast<uint8_t>(m.specials[i].text[0])].push_back(static_cast<uint32_t>(i));
+  for (size_t i = 0; i < specials.size(); ++i) {
+    specials_by_byte[static_cast<uint8_t>(specials[i].text[0])].push_back(static_cast<uint32_t>(i));
   }
+  return Status::OK();
+}
 
-  if (m.model == Impl::Model::kBpe) {
-    m.merge_rank.reserve(vocab.merges.size());
+// BPE: "left right" -> rank (first, lowest rank wins).
+Status Tokenizer::Impl::read_merges(const TokenizerVocab& vocab) {
+  if (model == Impl::Model::kBpe) {
+    merge_rank.reserve(vocab.merges.size());
     for (size_t r = 0; r < vocab.merges.size(); ++r) {
       const std::string& mg = vocab.merges[r];
       const size_t sp = mg.find(' ', 1);
       if (sp == std::string::npos || sp + 1 >= mg.size()) {
         return Status::Corruption("tokenizer merge " + std::to_string(r) + " '" + mg + "' is not 'left right'");
       }
-      m.merge_rank.emplace(mg, static_cast<int32_t>(r));  // first (lowest) rank wins
+      merge_rank.emplace(mg, static_cast<int32_t>(r));  // first (lowest) rank wins
     }
   }
+  return Status::OK();
+}
 
-  m.rendered.resize(n);
-  m.eog.resize(n, false);
+// The bytes decode() writes per token, and which tokens end generation.
+void Tokenizer::Impl::render_tokens(const TokenizerVocab& vocab) {
+  const size_t n = vocab.tokens.size();
+  rendered.resize(n);
+  eog.resize(n, false);
   for (size_t i = 0; i < n; ++i) {
     const std::string& t = vocab.tokens[i];
-    switch (m.types[i]) {
+    switch (types[i]) {
       case TokenType::kControl:
       case TokenType::kUnused:
         break;
       case TokenType::kUnknown:
-        m.rendered[i] = kUnknownText;
+        rendered[i] = kUnknownText;
         break;
       case TokenType::kByte:
-        if (m.model == Impl::Model::kSpm) {
-          m.rendered[i] = std::string(1, static_cast<char>(parse_byte_token(t)));
+        if (model == Impl::Model::kSpm) {
+          rendered[i] = std::string(1, static_cast<char>(parse_byte_token(t)));
           break;
         }
         [[fallthrough]];
       default:
-        if (m.model == Impl::Model::kSpm) {
-          m.rendered[i] = unescape_spaces(t);
+        if (model == Impl::Model::kSpm) {
+          rendered[i] = unescape_spaces(t);
         } else {
-          m.rendered[i] = m.types[i] == TokenType::kUserDefined ? t : unmap_bytes(t);
+          rendered[i] = types[i] == TokenType::kUserDefined ? t : unmap_bytes(t);
         }
     }
-    m.eog[i] = named_like_end_of_turn(t);
+    eog[i] = named_like_end_of_turn(t);
   }
-  if (vocab.eos_id) m.eog[*vocab.eos_id] = true;
-  if (vocab.eot_id) m.eog[*vocab.eot_id] = true;
-
-  m.v = std::move(vocab);
-  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+  if (vocab.eos_id) eog[*vocab.eos_id] = true;
+  if (vocab.eot_id) eog[*vocab.eot_id] = true;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {

@@ -46,6 +46,13 @@ struct Tokenizer::Impl {
   std::vector<std::string> rendered;   // per id: the bytes decode() writes
   std::vector<bool> eog;               // per id
 
+  // Tokenizer::create's steps.
+  Status choose_model(const TokenizerVocab& vocab);
+  Status read_token_types(const TokenizerVocab& vocab);
+  Status index_tokens(const TokenizerVocab& vocab);
+  Status read_merges(const TokenizerVocab& vocab);
+  void render_tokens(const TokenizerVocab& vocab);
+
   int32_t unk_or(int32_t fallback) const { return v.unk_id ? *v.unk_id : fallback; }
 
   // Appends the ids of a plain-text fragment (no special tokens inside).
