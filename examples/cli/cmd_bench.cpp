@@ -18,6 +18,7 @@
 #include "runtime/bench/report_html.h"
 #include "runtime/bench/session.h"
 #include "runtime/bench/trace_export.h"
+#include "runtime/bench/uvm_runner.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/llama_model.h"
 
@@ -48,7 +49,8 @@ class BenchCommand : public Command {
     sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     sub.add_option("--passes", passes_, "Measured passes per strategy")->capture_default_str();
     sub.add_option("--warmup", warmup_, "Warm-up passes per strategy")->capture_default_str();
-    sub.add_option("--strategies", strategies_, "Comma-separated subset of resident,serial,overlap,planned")
+    sub.add_option("--strategies", strategies_,
+                   "Comma-separated subset of resident,serial,overlap,planned,uvm (uvm: cuda backend only)")
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");
@@ -137,7 +139,8 @@ class BenchCommand : public Command {
       if (end == std::string::npos) end = strategies_.size();
       std::string n = strategies_.substr(pos, end - pos);
       if (!n.empty()) {
-        if (!llama::parse_strategy(n).ok()) return usage_error("--strategies: unknown strategy '" + n + "'");
+        if (n != "uvm" && !llama::parse_strategy(n).ok())
+          return usage_error("--strategies: unknown strategy '" + n + "' (resident, serial, overlap, planned, uvm)");
         f.strategies.push_back(n);
       }
       pos = end + 1;
@@ -206,6 +209,14 @@ class BenchCommand : public Command {
       s.name = name;
       s.footprint_bytes = footprint;
       llama::RunnerOptions o = ro;
+      if (name == "uvm") {  // weights in managed memory (uvm_runner.h); skipped off the cuda backend
+        s.skip_reason = bench::uvm_unavailable_reason(device.info());
+        s.skip_if_out_of_budget = true;  // the file + arena exceed the card's free memory: skipped, saying so
+        s.footprint_bytes = vram + weight_bytes;  // the arena (at most) and the file's tensors
+        s.create = [dev, path = model_, o, work] { return bench::make_uvm_bench_runner(*dev, path, o, work); };
+        specs.push_back(std::move(s));
+        continue;
+      }
       o.strategy = *llama::parse_strategy(name);
       if (o.strategy == llama::Strategy::kResident) {
         s.skip_if_out_of_budget = true;

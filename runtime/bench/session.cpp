@@ -69,6 +69,13 @@ Status create(Slot& slot) {
   return Status::OK();
 }
 
+// The error when nothing is left to run, with each strategy's skip reason.
+Status all_skipped(const std::vector<Slot>& slots) {
+  std::string why;
+  for (const Slot& s : slots) why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", s.result.name, s.result.skip_reason);
+  return Status::InvalidArgument(fmt::format("bench: every strategy was skipped ({}); nothing to measure", why));
+}
+
 }  // namespace
 
 void fill_timeline(StrategyResult& result, const std::vector<sched::TraceEvent>& events,
@@ -121,7 +128,7 @@ Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const 
     active.push_back(&slots[i]);
     footprint += specs[i].footprint_bytes;
   }
-  if (active.empty()) return Status::InvalidArgument("bench: every strategy was skipped; nothing to measure");
+  if (active.empty()) return all_skipped(slots);
 
   SessionOutput out;
   bool blocks = o.force_blocks;
@@ -151,7 +158,7 @@ Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const 
     footprint -= s.spec->footprint_bytes;
     it = active.erase(it);
   }
-  if (active.empty()) return Status::InvalidArgument("bench: every strategy was skipped; nothing to measure");
+  if (active.empty()) return all_skipped(slots);
   if (!blocks && o.memory_available > 0 && footprint > o.memory_available) {
     blocks = true;
     out.schedule_reason = fmt::format("{} runners need {} together, {} available", active.size(),

@@ -291,6 +291,7 @@ struct LlamaRunner::Impl {
     return base() + lay.kv + idx * lay.kv_plane;
   }
   const void* tensor(const LayerRun& run, int layer, const GgufTensorInfo& t) const {
+    if (opt.external_weights) return opt.external_weights->base + t.offset;
     return static_cast<const char*>(run.data) + (t.offset - span_begin[layer]);
   }
 
@@ -340,7 +341,7 @@ Status LlamaRunner::Impl::gather_embedding_rows(int T) {
   // A host-readable copy of token_embd: the tied head's RAM-tier buffer or
   // its resident region on a host-addressable device.
   const uint8_t* table = nullptr;
-  if (m.output_tied && head_layer >= 0) {
+  if (m.output_tied && head_layer >= 0 && !opt.external_weights) {  // external: the placeholder is no copy
     const void* base = exec->ram_copy(head_layer);
     if (!base) base = exec->resident_host_view(head_layer);
     if (base) table = static_cast<const uint8_t*>(base) + (te.offset - span_begin[head_layer]);
@@ -648,16 +649,34 @@ Result<std::vector<LayerSpec>> LlamaRunner::Impl::layer_specs(const RunnerOption
     span_begin.push_back(spec.file_offset);
     if (li < o.pins.size()) spec.pin = o.pins[li];
     if (o.strategy == Strategy::kResident && !spec.pin) spec.pin = Tier::kResident;
+    if (o.external_weights) {
+      // The weights are read in place (tensor()); the executor keeps only a
+      // resident placeholder so its passes, events and trace stay as usual.
+      static const uint8_t kPlaceholder[sched::kSlotAlignment] = {};
+      spec.file.clear();
+      spec.file_offset = 0;
+      spec.host_data = kPlaceholder;
+      spec.bytes = sizeof(kPlaceholder);
+      spec.pin = Tier::kResident;
+    }
     switch (ml.kind) {
       case LayerKind::kEmbedding:
         break;
       case LayerKind::kBlock: {
         const int b = ml.block;
-        spec.compute = [ip, b](const LayerRun& r, Stream& s) { return ip->block(r, s, b); };
+        spec.compute = [ip, b](const LayerRun& r, Stream& s) {
+          if (ip->opt.external_weights && ip->opt.external_weights->before_layer)
+            LS_RETURN_IF_ERROR(ip->opt.external_weights->before_layer(r.layer, s));
+          return ip->block(r, s, b);
+        };
         break;
       }
       case LayerKind::kHead:
-        spec.compute = [ip](const LayerRun& r, Stream& s) { return ip->head(r, s); };
+        spec.compute = [ip](const LayerRun& r, Stream& s) {
+          if (ip->opt.external_weights && ip->opt.external_weights->before_layer)
+            LS_RETURN_IF_ERROR(ip->opt.external_weights->before_layer(r.layer, s));
+          return ip->head(r, s);
+        };
         break;
     }
     layers.push_back(std::move(spec));

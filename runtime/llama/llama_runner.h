@@ -90,6 +90,18 @@ struct RunnerOptions {
   // each sequence (perplexity); costs max_pass_tokens() x n_vocab floats of
   // reserve and pinned memory, so keep prefill_chunk small with big vocabularies.
   bool logits_all = false;
+  // The `uvm` bench strategy (runtime/bench/uvm_runner.h): the weights live
+  // outside the executor, in one allocation the device reads directly
+  // (managed memory holding the whole file; base = file byte 0). The executor
+  // then holds only a small resident placeholder per layer; compute reads each
+  // tensor at base + its file offset, and before_layer (may be empty) is
+  // called with the executor layer index and the compute stream before that
+  // layer's work is enqueued (prefetch hints, waits).
+  struct ExternalWeights {
+    const uint8_t* base = nullptr;
+    std::function<Status(int layer, Stream& compute)> before_layer;
+  };
+  std::optional<ExternalWeights> external_weights;
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`

@@ -212,5 +212,30 @@ TEST_F(BenchCli, BadInputFailsCleanly) {
   EXPECT_NE(small.out.find("budget"), std::string::npos) << small.out;
 }
 
+// The uvm strategy (weights in CUDA managed memory) needs the cuda backend:
+// beside a strategy that runs it is listed as skipped with that reason (text
+// and JSON); alone, bench fails with the reason and a non-zero exit.
+TEST_F(BenchCli, UvmIsSkippedWithAReasonOnTheHostBackend) {
+  const std::string j = dir_->file("uvm.json");
+  CliResult both = run_cli("bench " + model_ + " --backend host --vram 16MiB --strategies serial,uvm --passes 1 --warmup 0 --json " + j);
+  ASSERT_EQ(both.exit_code, 0) << both.out;
+  EXPECT_NE(both.out.find("uvm       skipped: uvm needs the cuda backend"), std::string::npos) << both.out;
+  const auto r = nlohmann::json::parse(slurp(j));
+  ASSERT_EQ(r["strategies"].size(), 2u);
+  EXPECT_EQ(r["strategies"][0]["name"], "serial");
+  EXPECT_FALSE(r["strategies"][0]["skipped"].get<bool>());
+  EXPECT_EQ(r["strategies"][1]["name"], "uvm");
+  EXPECT_TRUE(r["strategies"][1]["skipped"].get<bool>());
+  EXPECT_NE(r["strategies"][1]["skip_reason"].get<std::string>().find("host backend"), std::string::npos);
+
+  CliResult alone = run_cli("bench " + model_ + " --backend host --strategies uvm --passes 1 --warmup 0");
+  EXPECT_EQ(alone.exit_code, 1) << alone.out;
+  EXPECT_NE(alone.out.find("every strategy was skipped (uvm: uvm needs the cuda backend"), std::string::npos)
+      << alone.out;
+  CliResult junk = run_cli("bench " + model_ + " --backend host --strategies uvmm");
+  EXPECT_EQ(junk.exit_code, 2) << junk.out;
+  EXPECT_NE(junk.out.find("unknown strategy 'uvmm'"), std::string::npos) << junk.out;
+}
+
 }  // namespace
 }  // namespace layerstream
