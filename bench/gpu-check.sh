@@ -10,7 +10,7 @@
 #      a failure here;
 #   3. cuda_cpu_agreement (every op and type, CUDA vs CPU kernels);
 #   4. bench_cuda (H2D by chunk, D2D, matmul of every type vs memory bandwidth);
-#   5. layerstream probe, then layerstream bench (serial/overlap/planned, one
+#   5. layerstream probe, then layerstream bench (serial/overlap/planned/uvm, one
 #      runner at a time) on a 1 GiB example model with a 384 MiB --vram budget.
 # Hard deadline: LS_GPU_CHECK_DEADLINE_S (default 450 s = 7.5 min) for the
 # whole run; every step runs under `timeout` with a limit cut to the time
@@ -217,10 +217,10 @@ if [ -s "$MODEL" ]; then
   box=()
   [ -s "$OUT/probe.json" ] && box=(--box "$OUT/probe.json")
   run_step stream-decode 90 "$BIN/layerstream" bench "$MODEL" --backend cuda --vram 384MiB --ram 256MiB \
-    --mode decode --ctx 256 --passes 5 --warmup 2 --strategies serial,overlap,planned --blocks "${box[@]}" \
+    --mode decode --ctx 256 --passes 5 --warmup 2 --strategies serial,overlap,planned,uvm --blocks "${box[@]}" \
     --json "$OUT/stream-decode.json" --trace "$WORK/trace-decode.json" --report "$WORK/report-decode.html"
   run_step stream-prefill 90 "$BIN/layerstream" bench "$MODEL" --backend cuda --vram 384MiB --ram 256MiB \
-    --mode prefill --prompt-len 256 --passes 3 --warmup 1 --strategies serial,overlap,planned --blocks "${box[@]}" \
+    --mode prefill --prompt-len 256 --passes 3 --warmup 1 --strategies serial,overlap,planned,uvm --blocks "${box[@]}" \
     --json "$OUT/stream-prefill.json" --trace "$WORK/trace-prefill.json" --report "$WORK/report-prefill.html"
   rm -f "$MODEL"
   (cd "$WORK" && ls trace-*.json report-*.html >/dev/null 2>&1 &&
