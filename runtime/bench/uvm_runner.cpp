@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "layerstream/units.h"
 #include "runtime/bench/executor_runner.h"
 

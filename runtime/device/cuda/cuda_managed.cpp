@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "layerstream/units.h"
@@ -80,8 +81,6 @@ Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::stri
   LS_RETURN_IF_ERROR(read_all(fd, static_cast<uint8_t*>(m->mem_.get()), bytes, path));
   LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
   LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetReadMostly, device_location(device)));
-  // The device maps the pages (no faults for pages already duplicated there).
-  LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetAccessedBy, device_location(device)));
   LS_ASSIGN_OR_RETURN(m->prefetch_stream_, create_stream(cudaStreamNonBlocking, "uvm prefetch stream"));
   m->events_.reserve(static_cast<size_t>(tickets));
   for (int i = 0; i < tickets; ++i) {
