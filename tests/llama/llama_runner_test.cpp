@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "runtime/device/device.h"
@@ -169,6 +171,80 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, StreamingIdentity,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
                                            GgmlType::Q4_0, GgmlType::Q4_1),
                          [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
+
+// RunnerOptions::external_weights (the uvm bench strategy's hook, tested on
+// the host where device memory is host memory): every tensor is read at
+// base + its file offset from a copy of the whole file, the executor holds
+// only placeholders, before_layer sees each layer once per pass in order,
+// and the logits equal the resident run's bit for bit (separate and tied head).
+TEST(ExternalWeights, ReadInPlaceEqualsResidentBitForBit) {
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  auto dev = open_host_device(2);
+  ASSERT_TRUE(dev);
+  const auto prompt = random_tokens(rng, 9, 512);
+  const auto next = random_tokens(rng, 3, 512);
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied output head" : "separate output head");
+    ExampleModelSpec spec = tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/256);
+    spec.tied_output = tied;
+    const std::string path = dir.file(tied ? "tied.gguf" : "m.gguf");
+    ExampleWriteOptions wo;
+    wo.fsync = false;
+    LS_ASSERT_OK(write_example_model(path, spec, wo));
+    RunnerOptions ro = base_options();
+    ro.strategy = Strategy::kResident;
+    ro.prefill_chunk = 4;
+    LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
+    const auto want = run_tokens(*resident, prompt, next);
+    const uint64_t weights = [&] {
+      uint64_t all = 0;
+      for (uint64_t b : resident->executor().layer_bytes()) all += b;
+      return all;
+    }();
+    resident.reset();
+
+    std::ifstream f(path, std::ios::binary);
+    std::vector<uint8_t> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_GT(file.size(), weights);
+    std::vector<int> seen;
+    RunnerOptions o = base_options();
+    o.prefill_chunk = 4;
+    o.external_weights = RunnerOptions::ExternalWeights{file.data(), [&seen](int layer, Stream&) {
+                                                          seen.push_back(layer);
+                                                          return Status::OK();
+                                                        }};
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+    const int n = static_cast<int>(spec.n_layers) + 1;  // blocks and the head
+    ASSERT_EQ(r->executor().layer_bytes().size(), static_cast<size_t>(n));
+    for (uint64_t b : r->executor().layer_bytes()) EXPECT_EQ(b, 4096u) << "not a placeholder";
+    EXPECT_EQ(r->streamed_bytes_per_pass(), 0u);
+    const auto got = run_tokens(*r, prompt, next);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
+          << "logits row " << i << " differ (seed " << seed << ")";
+    const uint64_t passes = r->executor().passes_run();
+    ASSERT_GT(passes, 0u);
+    ASSERT_EQ(seen.size(), passes * n);
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int>(i % n)) << "call " << i;
+    // The weights are read from `file` itself: changed bytes, changed logits.
+    for (size_t i = file.size() - weights; i < file.size(); ++i) file[i] ^= 0x5a;
+    r->reset(0);
+    LS_ASSERT_OK(r->prefill(0, prompt));
+    EXPECT_NE(0, std::memcmp(r->logits(0).data(), want[0].data(), want[0].size() * sizeof(float)));
+    // A failing hook fails the pass with its error.
+    RunnerOptions bad = o;
+    bad.external_weights->before_layer = [](int layer, Stream&) {
+      return layer == 1 ? Status::IOError("prefetch refused") : Status::OK();
+    };
+    LS_ASSERT_OK_AND_ASSIGN(auto rb, LlamaRunner::create(*dev, path, bad));
+    Status st = rb->prefill(0, prompt);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find("prefetch refused"), std::string::npos) << st.ToString();
+  }
+}
 
 // ---- float64 reference -------------------------------------------------
 
