@@ -231,7 +231,7 @@ TEST(ExternalWeights, ReadInPlaceEqualsResidentBitForBit) {
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], static_cast<int>(i % n)) << "call " << i;
     // The weights are read from `file` itself: changed bytes, changed logits.
     for (size_t i = file.size() - weights; i < file.size(); ++i) file[i] ^= 0x5a;
-    r->reset(0);
+    LS_ASSERT_OK(r->reset(0));
     LS_ASSERT_OK(r->prefill(0, prompt));
     EXPECT_NE(0, std::memcmp(r->logits(0).data(), want[0].data(), want[0].size() * sizeof(float)));
     // A failing hook fails the pass with its error.
