@@ -57,6 +57,12 @@ Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::stri
   if (bytes == 0) return Status::InvalidArgument(path + " is empty");
 
   LS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  int concurrent = 0;  // prefetch and read-mostly duplicates need it
+  LS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device));
+  if (!concurrent)
+    return Status::Unsupported("uvm: CUDA device " + std::to_string(device) +
+                               " has no concurrent managed access (cudaDevAttrConcurrentManagedAccess = 0), so "
+                               "managed memory cannot be prefetched or read-duplicated on it");
   size_t free_b = 0, total_b = 0;
   LS_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_b, &total_b));
   const uint64_t usable = static_cast<uint64_t>(free_b) / 10 * 9;
