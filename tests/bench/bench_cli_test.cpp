@@ -16,6 +16,9 @@
 namespace layerstream {
 namespace {
 
+// Sanity ceiling for measured overlap efficiency (see its use).
+constexpr double kMaxEfficiency = 2.0;
+
 using testing::CliResult;
 
 // stdout and stderr together: the checks below look for messages in either.
@@ -124,9 +127,13 @@ void check_bench_outputs(const std::string& json_path, const std::string& trace_
     EXPECT_GE(s["stall_ms"].get<double>(), 0);
     EXPECT_GT(s["streamed_bytes"].get<uint64_t>(), 0u);  // nothing fits resident entirely
     EXPECT_LE(s["streamed_bytes"].get<uint64_t>(), j["model"]["weight_bytes"].get<uint64_t>());
+    // The lower bound uses the scheduler's moving-average link and disk
+    // rates, so a pass that ran faster than that average can score above 1;
+    // on a loaded 2-core machine up to 1.5 was seen. Only sanity here: the
+    // efficiency figures are benchmarks' business (bench/RESULTS.md).
     const double eff = s["overlap_efficiency"];
     EXPECT_GT(eff, 0);
-    EXPECT_LE(eff, 1.05);
+    EXPECT_LE(eff, kMaxEfficiency);
     const double ratio = s["ratio_to_best"];
     if (med == best) EXPECT_DOUBLE_EQ(ratio, 1.0);
     else EXPECT_GE(ratio, 1.0);
@@ -136,7 +143,7 @@ void check_bench_outputs(const std::string& json_path, const std::string& trace_
   EXPECT_GT(j["lower_bound_ms"].get<double>(), 0);
   EXPECT_GT(j["predicted_ms"].get<double>(), 0);
   EXPECT_GT(j["overlap_efficiency"].get<double>(), 0);
-  EXPECT_LE(j["overlap_efficiency"].get<double>(), 1.05);
+  EXPECT_LE(j["overlap_efficiency"].get<double>(), kMaxEfficiency);
 
   const auto t = nlohmann::json::parse(slurp(trace_path));
   ASSERT_TRUE(t["traceEvents"].is_array());
