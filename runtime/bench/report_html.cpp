@@ -32,13 +32,15 @@ const char* kind_color(sched::TraceKind k) {
     case sched::TraceKind::kDiskChunk: return "#a58be0";
     case sched::TraceKind::kStall: return "#d93c3c";
     case sched::TraceKind::kCopyWait: return "#bbbbbb";
+    case sched::TraceKind::kHostCompute: return "#3aa655";
   }
   return "#888";
 }
 
 int row_of(sched::TraceKind k) {
   switch (k) {
-    case sched::TraceKind::kCompute: return 0;
+    case sched::TraceKind::kCompute:
+    case sched::TraceKind::kHostCompute: return 0;  // one pass order: device and host compute alternate
     case sched::TraceKind::kStall: return 1;
     case sched::TraceKind::kCopy:
     case sched::TraceKind::kCopyWait: return 2;
