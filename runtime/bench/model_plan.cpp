@@ -201,7 +201,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     const uint64_t lo = plan.min_vram_bytes, hi = std::max(plan.all_resident_vram_bytes, lo);
     for (int i = 0; i < o.budgets; ++i) {
       uint64_t b = o.budgets == 1 ? hi : lo + (hi - lo) * i / (o.budgets - 1);
-      if (i > 0 && i + 1 < o.budgets) b = sched::round_up(b, 1 << 20);
+      if (i > 0 && i + 1 < o.budgets) b = std::min(hi, sched::round_up(b, 1 << 20));  // round middle rows, never past all-resident
       if (budgets.empty() || b > budgets.back()) budgets.push_back(b);
     }
   }

@@ -220,10 +220,10 @@ uint64_t min_vram_for(const std::vector<LayerSpec>& layers, uint64_t reserve_byt
     in.pins.push_back(l.pin);
   }
   in.ram_budget = o.ram_budget;
-  in.staging_bytes = uint64_t{defaults.staging_buffers} * sched::round_up(defaults.staging_buffer_bytes, 4096);
+  in.staging_bytes = 0;  // as the executor: the staging buffers are their own allocation, outside ram_budget
   in.cost = &cost;
   in.disk_direct = disk_direct;
-  in.chunk_bytes = defaults.copy_chunk_bytes;
+  in.chunk_bytes = disk_direct ? defaults.copy_chunk_bytes : defaults.staging_buffer_bytes;
   in.max_slots = defaults.max_slots;
   in.serial = o.strategy == Strategy::kSerial;
   auto fits = [&](uint64_t budget) {
