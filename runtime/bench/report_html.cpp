@@ -138,7 +138,8 @@ std::string layer_bars_svg(const StrategyResult& s, double link_gbps) {
   for (int i = 0; i < n; ++i) {
     const LayerTiming& l = s.layers[i];
     const int y = i * group_h + 4;
-    o += fmt::format("<text x=\"4\" y=\"{}\">{} ({})</text>", y + bar_h + 3, esc(l.name), esc(l.tier));
+    o += fmt::format("<text x=\"4\" y=\"{}\">{} ({})</text>", y + bar_h + 3, esc(l.name),
+                     esc(l.site == "host" ? l.tier + ", host compute" : l.tier));
     o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#3b7dd8\"><title>{} compute "
                      "{:.3f} ms</title></rect>",
                      label_w, y, std::max(0.5, comp_ms[i] * scale), bar_h, esc(l.name), comp_ms[i]);

@@ -90,6 +90,7 @@ void fill_timeline(StrategyResult& result, const std::vector<sched::TraceEvent>&
     result.layers[i].name = layers[i].name;
     result.layers[i].bytes = layers[i].bytes;
     result.layers[i].tier = std::string(sched::tier_name(layers[i].tier));
+    result.layers[i].site = std::string(sched::site_name(layers[i].site));
   }
   // Transfer time of a layer: its H2D copy, else (direct reads) its disk read.
   std::vector<double> copy_s(layers.size(), 0), disk_s(layers.size(), 0);
