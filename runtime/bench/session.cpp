@@ -97,7 +97,8 @@ void fill_timeline(StrategyResult& result, const std::vector<sched::TraceEvent>&
   for (const auto& e : events) {
     if (e.layer < 0 || static_cast<size_t>(e.layer) >= layers.size()) continue;
     const double d = std::max(0.0, e.end_us - e.start_us) * 1e-6;
-    if (e.kind == sched::TraceKind::kCompute) result.layers[e.layer].compute_s += d;
+    if (e.kind == sched::TraceKind::kCompute || e.kind == sched::TraceKind::kHostCompute)
+      result.layers[e.layer].compute_s += d;
     if (e.kind == sched::TraceKind::kCopy) copy_s[e.layer] += d;
     if (e.kind == sched::TraceKind::kDiskRead) disk_s[e.layer] += d;
   }

@@ -72,6 +72,8 @@ void CostModel::record_compute(int layer, int cls, double s) {
 
 double CostModel::compute_s(int layer, int cls) const {
   const auto& m = ema_.at(layer);
+  if (m.empty() && !host_ema_.at(layer).empty() && host_factor_ > 0)
+    return nearest_class(host_ema_[layer], cls) / host_factor_;
   if (m.empty()) return hint_s_[layer];
   auto it = m.find(cls);
   if (it != m.end()) return it->second;

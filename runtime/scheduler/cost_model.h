@@ -27,7 +27,8 @@ class CostModel {
   // Records one measured compute time (EMA; the first sample sets the value).
   void record_compute(int layer, int batch_class, double seconds);
   // Best estimate for `layer` in `batch_class`: its EMA, else the EMA of the
-  // nearest measured class, else the hint (0 when none).
+  // nearest measured class, else (measured on the host site only) its host
+  // time / host_factor, else the hint (0 when none).
   double compute_s(int layer, int batch_class) const;
   std::vector<double> compute_all(int batch_class) const;
   bool measured(int layer, int batch_class) const;
@@ -42,6 +43,7 @@ class CostModel {
   void set_host_factor(double f) { host_factor_ = f; }
   double host_factor() const { return host_factor_; }
   bool host_known(int layer, int batch_class) const;
+  bool host_measured(int layer, int batch_class) const { return host_ema_.at(layer).count(batch_class) > 0; }
   double host_compute_s(int layer, int batch_class) const;
   // Seconds to move the activations of one crossing (device<->host) of a
   // batch; set by the executor's owner (0 = free).

@@ -371,7 +371,7 @@ Status Executor::apply_plan(Plan p) {
       p.sites == plan_.sites && p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes) {
     plan_ = std::move(p);
     plan_compute_ = cost_.compute_all(plan_.batch_class);
-    plan_measured_ = cost_.fully_measured(plan_.batch_class);
+    plan_measured_ = measured_at_sites(plan_.batch_class);
     LS_LOG_DEBUG("scheduler plan (unchanged placement): {}", describe_plan(plan_, bytes_));
     return Status::OK();
   }
@@ -504,7 +504,7 @@ Status Executor::apply_plan(Plan p) {
   LS_RETURN_IF_ERROR(create_events());
   LS_RETURN_IF_ERROR(prepare_host_lane());
   plan_compute_ = cost_.compute_all(plan_.batch_class);
-  plan_measured_ = cost_.fully_measured(plan_.batch_class);
+  plan_measured_ = measured_at_sites(plan_.batch_class);
   reset_stream_state();
   LS_LOG_INFO("scheduler plan: {} (loaded {})", describe_plan(plan_, bytes_), format_bytes(moved + loaded));
   return Status::OK();
@@ -981,7 +981,7 @@ Status Executor::run_pass(int batch_tokens) {
   ++pass_;
   if (opt_.auto_replan && !opt_.plan) {
     bool warm = pass_ - epoch_pass_ >= static_cast<uint64_t>(opt_.warmup_passes);
-    if (warm && ((!plan_measured_ && cost_.fully_measured(cls)) || (plan_measured_ && drifted(cls)))) {
+    if (warm && ((!plan_measured_ && measured_at_sites(cls)) || (plan_measured_ && drifted(cls)))) {
       LS_ASSIGN_OR_RETURN(bool changed, replan());
       (void)changed;
     }
@@ -1007,11 +1007,26 @@ Result<bool> Executor::replan() {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
   ++replans_;
-  if (p.tiers == plan_.tiers && p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth) {
+  bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.slots == plan_.slots &&
+              p.prefetch_depth == plan_.prefetch_depth;
+  if (!keep && opt_.host_policy != HostPolicy::kNever) {
+    // Hybrid plans: many placements predict within noise of each other (a
+    // block costs about the same on either site of a host backend), so a new
+    // plan must beat the current one, re-evaluated under the same costs, by
+    // 5% to be worth moving bytes for. Without this, measurement noise makes
+    // the plan churn (every change reloads residents and moves KV caches).
+    Plan cur = plan_;
+    evaluate_plan(in, cur);
+    if (p.predicted_pass_s > cur.predicted_pass_s * 0.95) {
+      keep = true;
+      p = std::move(cur);
+    }
+  }
+  if (keep) {
     plan_.predicted_pass_s = p.predicted_pass_s;
     plan_.lower_bound_s = p.lower_bound_s;
     plan_compute_ = cost_.compute_all(plan_.batch_class);
-    plan_measured_ = cost_.fully_measured(plan_.batch_class);
+    plan_measured_ = measured_at_sites(plan_.batch_class);
     LS_LOG_DEBUG("scheduler: re-plan keeps the plan; predicted pass {:.3f} ms, bound {:.3f} ms",
                 plan_.predicted_pass_s * 1e3, plan_.lower_bound_s * 1e3);
     return false;

@@ -198,6 +198,8 @@ class Executor {
   Status run_host_layer(LayerRun& run, bool entering);
   Status leave_host_lane(int batch_tokens);
   double host_us() const;
+  // Every layer has a compute sample in `cls` at the site the plan gives it.
+  bool measured_at_sites(int cls) const;
 
   Device& dev_;
   std::vector<LayerSpec> layers_;

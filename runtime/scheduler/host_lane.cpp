@@ -24,6 +24,14 @@ double Executor::host_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_ref_).count();
 }
 
+bool Executor::measured_at_sites(int cls) const {
+  for (int i = 0; i < n_; ++i) {
+    const bool host = !plan_.tiers.empty() && plan_.site(i) == Site::kHost;
+    if (host ? !cost_.host_measured(i, cls) : !cost_.measured(i, cls)) return false;
+  }
+  return true;
+}
+
 Status Executor::prepare_host_lane() {
   if (plan_.count_site(Site::kHost) == 0) return Status::OK();
   if (!opt_.activations_to_host || !opt_.activations_to_device)
