@@ -46,8 +46,9 @@ class BenchCommand : public Command {
         ->capture_default_str();
     sub.add_option("--host-factor", host_factor_,
                    "Hybrid execution: a block's host compute time before it is measured, relative to its device "
-                   "time (default: 1 on the host backend, where both are the same CPU kernels; 0 elsewhere = "
-                   "`planned` keeps every block on the device)");
+                   "time; > 0 lets `planned` choose each block's site (1 on the host backend, where both are the "
+                   "same CPU kernels). 0 = `planned` keeps every block on the device; `host` uses max(1, this)")
+        ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");
     sub.add_option("--box", box_, "Probe JSON (`layerstream probe --json`) seeding link/disk GB/s");
@@ -144,7 +145,7 @@ class BenchCommand : public Command {
     ro.staging_buffer_bytes = staging_chunk;
     ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
     ro.trace = true;
-    ro.host_compute_factor = host_factor_ >= 0 ? host_factor_ : (info.backend == BackendKind::kHost ? 1.0 : 0.0);
+    ro.host_compute_factor = host_factor_;
     if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = ctx_;
     const uint64_t footprint = info.backend == BackendKind::kHost ? vram + *ram : vram;
     std::vector<bench::StrategySpec> specs;
@@ -217,7 +218,7 @@ class BenchCommand : public Command {
  private:
   std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode";
   std::string strategies_ = "resident,serial,overlap,planned";
-  double host_factor_ = -1;  // < 0: by backend (see --host-factor)
+  double host_factor_ = 0;
   std::string box_, json_path_, trace_path_, report_path_;
   DeviceFlags device_;
   std::string staging_chunk_;

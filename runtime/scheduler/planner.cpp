@@ -210,7 +210,12 @@ Result<Plan> make_plan(const PlannerInput& in) {
   Plan best = refine_sites(in, std::move(dev));
   if (auto host = make_plan_sites(in, true); host.ok()) {
     Plan h = refine_sites(in, std::move(*host));
-    if (h.predicted_pass_s < best.predicted_pass_s * (1 - 1e-6)) best = std::move(h);
+    // On a tie (e.g. before anything is measured) the plan with more resident
+    // bytes wins: residents cost nothing per pass on any site.
+    const bool tie = h.predicted_pass_s <= best.predicted_pass_s * (1 + 1e-6);
+    if (h.predicted_pass_s < best.predicted_pass_s * (1 - 1e-6) ||
+        (tie && resident_bytes(in, h.tiers) > resident_bytes(in, best.tiers)))
+      best = std::move(h);
   }
   return best;
 }
