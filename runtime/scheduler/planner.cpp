@@ -255,7 +255,9 @@ Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
   std::sort(caps.rbegin(), caps.rend());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
   if (caps.size() > 5) caps.resize(5);
+  bool streamed_any = false;  // all-host: once no plan streams, other slot counts repeat the same search
   for (int slots : slot_choices) for (uint64_t cap : caps) {
+    if (all_host && slots != slot_choices.front() && !streamed_any) break;
     int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
     std::vector<Tier> start = base;
     for (int i = 0; i < n; ++i)
@@ -287,6 +289,7 @@ Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
       if (pick < 0) break;
       cur = std::move(pick_trial);
     }
+    streamed_any = streamed_any || cur.plan.streams_anything();
     if (!best || cur.plan.predicted_pass_s < best->predicted_pass_s * (1 - 1e-6)) best = cur.plan;
   }
   if (!best) return no_fit_error(in, slot_choices.front());
