@@ -50,7 +50,12 @@ class BenchCommand : public Command {
     sub.add_option("--passes", passes_, "Measured passes per strategy")->capture_default_str();
     sub.add_option("--warmup", warmup_, "Warm-up passes per strategy")->capture_default_str();
     sub.add_option("--strategies", strategies_,
-                   "Comma-separated subset of resident,serial,overlap,planned,uvm (uvm: cuda backend only)")
+                   "Comma-separated subset of resident,serial,overlap,planned,host,uvm (uvm: cuda backend only)")
+        ->capture_default_str();
+    sub.add_option("--host-factor", host_factor_,
+                   "Hybrid execution: a block's host compute time before it is measured, relative to its device "
+                   "time; > 0 lets `planned` choose each block's site (1 on the host backend, where both are the "
+                   "same CPU kernels). 0 = `planned` keeps every block on the device; `host` uses max(1, this)")
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");
@@ -140,7 +145,7 @@ class BenchCommand : public Command {
       std::string n = strategies_.substr(pos, end - pos);
       if (!n.empty()) {
         if (n != "uvm" && !llama::parse_strategy(n).ok())
-          return usage_error("--strategies: unknown strategy '" + n + "' (resident, serial, overlap, planned, uvm)");
+          return usage_error("--strategies: unknown strategy '" + n + "' (resident, serial, overlap, planned, host, uvm)");
         f.strategies.push_back(n);
       }
       pos = end + 1;
@@ -197,6 +202,7 @@ class BenchCommand : public Command {
     ro.staging_buffer_bytes = p.staging_chunk;
     ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
     ro.trace = true;
+    ro.host_compute_factor = host_factor_;
     ro.host_threads = device_.host_threads;
     ro.exact = exact_;
     ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
@@ -277,6 +283,7 @@ class BenchCommand : public Command {
  private:
   std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode", kv_type_ = "f32";
   std::string strategies_ = "resident,serial,overlap,planned";
+  double host_factor_ = 0;
   std::string box_, json_path_, trace_path_, report_path_;
   DeviceFlags device_;
   std::string staging_chunk_;

@@ -76,7 +76,7 @@ nlohmann::json to_json(const BenchResult& r) {
     }
     json layers = json::array();
     for (const LayerTiming& l : s.layers)
-      layers.push_back({{"name", l.name}, {"bytes", l.bytes}, {"tier", l.tier},
+      layers.push_back({{"name", l.name}, {"bytes", l.bytes}, {"tier", l.tier}, {"site", l.site},
                         {"compute_ms", l.compute_s * 1e3}, {"transfer_ms", l.transfer_s * 1e3}});
     j.update({{"plan", s.plan},
               {"pass_ms", {{"min", s.pass_ms.min}, {"median", s.pass_ms.median}, {"max", s.pass_ms.max}}},

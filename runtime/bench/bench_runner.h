@@ -21,6 +21,7 @@ struct LayerDesc {
   std::string name;
   uint64_t bytes = 0;
   sched::Tier tier = sched::Tier::kResident;
+  sched::Site site = sched::Site::kDevice;  // where its compute runs (hybrid execution)
 };
 
 struct PassOutput {

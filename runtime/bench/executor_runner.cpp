@@ -38,6 +38,7 @@ std::vector<LayerDesc> ExecutorRunner::layers() const {
     d.name = i < names_.size() && !names_[i].empty() ? names_[i] : fmt::format("layer{}", i);
     d.bytes = bytes[i];
     d.tier = i < ex_.plan().tiers.size() ? ex_.plan().tiers[i] : sched::Tier::kResident;
+    d.site = i < ex_.plan().tiers.size() ? ex_.plan().site(static_cast<int>(i)) : sched::Site::kDevice;
     out.push_back(std::move(d));
   }
   return out;

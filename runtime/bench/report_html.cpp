@@ -32,13 +32,15 @@ const char* kind_color(sched::TraceKind k) {
     case sched::TraceKind::kDiskChunk: return "#a58be0";
     case sched::TraceKind::kStall: return "#d93c3c";
     case sched::TraceKind::kCopyWait: return "#bbbbbb";
+    case sched::TraceKind::kHostCompute: return "#3aa655";
   }
   return "#888";
 }
 
 int row_of(sched::TraceKind k) {
   switch (k) {
-    case sched::TraceKind::kCompute: return 0;
+    case sched::TraceKind::kCompute:
+    case sched::TraceKind::kHostCompute: return 0;  // one pass order: device and host compute alternate
     case sched::TraceKind::kStall: return 1;
     case sched::TraceKind::kCopy:
     case sched::TraceKind::kCopyWait: return 2;
@@ -136,7 +138,8 @@ std::string layer_bars_svg(const StrategyResult& s, double link_gbps) {
   for (int i = 0; i < n; ++i) {
     const LayerTiming& l = s.layers[i];
     const int y = i * group_h + 4;
-    o += fmt::format("<text x=\"4\" y=\"{}\">{} ({})</text>", y + bar_h + 3, esc(l.name), esc(l.tier));
+    o += fmt::format("<text x=\"4\" y=\"{}\">{} ({})</text>", y + bar_h + 3, esc(l.name),
+                     esc(l.site == "host" ? l.tier + ", host compute" : l.tier));
     o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#3b7dd8\"><title>{} compute "
                      "{:.3f} ms</title></rect>",
                      label_w, y, std::max(0.5, comp_ms[i] * scale), bar_h, esc(l.name), comp_ms[i]);

@@ -97,13 +97,15 @@ void fill_timeline(StrategyResult& result, const std::vector<sched::TraceEvent>&
     result.layers[i].name = layers[i].name;
     result.layers[i].bytes = layers[i].bytes;
     result.layers[i].tier = std::string(sched::tier_name(layers[i].tier));
+    result.layers[i].site = std::string(sched::site_name(layers[i].site));
   }
   // Transfer time of a layer: its H2D copy, else (direct reads) its disk read.
   std::vector<double> copy_s(layers.size(), 0), disk_s(layers.size(), 0);
   for (const auto& e : events) {
     if (e.layer < 0 || static_cast<size_t>(e.layer) >= layers.size()) continue;
     const double d = std::max(0.0, e.end_us - e.start_us) * 1e-6;
-    if (e.kind == sched::TraceKind::kCompute) result.layers[e.layer].compute_s += d;
+    if (e.kind == sched::TraceKind::kCompute || e.kind == sched::TraceKind::kHostCompute)
+      result.layers[e.layer].compute_s += d;
     if (e.kind == sched::TraceKind::kCopy) copy_s[e.layer] += d;
     if (e.kind == sched::TraceKind::kDiskRead) disk_s[e.layer] += d;
   }

@@ -12,7 +12,7 @@ namespace layerstream::bench {
 std::string bench_chrome_json(const BenchResult& result, const std::vector<std::vector<sched::TraceEvent>>& events) {
   using nlohmann::json;
   json evs = json::array();
-  const char* threads[] = {"", "compute", "copy", "disk", "disk reads"};
+  const char* threads[] = {"", "compute", "copy", "disk", "disk reads", "host compute"};
   for (size_t i = 0; i < result.strategies.size(); ++i) {
     const StrategyResult& s = result.strategies[i];
     if (s.skipped) continue;
@@ -21,7 +21,7 @@ std::string bench_chrome_json(const BenchResult& result, const std::vector<std::
                    {"args", {{"name", s.name}}}});
     evs.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"ts", 0}, {"name", "process_sort_index"},
                    {"args", {{"sort_index", pid}}}});
-    for (int tid = 1; tid <= 4; ++tid)
+    for (int tid = 1; tid <= 5; ++tid)
       evs.push_back({{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"ts", 0}, {"name", "thread_name"},
                      {"args", {{"name", threads[tid]}}}});
     if (i >= events.size()) continue;
@@ -30,6 +30,7 @@ std::string bench_chrome_json(const BenchResult& result, const std::vector<std::
       if (e.kind == sched::TraceKind::kCopy || e.kind == sched::TraceKind::kCopyWait) tid = 2;
       if (e.kind == sched::TraceKind::kDiskRead) tid = 3;
       if (e.kind == sched::TraceKind::kDiskChunk) tid = 4;
+      if (e.kind == sched::TraceKind::kHostCompute) tid = 5;
       std::string lname = e.layer >= 0 && static_cast<size_t>(e.layer) < s.layers.size()
                               ? s.layers[e.layer].name
                               : fmt::format("layer{}", e.layer);

@@ -30,15 +30,16 @@ std::string_view strategy_name(Strategy s) {
     case Strategy::kSerial: return "serial";
     case Strategy::kOverlap: return "overlap";
     case Strategy::kPlanned: return "planned";
+    case Strategy::kHost: return "host";
   }
   return "?";
 }
 
 Result<Strategy> parse_strategy(std::string_view name) {
-  for (Strategy s : {Strategy::kResident, Strategy::kSerial, Strategy::kOverlap, Strategy::kPlanned})
+  for (Strategy s : {Strategy::kResident, Strategy::kSerial, Strategy::kOverlap, Strategy::kPlanned, Strategy::kHost})
     if (strategy_name(s) == name) return s;
   return Status::InvalidArgument("unknown strategy '" + std::string(name) +
-                                 "' (choices: resident, serial, overlap, planned)");
+                                 "' (choices: resident, serial, overlap, planned, host)");
 }
 
 Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, const std::vector<LayerSpec>& layers,
@@ -83,6 +84,12 @@ Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, cons
     }
     case Strategy::kPlanned:
       if (o.plan) e.plan = *o.plan;
+      e.host_compute_factor = o.host_compute_factor;
+      e.host_policy = o.host_compute_factor > 0 ? sched::HostPolicy::kChoose : sched::HostPolicy::kNever;
+      break;
+    case Strategy::kHost:
+      e.host_compute_factor = std::max(1.0, o.host_compute_factor);
+      e.host_policy = sched::HostPolicy::kAll;
       break;
   }
   return e;
@@ -315,10 +322,30 @@ struct LlamaRunner::Impl {
   Status run_pass(std::vector<Segment> segs, const std::vector<const int32_t*>& toks, std::vector<LogitRow> rows);
   void clear_kv_suffix(int seq, int from);
   Status matmul(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens);
+  Status matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens,
+                   Kernels& kern, char* b);
+  // Hybrid execution (host-site blocks; see the end of this file).
+  HostBuffer host_res;              // host mirror of the reserve layout: activations, host-site KV, rope_freqs
+  std::unique_ptr<Kernels> hk;      // the CPU kernels host-site blocks run with
+  std::vector<sched::Site> kv_site; // per block: where its KV cache is
+  Status init_host_site(sched::ExecutorOptions& eo);
+  Status move_kv(const sched::Plan& from, const sched::Plan& to);
+  char* host_base() const { return static_cast<char*>(host_res.data()); }
+  char* site_base(sched::Site s) const { return s == sched::Site::kHost ? host_base() : base(); }
+  Kernels& site_kernels(sched::Site s) const { return s == sched::Site::kHost ? *hk : *k; }
+  void* kv_plane_at(char* b, int seq, int layer, int which) const {
+    const uint64_t idx = (static_cast<uint64_t>(seq) * m.hparams.n_layers + layer) * 2 + which;
+    return b + lay.kv + idx * lay.kv_plane;
+  }
 };
 
 Status LlamaRunner::Impl::matmul(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y,
                                  int n_tokens) {
+  return matmul_at(s, w, t, x, y, n_tokens, *k, base());
+}
+
+Status LlamaRunner::Impl::matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y,
+                                    int n_tokens, Kernels& kern, char* b) {
   kernels::MatmulParams p;
   p.w = w;
   p.w_type = t.type;
@@ -328,10 +355,10 @@ Status LlamaRunner::Impl::matmul(Stream& s, const void* w, const GgufTensorInfo&
   p.y = y;
   p.n_tokens = n_tokens;
   if (lay.scratch_bytes) {
-    p.scratch = base() + lay.scratch;
+    p.scratch = b + lay.scratch;
     p.scratch_bytes = lay.scratch_bytes;
   }
-  return k->matmul(p, s);
+  return kern.matmul(p, s);
 }
 
 Status LlamaRunner::Impl::gather_embedding_rows(int T) {
@@ -396,9 +423,9 @@ Status LlamaRunner::Impl::block(const LayerRun& run, Stream& s, int b) {
 Status LlamaRunner::Impl::post_norm(const LayerRun& run, Stream& s, const std::optional<GgufTensorInfo>& nt) {
   if (!nt) return Status::OK();
   const LlamaHparams& h = m.hparams;
-  return k->rmsnorm({f(lay.tmp), static_cast<const float*>(tensor(run, run.layer, *nt)), f(lay.tmp), pass_tokens,
-                     h.n_embd, h.rms_eps},
-                    s);
+  float* tmp = reinterpret_cast<float*>(site_base(run.site) + lay.tmp);  // the block's site (see attention)
+  return site_kernels(run.site).rmsnorm(
+      {tmp, static_cast<const float*>(tensor(run, run.layer, *nt)), tmp, pass_tokens, h.n_embd, h.rms_eps}, s);
 }
 
 // x += attention over the pass's segments (Q/K/V with optional biases and
@@ -409,19 +436,28 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   const int T = pass_tokens;
   const int64_t e = h.n_embd, hd = h.head_dim, nq = int64_t{h.n_head} * hd, nkv = int64_t{h.n_head_kv} * hd;
   const int L = run.layer;
+  // The site decides where the activations, the KV cache and the kernels are
+  // (a host-site block runs the CPU kernels on host memory whatever the backend).
+  char* const B = site_base(run.site);
+  Kernels& K = site_kernels(run.site);
+  auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
+  auto kv_plane = [&](int seq, int layer, int which) { return kv_plane_at(B, seq, layer, which); };
+  auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
+    return matmul_at(st, w, t, x, y, n, K, B);
+  };
   float *x = f(lay.x), *xb = f(lay.xb), *q = f(lay.q), *kk = f(lay.k), *v = f(lay.v), *att = f(lay.att),
         *tmp = f(lay.tmp);
-  const auto* positions = reinterpret_cast<const int32_t*>(base() + lay.positions);
+  const auto* positions = reinterpret_cast<const int32_t*>(B + lay.positions);
 
   kernels::RmsNormParams n1{x, static_cast<const float*>(tensor(run, L, w.attn_norm)), xb, T, e, h.rms_eps};
-  LS_RETURN_IF_ERROR(k->rmsnorm(n1, s));
+  LS_RETURN_IF_ERROR(K.rmsnorm(n1, s));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_q), w.attn_q, xb, q, T));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_k), w.attn_k, xb, kk, T));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_v), w.attn_v, xb, v, T));
   auto bias = [&](const std::optional<GgufTensorInfo>& bt, float* y, int64_t width) -> Status {
     if (!bt) return Status::OK();
     const auto* bp = static_cast<const float*>(tensor(run, L, *bt));
-    for (int t = 0; t < T; ++t) LS_RETURN_IF_ERROR(k->add({y + t * width, bp, y + t * width, width}, s));
+    for (int t = 0; t < T; ++t) LS_RETURN_IF_ERROR(K.add({y + t * width, bp, y + t * width, width}, s));
     return Status::OK();
   };
   LS_RETURN_IF_ERROR(bias(w.attn_q_bias, q, nq));
@@ -430,8 +466,8 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   if (w.attn_q_norm) {  // traits.qk_norm: every head of every token is one row
     const auto* qn = static_cast<const float*>(tensor(run, L, *w.attn_q_norm));
     const auto* kn = static_cast<const float*>(tensor(run, L, *w.attn_k_norm));
-    LS_RETURN_IF_ERROR(k->rmsnorm({q, qn, q, int64_t{T} * h.n_head, hd, h.rms_eps}, s));
-    LS_RETURN_IF_ERROR(k->rmsnorm({kk, kn, kk, int64_t{T} * h.n_head_kv, hd, h.rms_eps}, s));
+    LS_RETURN_IF_ERROR(K.rmsnorm({q, qn, q, int64_t{T} * h.n_head, hd, h.rms_eps}, s));
+    LS_RETURN_IF_ERROR(K.rmsnorm({kk, kn, kk, int64_t{T} * h.n_head_kv, hd, h.rms_eps}, s));
   }
   kernels::RopeParams rp;
   rp.n_tokens = T;
@@ -444,10 +480,10 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   rp.neox = h.rope_neox;
   rp.x = q;
   rp.n_heads = h.n_head;
-  LS_RETURN_IF_ERROR(k->rope(rp, s));
+  LS_RETURN_IF_ERROR(K.rope(rp, s));
   rp.x = kk;
   rp.n_heads = h.n_head_kv;
-  LS_RETURN_IF_ERROR(k->rope(rp, s));
+  LS_RETURN_IF_ERROR(K.rope(rp, s));
   for (const Segment& sg : segs) {
     kernels::AttentionParams ap;
     ap.q = q + sg.row * nq;
@@ -465,11 +501,11 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
     ap.scale = h.attn_scale;
     ap.window = h.is_swa(static_cast<uint32_t>(b)) ? h.n_swa : 0;
     ap.out = att + sg.row * nq;
-    LS_RETURN_IF_ERROR(k->attention(ap, s));
+    LS_RETURN_IF_ERROR(K.attention(ap, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_output), w.attn_output, att, tmp, T));
   LS_RETURN_IF_ERROR(post_norm(run, s, w.attn_post_norm));
-  return k->add({x, tmp, x, T * e}, s);
+  return K.add({x, tmp, x, T * e}, s);
 }
 
 // x += ffn_down(act(ffn_gate(norm(x))) * ffn_up(norm(x))).
@@ -479,20 +515,27 @@ Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
   const int T = pass_tokens;
   const int64_t e = h.n_embd;
   const int L = run.layer;
+  // The block's site: host memory and the CPU kernels for a host-site block.
+  char* const B = site_base(run.site);
+  Kernels& K = site_kernels(run.site);
+  auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
+  auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
+    return matmul_at(st, w, t, x, y, n, K, B);
+  };
   float *x = f(lay.x), *xb = f(lay.xb), *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
-  LS_RETURN_IF_ERROR(k->rmsnorm(n2, s));
+  LS_RETURN_IF_ERROR(K.rmsnorm(n2, s));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T));
   const int64_t n_ff = int64_t{T} * h.n_ff;
   if (h.traits.ffn == FfnActivation::kGeluTanh) {
-    LS_RETURN_IF_ERROR(k->gelu_mul({gate, up, gate, n_ff}, s));
+    LS_RETURN_IF_ERROR(K.gelu_mul({gate, up, gate, n_ff}, s));
   } else {
-    LS_RETURN_IF_ERROR(k->silu_mul({gate, up, gate, n_ff}, s));
+    LS_RETURN_IF_ERROR(K.silu_mul({gate, up, gate, n_ff}, s));
   }
   LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_down), w.ffn_down, gate, tmp, T));
   LS_RETURN_IF_ERROR(post_norm(run, s, w.ffn_post_norm));
-  return k->add({x, tmp, x, T * e}, s);
+  return K.add({x, tmp, x, T * e}, s);
 }
 
 Status LlamaRunner::Impl::head(const LayerRun& run, Stream& s) {
@@ -728,6 +771,12 @@ Status LlamaRunner::Impl::alloc_host_buffers() {
 
 Status LlamaRunner::Impl::create_executor(std::vector<LayerSpec> layers) {
   LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(opt, layers, dev.info(), lay.total));
+  // Hybrid execution: blocks may run on the host site (the head stays on the
+  // device); the host mirror and the crossing hooks exist before the first plan.
+  if (eo.host_policy != sched::HostPolicy::kNever || (eo.plan && eo.plan->count_site(sched::Site::kHost) > 0)) {
+    for (size_t i = 0; i < layers.size(); ++i) layers[i].host_ok = static_cast<int>(i) != head_layer;
+    LS_RETURN_IF_ERROR(init_host_site(eo));
+  }
   auto ex = sched::Executor::create(dev, std::move(layers), std::move(eo));
   if (!ex.ok()) return ex.status().WithContext(path);
   exec = std::move(*ex);
@@ -746,6 +795,7 @@ Status LlamaRunner::Impl::load_reserve_tensors() {
     LS_RETURN_IF_ERROR(rd->read_span(t.offset, t.n_bytes, host.data()).WithContext("read " + t.name));
     Stream& s = exec->compute_stream();
     LS_RETURN_IF_ERROR(s.copy_h2d(f(reserve_off), host.data(), t.n_bytes));
+    if (host_res.data()) std::memcpy(host_base() + reserve_off, host.data(), t.n_bytes);
     return s.synchronize();
   };
   if (m.output_tied) LS_RETURN_IF_ERROR(read_into_reserve(m.output_norm, lay.out_norm, out_norm_host));
@@ -936,6 +986,10 @@ Status LlamaRunner::copy_sequence(int src, int dst) {
     for (int which = 0; which < 2; ++which)
       LS_RETURN_IF_ERROR(s.copy_d2d(I.kv_plane(dst, layer, which), I.kv_plane(src, layer, which), bytes));
   LS_RETURN_IF_ERROR(s.synchronize());
+  if (I.host_res.data())  // host-site blocks' KV caches
+    for (uint32_t layer = 0; layer < h.n_layers; ++layer)
+      for (int which = 0; which < 2; ++which)
+        std::memcpy(I.kv_plane_at(I.host_base(), dst, layer, which), I.kv_plane_at(I.host_base(), src, layer, which), bytes);
   I.pos[dst] = I.pos[src];
   return Status::OK();
 }
@@ -1038,6 +1092,61 @@ uint64_t LlamaRunner::streamed_bytes_per_pass() const {
   const sched::Plan& p = impl_->exec->plan();
   const auto& b = impl_->exec->layer_bytes();
   return p.bytes_in(Tier::kRam, b) + p.bytes_in(Tier::kDisk, b);
+}
+
+}  // namespace layerstream::llama
+
+namespace layerstream::llama {
+
+// Hybrid execution: host-site blocks compute with the CPU kernels on a host
+// mirror of the reserve layout (activations, their KV caches, rope_freqs).
+// The executor calls the crossing hooks around a run of host-site layers
+// (only x and the positions cross) and move_kv when a plan changes a block's
+// site, so its KV cache follows it.
+Status LlamaRunner::Impl::init_host_site(sched::ExecutorOptions& eo) {
+  kernels::KernelsOptions ko;  // the runner's CPU kernel options (threads, exact) for the host site too
+  ko.host_threads = opt.host_threads;
+  ko.exact = opt.exact;
+  LS_ASSIGN_OR_RETURN(hk, kernels::make_kernels(BackendKind::kHost, ko));
+  LS_ASSIGN_OR_RETURN(host_res, dev.alloc_pinned(lay.total));
+  std::memset(host_res.data(), 0, host_res.size());
+  kv_site.assign(m.hparams.n_layers, sched::Site::kDevice);
+  Impl* ip = this;
+  eo.activations_to_host = [ip](Stream& s, int) -> Status {
+    const uint64_t x_bytes = uint64_t(ip->pass_tokens) * ip->m.hparams.n_embd * sizeof(float);
+    LS_RETURN_IF_ERROR(s.copy_d2h(ip->host_base() + ip->lay.x, ip->base() + ip->lay.x, x_bytes));
+    return s.copy_d2h(ip->host_base() + ip->lay.positions, ip->base() + ip->lay.positions,
+                      uint64_t(ip->pass_tokens) * sizeof(int32_t));
+  };
+  eo.activations_to_device = [ip](Stream& s, int) -> Status {
+    const uint64_t x_bytes = uint64_t(ip->pass_tokens) * ip->m.hparams.n_embd * sizeof(float);
+    return s.copy_h2d(ip->base() + ip->lay.x, ip->host_base() + ip->lay.x, x_bytes);
+  };
+  eo.on_plan_change = [ip](const sched::Plan& from, const sched::Plan& to) { return ip->move_kv(from, to); };
+  return Status::OK();
+}
+
+// Called with nothing in flight. Block b is executor layer b (the layers are
+// the blocks in order, then the head).
+Status LlamaRunner::Impl::move_kv(const sched::Plan& from, const sched::Plan& to) {
+  if (!exec) {  // the first plan: no KV yet
+    for (size_t b = 0; b < kv_site.size(); ++b) kv_site[b] = to.site(static_cast<int>(b));
+    return Status::OK();
+  }
+  (void)from;
+  Stream& s = exec->compute_stream();  // nothing in flight (apply_plan drained)
+  for (size_t b = 0; b < kv_site.size(); ++b) {
+    const sched::Site want = to.site(static_cast<int>(b));
+    if (want == kv_site[b]) continue;
+    for (int seq = 0; seq < n_seq; ++seq)
+      for (int which = 0; which < 2; ++which) {
+        void* d = kv_plane_at(base(), seq, static_cast<int>(b), which);
+        void* h = kv_plane_at(host_base(), seq, static_cast<int>(b), which);
+        LS_RETURN_IF_ERROR(want == sched::Site::kHost ? s.copy_d2h(h, d, lay.kv_plane) : s.copy_h2d(d, h, lay.kv_plane));
+      }
+    kv_site[b] = want;
+  }
+  return s.synchronize();
 }
 
 }  // namespace layerstream::llama

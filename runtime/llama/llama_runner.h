@@ -54,10 +54,15 @@ namespace layerstream::llama {
 //   kOverlap:  fixed window (overlap_slots slots, depth slots-1), first layers
 //              resident while they fit next to the window (plan_first_fit),
 //              no planner and no re-planning.
-//   kPlanned:  the planner (measured costs, re-plans after warm-up and on drift).
-enum class Strategy { kResident, kSerial, kOverlap, kPlanned };
+//   kPlanned:  the planner (measured costs, re-plans after warm-up and on drift);
+//              with host_compute_factor > 0 it also chooses each block's
+//              execution site (device or host, sched::HostPolicy::kChoose).
+//   kHost:     the planner's residency search, every non-resident block
+//              computed on the host site (from its RAM copy or the file; only
+//              activations cross; its KV cache lives on the host).
+enum class Strategy { kResident, kSerial, kOverlap, kPlanned, kHost };
 
-std::string_view strategy_name(Strategy s);               // "resident", "serial", "overlap", "planned"
+std::string_view strategy_name(Strategy s);               // "resident", "serial", "overlap", "planned", "host"
 Result<Strategy> parse_strategy(std::string_view name);   // InvalidArgument on junk
 
 struct RunnerOptions {
@@ -102,6 +107,11 @@ struct RunnerOptions {
     std::function<Status(int layer, Stream& compute)> before_layer;
   };
   std::optional<ExternalWeights> external_weights;
+  // Hybrid execution: a block's host compute time before it is measured, as a
+  // multiple of its device estimate (1 on the host backend: the same CPU
+  // kernels). 0 = unknown: kPlanned keeps every layer on the device (today's
+  // behaviour). kHost uses max(1, this).
+  double host_compute_factor = 0;
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`

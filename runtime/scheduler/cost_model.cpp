@@ -14,11 +14,54 @@ int batch_class(int t) {
   return 4;
 }
 
-CostModel::CostModel(int n, double alpha) : alpha_(alpha), hint_s_(n, 0.0), ema_(n) {
+CostModel::CostModel(int n, double alpha) : alpha_(alpha), hint_s_(n, 0.0), ema_(n), host_ema_(n) {
   LS_CHECK(alpha > 0 && alpha <= 1);
 }
 
 void CostModel::set_hint(int layer, double s) { hint_s_.at(layer) = s; }
+
+namespace {
+double nearest_class(const std::map<int, double>& m, int cls) {
+  auto it = m.find(cls);
+  if (it != m.end()) return it->second;
+  int best = -1;
+  double v = 0;
+  for (const auto& [c, s] : m)
+    if (best < 0 || std::abs(c - cls) < std::abs(best - cls)) best = c, v = s;
+  return v;
+}
+}  // namespace
+
+void CostModel::record_host_compute(int layer, int cls, double s) {
+  auto& m = host_ema_.at(layer);
+  auto it = m.find(cls);
+  if (it == m.end()) m.emplace(cls, s);
+  else it->second = alpha_ * s + (1 - alpha_) * it->second;
+}
+
+bool CostModel::host_known(int layer, int cls) const {
+  return !host_ema_.at(layer).empty() || host_factor_ > 0;
+}
+
+double CostModel::host_compute_s(int layer, int cls) const {
+  const auto& m = host_ema_.at(layer);
+  if (m.count(cls)) return m.at(cls);
+  // Another class's host sample scaled by this class's device estimate
+  // relative to that class's, else the factor.
+  if (!m.empty()) {
+    int best = -1;
+    for (const auto& [c, s] : m)
+      if (best < 0 || std::abs(c - cls) < std::abs(best - cls)) best = c;
+    const double dev_here = compute_s(layer, cls), dev_there = compute_s(layer, best);
+    const double host_there = nearest_class(m, cls);
+    return dev_there > 0 && dev_here > 0 ? host_there * dev_here / dev_there : host_there;
+  }
+  return host_factor_ * compute_s(layer, cls);
+}
+
+double CostModel::crossing_s(int cls) const {
+  return crossing_s_.empty() ? 0.0 : nearest_class(crossing_s_, cls);
+}
 
 void CostModel::record_compute(int layer, int cls, double s) {
   auto& m = ema_.at(layer);
@@ -29,6 +72,8 @@ void CostModel::record_compute(int layer, int cls, double s) {
 
 double CostModel::compute_s(int layer, int cls) const {
   const auto& m = ema_.at(layer);
+  if (m.empty() && !host_ema_.at(layer).empty() && host_factor_ > 0)
+    return nearest_class(host_ema_[layer], cls) / host_factor_;
   if (m.empty()) return hint_s_[layer];
   auto it = m.find(cls);
   if (it != m.end()) return it->second;

@@ -27,12 +27,28 @@ class CostModel {
   // Records one measured compute time (EMA; the first sample sets the value).
   void record_compute(int layer, int batch_class, double seconds);
   // Best estimate for `layer` in `batch_class`: its EMA, else the EMA of the
-  // nearest measured class, else the hint (0 when none).
+  // nearest measured class, else (measured on the host site only) its host
+  // time / host_factor, else the hint (0 when none).
   double compute_s(int layer, int batch_class) const;
   std::vector<double> compute_all(int batch_class) const;
   bool measured(int layer, int batch_class) const;
   // True when every layer has a sample in this class.
   bool fully_measured(int batch_class) const;
+
+  // Host site (hybrid execution): the layer's compute on the host lane, EMA
+  // per class like compute_s. Before any host sample: `host_factor` x the
+  // device estimate (set_host_factor; 0 = unknown, host_compute_s returns 0
+  // and host_known() is false, so the planner never picks the host site).
+  void record_host_compute(int layer, int batch_class, double seconds);
+  void set_host_factor(double f) { host_factor_ = f; }
+  double host_factor() const { return host_factor_; }
+  bool host_known(int layer, int batch_class) const;
+  bool host_measured(int layer, int batch_class) const { return host_ema_.at(layer).count(batch_class) > 0; }
+  double host_compute_s(int layer, int batch_class) const;
+  // Seconds to move the activations of one crossing (device<->host) of a
+  // batch; set by the executor's owner (0 = free).
+  void set_crossing_s(int batch_class, double seconds) { crossing_s_[batch_class] = seconds; }
+  double crossing_s(int batch_class) const;
 
   void set_link_bw(double bytes_per_s) { link_bw_ = bytes_per_s; }
   void set_disk_bw(double bytes_per_s) { disk_bw_ = bytes_per_s; }
@@ -48,6 +64,9 @@ class CostModel {
   double alpha_;
   std::vector<double> hint_s_;
   std::vector<std::map<int, double>> ema_;  // per layer: class -> seconds
+  std::vector<std::map<int, double>> host_ema_;  // per layer: class -> seconds
+  double host_factor_ = 0;
+  std::map<int, double> crossing_s_;
   double link_bw_ = 0;
   double disk_bw_ = 0;
 };

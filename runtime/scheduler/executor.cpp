@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <unistd.h>
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
@@ -55,6 +56,8 @@ Executor::~Executor() {
   if (compute_) (void)compute_->synchronize();
   if (copy_) (void)copy_->synchronize();
   if (disk_thread_.joinable()) disk_thread_.join();
+  if (host_lane_) (void)host_lane_->synchronize();
+  for (auto& [path, fd] : host_fds_) ::close(fd);
   if (disk_copy_) (void)disk_copy_->synchronize();
   for (auto& [path, r] : readers_) r->cancel();
 }
@@ -66,7 +69,9 @@ PlannerInput Executor::planner_input(int cls) const {
   for (const LayerSpec& l : layers_) {
     in.from_file.push_back(l.from_file());
     in.pins.push_back(l.pin);
+    in.host_ok.push_back(l.host_ok);
   }
+  in.host_policy = opt_.host_policy;
   uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
   in.vram_budget = opt_.vram_budget > reserve ? opt_.vram_budget - reserve : 0;
   in.ram_budget = opt_.ram_budget;
@@ -91,6 +96,7 @@ Status Executor::init() {
   disk_direct_ = dev_.info().host_addressable && !opt_.force_staging;
   cost_ = CostModel(n_);
   for (int i = 0; i < n_; ++i) cost_.set_hint(i, layers_[i].compute_hint_s);
+  cost_.set_host_factor(opt_.host_compute_factor);
   std::vector<std::string> names;
   for (auto& l : layers_) names.push_back(l.name);
   trace_.set_layer_names(std::move(names));
@@ -281,10 +287,12 @@ Status Executor::drain() {
   Status s1 = copy_->synchronize();
   Status s2 = compute_->synchronize();
   Status s3 = disk_copy_ ? disk_copy_->synchronize() : Status::OK();
+  Status s4 = host_lane_ ? host_lane_->synchronize() : Status::OK();
   reset_stream_state();
   if (!s1.ok()) return s1;
   if (!s2.ok()) return s2;
   if (!s3.ok()) return s3;
+  if (!s4.ok()) return s4;
   MutexLock l(dmu_);
   return disk_error_;
 }
@@ -352,7 +360,14 @@ Status Executor::check_and_size_plan(Plan& p, const PlannerInput& in) const {
                                                  layers_[i].name, tier_name(p.tiers[i]), tier_name(*layers_[i].pin)));
     if (p.tiers[i] == Tier::kDisk && !layers_[i].from_file())
       return Status::InvalidArgument(fmt::format("plan puts layer {} ({}) on disk but it has no file", i, layers_[i].name));
+    if (p.site(i) == Site::kHost && (p.tiers[i] == Tier::kResident || !layers_[i].host_ok))
+      return Status::InvalidArgument(fmt::format(
+          "plan puts layer {} ({}) on the host site but it is {}", i, layers_[i].name,
+          p.tiers[i] == Tier::kResident ? "resident (a host-site layer is in the ram or disk tier)"
+                                        : "not host-capable (LayerSpec::host_ok)"));
   }
+  if (!p.sites.empty() && p.sites.size() != static_cast<size_t>(n_))
+    return Status::InvalidArgument(fmt::format("plan has {} sites for {} layers", p.sites.size(), n_));
   if (p.streams_anything()) {
     if (p.slots < 1) return Status::InvalidArgument("plan streams layers but has no slots");
     p.prefetch_depth = std::clamp(p.prefetch_depth, 0, p.slots - 1);
@@ -365,10 +380,10 @@ Status Executor::check_and_size_plan(Plan& p, const PlannerInput& in) const {
   p.ram_bytes = 0;
   for (int i = 0; i < n_; ++i) {
     if (p.tiers[i] == Tier::kResident) p.vram_bytes += round_up(bytes_[i], kSlotAlignment);
-    else p.slot_bytes = std::max(p.slot_bytes, spans_[i]);
+    else if (p.streamed(i)) p.slot_bytes = std::max(p.slot_bytes, spans_[i]);
     if (p.tiers[i] == Tier::kRam) p.ram_bytes += bytes_[i];
   }
-  p.window_bytes = window_bytes_for(streamed_spans(spans_, p.tiers), p.slots);
+  p.window_bytes = window_bytes_for(streamed_spans(spans_, p), p.slots);
   p.vram_bytes += p.window_bytes;
   if (p.vram_bytes > in.vram_budget)
     return Status::OutOfBudget(fmt::format(
@@ -398,13 +413,13 @@ void Executor::count_load_total(const Plan& p) {
 // moves, the window and the prefetches already enqueued stay valid.
 bool Executor::same_placement(const Plan& p) const {
   return arena_ && (window_.ptr || !plan_.streams_anything()) && !plan_.tiers.empty() && p.tiers == plan_.tiers &&
-         p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes;
+         p.sites == plan_.sites && p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes;
 }
 
 void Executor::adopt_unchanged_placement(Plan p) {
   plan_ = std::move(p);
   plan_compute_ = cost_.compute_all(plan_.batch_class);
-  plan_measured_ = cost_.fully_measured(plan_.batch_class);
+  plan_measured_ = measured_at_sites(plan_.batch_class);
   LS_LOG_DEBUG("scheduler plan (unchanged placement): {}", describe_plan(plan_, bytes_));
 }
 
@@ -552,17 +567,19 @@ Status Executor::ensure_staging_ring(const Plan& p) {
 // Makes `p` the plan: the streamed layers' order, events for its window, the
 // cost estimates it was made with, a new epoch of streamed-layer numbering.
 Status Executor::adopt_plan(Plan p) {
+  if (opt_.on_plan_change) LS_RETURN_IF_ERROR(opt_.on_plan_change(plan_, p));
   plan_ = std::move(p);
   streamed_.clear();
   stream_index_.assign(n_, -1);
   for (int i = 0; i < n_; ++i)
-    if (plan_.tiers[i] != Tier::kResident) {
+    if (plan_.streamed(i)) {
       stream_index_[i] = static_cast<int>(streamed_.size());
       streamed_.push_back(i);
     }
   LS_RETURN_IF_ERROR(create_events());
+  LS_RETURN_IF_ERROR(prepare_host_lane());
   plan_compute_ = cost_.compute_all(plan_.batch_class);
-  plan_measured_ = cost_.fully_measured(plan_.batch_class);
+  plan_measured_ = measured_at_sites(plan_.batch_class);
   reset_stream_state();
   return Status::OK();
 }
@@ -611,9 +628,12 @@ Status Executor::enqueue_ready_copies(uint64_t computing) {
   // wait for is enqueued (its "done" event recorded). Staged disk layers are
   // handed over further ahead: the disk thread reads them into the staging
   // buffers at once and issues their copies when that "done" is recorded.
-  const uint64_t W = plan_.window();
-  const uint64_t L = W + static_cast<uint64_t>(std::max(0, opt_.read_ahead_layers));
+  // Never more than one pass ahead (at most m streamed layers): a load for
+  // the pass after next would re-record the timing events (k_start_/k_end_,
+  // per pass parity) the pass being collected still reads.
   const uint64_t m = streamed_.size();
+  const uint64_t W = std::min<uint64_t>(plan_.window(), m);
+  const uint64_t L = std::min<uint64_t>(W + static_cast<uint64_t>(std::max(0, opt_.read_ahead_layers)), m);
   for (;;) {
     const uint64_t g = g_copy_;
     const bool staged_disk = !disk_direct_ && plan_.tiers[streamed_[g % m]] == Tier::kDisk;
@@ -944,7 +964,38 @@ Status Executor::run_pass(int batch_tokens) {
   }
   const uint64_t pass = pass_;
   LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[pass & 1]));
-  for (int i = 0; i < n_; ++i) LS_RETURN_IF_ERROR(run_layer(i, pass, batch_tokens));
+  Site at = Site::kDevice;  // where the activations are
+  for (int i = 0; i < n_; ++i) {
+    if (plan_.site(i) == Site::kHost) {
+      LayerRun run;
+      run.layer = i;
+      run.pass = pass;
+      run.bytes = bytes_[i];
+      run.tier = plan_.tiers[i];
+      run.batch_tokens = batch_tokens;
+      Status st = run_host_layer(run, at == Site::kDevice);
+      at = Site::kHost;
+      if (!st.ok()) {
+        (void)drain();
+        return st.WithContext(fmt::format("host compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
+      }
+      continue;
+    }
+    if (at == Site::kHost) {
+      at = Site::kDevice;
+      if (Status st = leave_host_lane(batch_tokens); !st.ok()) {
+        (void)drain();
+        return st.WithContext(fmt::format("host lane before layer {} ({}) in pass {}", i, layers_[i].name, pass));
+      }
+    }
+    LS_RETURN_IF_ERROR(run_layer(i, pass, batch_tokens));
+  }
+  if (at == Site::kHost) {
+    if (Status st = leave_host_lane(batch_tokens); !st.ok()) {
+      (void)drain();
+      return st.WithContext(fmt::format("host lane at the end of pass {}", pass));
+    }
+  }
   return finish_pass(pass, cls);
 }
 
@@ -1014,6 +1065,7 @@ Status Executor::run_layer(int i, uint64_t pass, int batch_tokens) {
 // pass completes and is collected; a re-plan once the costs are measured or
 // have drifted.
 Status Executor::finish_pass(uint64_t pass, int cls) {
+  // Cyclic prefetch: the next pass's first streamed layers load now.
   if (!streamed_.empty()) LS_RETURN_IF_ERROR(enqueue_ready_copies(g_compute_));
   Status st = compute_->synchronize();
   if (!st.ok()) {
@@ -1024,7 +1076,7 @@ Status Executor::finish_pass(uint64_t pass, int cls) {
   ++pass_;
   if (opt_.auto_replan && !opt_.plan) {
     bool warm = pass_ - epoch_pass_ >= static_cast<uint64_t>(opt_.warmup_passes);
-    if (warm && ((!plan_measured_ && cost_.fully_measured(cls)) || (plan_measured_ && drifted(cls)))) {
+    if (warm && ((!plan_measured_ && measured_at_sites(cls)) || (plan_measured_ && drifted(cls)))) {
       LS_ASSIGN_OR_RETURN(bool changed, replan());
       (void)changed;
     }
@@ -1050,11 +1102,26 @@ Result<bool> Executor::replan() {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
   ++replans_;
-  if (p.tiers == plan_.tiers && p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth) {
+  bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.slots == plan_.slots &&
+              p.prefetch_depth == plan_.prefetch_depth;
+  if (!keep && opt_.host_policy != HostPolicy::kNever) {
+    // Hybrid plans: many placements predict within noise of each other (a
+    // block costs about the same on either site of a host backend), so a new
+    // plan must beat the current one, re-evaluated under the same costs, by
+    // 5% to be worth moving bytes for. Without this, measurement noise makes
+    // the plan churn (every change reloads residents and moves KV caches).
+    Plan cur = plan_;
+    evaluate_plan(in, cur);
+    if (p.predicted_pass_s > cur.predicted_pass_s * 0.95) {
+      keep = true;
+      p = std::move(cur);
+    }
+  }
+  if (keep) {
     plan_.predicted_pass_s = p.predicted_pass_s;
     plan_.lower_bound_s = p.lower_bound_s;
     plan_compute_ = cost_.compute_all(plan_.batch_class);
-    plan_measured_ = cost_.fully_measured(plan_.batch_class);
+    plan_measured_ = measured_at_sites(plan_.batch_class);
     LS_LOG_DEBUG("scheduler: re-plan keeps the plan; predicted pass {:.3f} ms, bound {:.3f} ms",
                 plan_.predicted_pass_s * 1e3, plan_.lower_bound_s * 1e3);
     return false;
@@ -1096,17 +1163,25 @@ Status Executor::collect_layer_times(uint64_t pass, int cls, PassStats& st, doub
   double prev_end = begin;
   end = begin;
   for (int i = 0; i < n_; ++i) {
-    LS_ASSIGN_OR_RETURN(double a, event_us(*c_start_[par][i]));
-    LS_ASSIGN_OR_RETURN(double b, event_us(*c_end_[par][i]));
+    const bool on_host = plan_.site(i) == Site::kHost;
+    double a = 0, b = 0;
+    if (on_host) {
+      a = host_ts_[par][2 * i];
+      b = host_ts_[par][2 * i + 1];
+    } else {
+      LS_ASSIGN_OR_RETURN(a, event_us(*c_start_[par][i]));
+      LS_ASSIGN_OR_RETURN(b, event_us(*c_end_[par][i]));
+    }
     double c = std::max(0.0, b - a) * 1e-6;
     st.compute_s[i] = c;
-    if (pass > 0) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
+    if (pass > 0 && on_host) cost_.record_host_compute(i, cls, c);
+    else if (pass > 0) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
     st.summary.sum_compute_s += c;
     double stall = std::max(0.0, a - prev_end);
     st.summary.stall_s[i] = stall * 1e-6;
     const int k = stream_index_[i];
     const int slot = k >= 0 ? static_cast<int>(((pass - epoch_pass_) * streamed_.size() + k) % plan_.slots) : -1;
-    trace_.add({TraceKind::kCompute, i, slot, pass, a, b, 0});
+    trace_.add({on_host ? TraceKind::kHostCompute : TraceKind::kCompute, i, slot, pass, a, b, 0});
     if (stall > 1.0) trace_.add({TraceKind::kStall, i, -1, pass, prev_end, a, 0});
     if (k >= 0) {
       st.summary.streamed_bytes += bytes_[i];
@@ -1171,11 +1246,11 @@ void Executor::collect_disk_reads(PassStats& st) {
 void Executor::summarize_pass(PassStats& st, int cls, double begin, double end, uint64_t ram_bytes) {
   uint64_t disk_bytes = 0;
   for (int i = 0; i < n_; ++i)
-    if (plan_.tiers[i] == Tier::kDisk) disk_bytes += spans_[i];
+    if (plan_.tiers[i] == Tier::kDisk && plan_.streamed(i)) disk_bytes += spans_[i];
   double link_bytes = static_cast<double>(ram_bytes);
   if (!disk_direct_)
     for (int i = 0; i < n_; ++i)
-      if (plan_.tiers[i] == Tier::kDisk) link_bytes += bytes_[i];
+      if (plan_.tiers[i] == Tier::kDisk && plan_.streamed(i)) link_bytes += bytes_[i];
   PassSummary& s = st.summary;
   s.measured_s = (end - begin) * 1e-6;
   // The plan's own figure dates from when it was made, before this pass's

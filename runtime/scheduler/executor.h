@@ -95,6 +95,19 @@ struct ExecutorOptions {
   // bytes loaded so far and the bytes this placement loads; returning false
   // cancels (create/apply_plan return Cancelled).
   std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
+  // Hybrid execution (host_lane.cpp). The planner's site policy, and the host
+  // compute estimate before measurement (CostModel::set_host_factor; 0 =
+  // unknown: only a given plan or a measured host cost puts a layer there).
+  HostPolicy host_policy = HostPolicy::kNever;
+  double host_compute_factor = 0;
+  // Enqueue on the device compute stream the copy of the pass's activations
+  // to host memory (before a run of host-site layers) and back (after it).
+  // Required when a plan has host sites.
+  std::function<Status(Stream& device_compute, int batch_tokens)> activations_to_host, activations_to_device;
+  // Called by apply_plan with nothing in flight, before a plan takes effect
+  // (`from` has no tiers for the first plan): moves per-layer state that
+  // follows a layer's site (a host-site layer's KV cache lives on the host).
+  std::function<Status(const Plan& from, const Plan& to)> on_plan_change;
 };
 
 // Measured costs of one finished pass.
@@ -202,6 +215,13 @@ class Executor {
   // at_least; the disk error, or Cancelled when the executor stops.
   Status wait_counter(uint64_t Executor::*counter, uint64_t at_least) LS_EXCLUDES(dmu_);
   bool drifted(int cls) const;
+  // Host lane (host_lane.cpp).
+  Status prepare_host_lane();
+  Status run_host_layer(LayerRun& run, bool entering);
+  Status leave_host_lane(int batch_tokens);
+  double host_us() const;
+  // Every layer has a compute sample in `cls` at the site the plan gives it.
+  bool measured_at_sites(int cls) const;
 
   Device& dev_;
   std::vector<LayerSpec> layers_;
@@ -265,6 +285,15 @@ class Executor {
   std::vector<std::pair<uint64_t, double>> disk_samples_ LS_GUARDED_BY(dmu_);  // (bytes, seconds)
   std::vector<TraceEvent> disk_trace_ LS_GUARDED_BY(dmu_);
   int max_in_flight_ LS_GUARDED_BY(dmu_) = 0;  // most reads in flight since the last collect_pass
+
+  // Host lane: host-site layers' compute, in pass order, on a host-backend
+  // stream of its own (whatever the device backend).
+  std::unique_ptr<Device> host_dev_;
+  std::unique_ptr<Stream> host_lane_;
+  std::unique_ptr<Event> to_host_;          // activations copied to the host (recorded on compute_)
+  std::vector<double> host_ts_[2];          // [parity][2 * layer + {0 start, 1 end}], us since host_ref_
+  std::vector<uint8_t> host_scratch_;       // a disk-tier host layer's bytes, read each pass
+  std::map<std::string, int> host_fds_;     // files the host lane reads (page cache)
 };
 
 }  // namespace layerstream::sched

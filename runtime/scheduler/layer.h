@@ -26,6 +26,18 @@ enum class Tier : uint8_t {
 
 std::string_view tier_name(Tier tier);  // "resident", "ram", "disk"
 
+// Where a layer's compute runs (hybrid execution).
+//   kDevice: on the device, from its resident region or a window region
+//            (streamed); today's behaviour.
+//   kHost:   on the host lane, with the CPU kernels, from host memory: its
+//            RAM-tier copy or caller-owned host_data (tier kRam), or a host
+//            buffer read from its file each pass through the page cache
+//            (tier kDisk). Its bytes never enter the device window; only
+//            activations cross (the executor's activations_to_host /
+//            activations_to_device hooks). Never with tier kResident.
+enum class Site : uint8_t { kDevice, kHost };
+std::string_view site_name(Site site);  // "device", "host"
+
 // What a compute callback is given for one layer in one pass.
 struct LayerRun {
   int layer = 0;           // index into the executor's layer list
@@ -35,6 +47,11 @@ struct LayerRun {
   Tier tier = Tier::kResident;
   int slot = -1;           // window slot index; -1 when resident
   int batch_tokens = 1;    // as passed to Executor::run_pass
+  // kHost: `data` is host memory (never device memory) and `compute` is the
+  // executor's host lane (a host-backend stream: the CPU kernels run on it),
+  // whatever the device backend; the activations are where
+  // ExecutorOptions::activations_to_host put them.
+  Site site = Site::kDevice;
 };
 
 // Enqueues the layer's work on `compute` (kernels, or host_func on the host
@@ -54,6 +71,9 @@ struct LayerSpec {
   uint64_t file_offset = 0;
   std::optional<Tier> pin;          // the user's forced home; nullopt = the planner's choice
   double compute_hint_s = 0;        // expected compute seconds before measurement (0 = unknown)
+  // The compute callback can run this layer on the host site (LayerRun::site);
+  // false keeps the layer on the device whatever the plan policy.
+  bool host_ok = false;
   ComputeFn compute;
 
   bool from_file() const { return !file.empty(); }

@@ -18,6 +18,10 @@ inline uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 struct Plan {
   std::vector<Tier> tiers;        // one per layer
+  // One per layer, or empty (= every layer on the device). A host-site layer
+  // takes no VRAM and no window region: its tier says where its host bytes
+  // come from (kRam: RAM copy, kDisk: read each pass).
+  std::vector<Site> sites;
   // Streamed layers the window holds at once (0 when nothing streams). The
   // window is a ring of variable-size regions (window_ring.h) of
   // window_bytes: each layer takes its own span, not the largest one.
@@ -34,9 +38,13 @@ struct Plan {
   double lower_bound_s = 0;       // max(sum compute, streamed load time)
   int batch_class = 0;            // cost-model class the plan was made for
 
+  Site site(int layer) const { return sites.empty() ? Site::kDevice : sites[layer]; }
+  // Streamed through the window: not resident and computed on the device.
+  bool streamed(int layer) const { return tiers[layer] != Tier::kResident && site(layer) == Site::kDevice; }
+  int count_site(Site s) const;
   int count(Tier t) const;
   uint64_t bytes_in(Tier t, const std::vector<uint64_t>& layer_bytes) const;
-  bool streams_anything() const { return count(Tier::kRam) + count(Tier::kDisk) > 0; }
+  bool streams_anything() const;
   // Window distance W = prefetch_depth + 1 (copy g waits for compute g - W).
   int window() const { return prefetch_depth + 1; }
 };
@@ -47,6 +55,10 @@ std::string describe_plan(const Plan& plan, const std::vector<uint64_t>& layer_b
 
 // Spans of the streamed layers of `tiers`, in streaming order.
 std::vector<uint64_t> streamed_spans(const std::vector<uint64_t>& spans, const std::vector<Tier>& tiers);
+// Spans of the layers of `plan` that stream (Plan::streamed), in order.
+std::vector<uint64_t> streamed_spans(const std::vector<uint64_t>& spans, const Plan& plan);
+// Per layer "R" resident, "S" streamed (RAM or disk), "H" host site: "RRSSHH".
+std::string site_map(const Plan& plan);
 
 // Bytes a slot must hold for this layer: its span rounded up, plus the
 // alignment slack of an aligned disk read.

@@ -13,11 +13,15 @@ namespace {
 
 int n_layers(const PlannerInput& in) { return static_cast<int>(in.bytes.size()); }
 
-uint64_t max_streamed_span(const PlannerInput& in, const std::vector<Tier>& t) {
+uint64_t max_streamed_span(const PlannerInput& in, const Plan& p) {
   uint64_t m = 0;
-  for (size_t i = 0; i < t.size(); ++i)
-    if (t[i] != Tier::kResident) m = std::max(m, in.spans[i]);
+  for (size_t i = 0; i < p.tiers.size(); ++i)
+    if (p.streamed(static_cast<int>(i))) m = std::max(m, in.spans[i]);
   return m;
+}
+
+bool host_candidate(const PlannerInput& in, int i) {
+  return i < static_cast<int>(in.host_ok.size()) && in.host_ok[i] && in.cost->host_known(i, in.batch_class);
 }
 
 uint64_t resident_bytes(const PlannerInput& in, const std::vector<Tier>& t) {
@@ -73,17 +77,31 @@ struct Trial {
   Plan plan;
 };
 
-Trial try_tiers(const PlannerInput& in, std::vector<Tier> t, int slots, int depth) {
+// `all_host`: every non-resident host candidate on the host site; `sites`
+// (when given): these sites (a host site on a resident layer fails).
+Trial try_tiers(const PlannerInput& in, std::vector<Tier> t, int slots, int depth, bool all_host = false,
+                const std::vector<Site>* sites = nullptr) {
   Trial r;
   uint64_t ram = 0;
   if (!assign_ram(in, t, ram)) return r;
   Plan p;
   p.tiers = std::move(t);
+  if (sites || all_host) {
+    std::vector<Site> s = sites ? *sites : std::vector<Site>(p.tiers.size(), Site::kDevice);
+    bool any = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const int l = static_cast<int>(i);
+      if (all_host && p.tiers[i] != Tier::kResident && host_candidate(in, l)) s[i] = Site::kHost;
+      if (s[i] == Site::kHost && p.tiers[i] == Tier::kResident) return r;
+      any = any || s[i] == Site::kHost;
+    }
+    if (any) p.sites = std::move(s);
+  }
   bool streams = p.streams_anything();
   p.slots = streams ? slots : 0;
   p.prefetch_depth = streams ? std::clamp(depth, 0, std::max(0, slots - 1)) : 0;
-  p.slot_bytes = streams ? max_streamed_span(in, p.tiers) : 0;
-  p.window_bytes = streams ? window_bytes_for(streamed_spans(in.spans, p.tiers), p.slots) : 0;
+  p.slot_bytes = streams ? max_streamed_span(in, p) : 0;
+  p.window_bytes = streams ? window_bytes_for(streamed_spans(in.spans, p), p.slots) : 0;
   p.vram_bytes = resident_bytes(in, p.tiers) + p.window_bytes;
   if (p.vram_bytes > in.vram_budget) return r;
   if (streams && slots < 1) return r;
@@ -143,7 +161,7 @@ Status no_fit_error(const PlannerInput& in, int slots) {
 
 SimResult evaluate_plan(const PlannerInput& in, Plan& p) {
   std::vector<SimLayer> sl =
-      make_sim_layers(in.bytes, in.spans, p.tiers, *in.cost, in.batch_class, in.disk_direct);
+      make_sim_layers(in.bytes, in.spans, p.tiers, *in.cost, in.batch_class, in.disk_direct, p.sites);
   SimOptions o;
   o.slots = p.slots;
   o.prefetch_depth = p.prefetch_depth;
@@ -157,8 +175,53 @@ SimResult evaluate_plan(const PlannerInput& in, Plan& p) {
   return r;
 }
 
+namespace {
+
+// Greedy single-layer site flips from `start` while one improves the
+// predicted pass time (host candidates only; tiers re-assigned as usual).
+Plan refine_sites(const PlannerInput& in, Plan cur) {
+  const int n = n_layers(in);
+  for (;;) {
+    std::optional<Trial> pick;
+    for (int i = 0; i < n; ++i) {
+      if (cur.tiers[i] == Tier::kResident || !host_candidate(in, i)) continue;
+      std::vector<Site> s = cur.sites.empty() ? std::vector<Site>(n, Site::kDevice) : cur.sites;
+      s[i] = s[i] == Site::kHost ? Site::kDevice : Site::kHost;
+      const int slots = cur.slots > 0 ? cur.slots : std::max(1, in.fixed_slots > 0 ? in.fixed_slots : 2);
+      const int depth = in.fixed_depth >= 0 ? in.fixed_depth : slots - 1;
+      Trial tr = try_tiers(in, cur.tiers, slots, depth, false, &s);
+      if (!tr.ok || tr.plan.predicted_pass_s >= cur.predicted_pass_s * (1 - 1e-6)) continue;
+      if (!pick || tr.plan.predicted_pass_s < pick->plan.predicted_pass_s) pick = std::move(tr);
+    }
+    if (!pick) return cur;
+    cur = std::move(pick->plan);
+  }
+}
+
+Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host);
+
+}  // namespace
+
 Result<Plan> make_plan(const PlannerInput& in) {
   LS_RETURN_IF_ERROR(check_input(in));
+  if (in.host_policy == HostPolicy::kNever || in.serial) return make_plan_sites(in, false);
+  if (in.host_policy == HostPolicy::kAll) return make_plan_sites(in, true);
+  LS_ASSIGN_OR_RETURN(Plan dev, make_plan_sites(in, false));
+  Plan best = refine_sites(in, std::move(dev));
+  if (auto host = make_plan_sites(in, true); host.ok()) {
+    Plan h = refine_sites(in, std::move(*host));
+    // On a tie (e.g. before anything is measured) the plan with more resident
+    // bytes wins: residents cost nothing per pass on any site.
+    const bool tie = h.predicted_pass_s <= best.predicted_pass_s * (1 + 1e-6);
+    if (h.predicted_pass_s < best.predicted_pass_s * (1 - 1e-6) ||
+        (tie && resident_bytes(in, h.tiers) > resident_bytes(in, best.tiers)))
+      best = std::move(h);
+  }
+  return best;
+}
+
+namespace {
+Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
   const int n = n_layers(in);
   std::vector<int> slot_choices;
   if (in.serial) slot_choices = {1};
@@ -178,7 +241,7 @@ Result<Plan> make_plan(const PlannerInput& in) {
     for (int i = 0; i < n; ++i)
       if (in.pins[i] && *in.pins[i] != Tier::kResident) allowed = false;
     if (allowed && !in.serial) {
-      Trial t = try_tiers(in, all, 0, 0);
+      Trial t = try_tiers(in, all, 0, 0, all_host);
       if (t.ok) return t.plan;
     }
   }
@@ -192,12 +255,14 @@ Result<Plan> make_plan(const PlannerInput& in) {
   std::sort(caps.rbegin(), caps.rend());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
   if (caps.size() > 5) caps.resize(5);
+  bool streamed_any = false;  // all-host: once no plan streams, other slot counts repeat the same search
   for (int slots : slot_choices) for (uint64_t cap : caps) {
+    if (all_host && slots != slot_choices.front() && !streamed_any) break;
     int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
     std::vector<Tier> start = base;
     for (int i = 0; i < n; ++i)
       if (!in.pins[i] && in.spans[i] > cap) start[i] = Tier::kResident;
-    Trial cur = try_tiers(in, start, slots, depth);
+    Trial cur = try_tiers(in, start, slots, depth, all_host);
     if (!cur.ok) continue;
     for (;;) {
       int pick = -1;
@@ -210,7 +275,7 @@ Result<Plan> make_plan(const PlannerInput& in) {
         for (int j = 0; j < n; ++j)
           if (!in.pins[j] && t[j] != Tier::kResident) t[j] = Tier::kRam;  // re-assign RAM/disk
         t[i] = Tier::kResident;
-        Trial tr = try_tiers(in, t, slots, depth);
+        Trial tr = try_tiers(in, t, slots, depth, all_host);
         if (!tr.ok) continue;
         double gain = cur_s - tr.plan.predicted_pass_s;
         if (gain < -1e-12 * std::max(1e-9, cur_s)) continue;
@@ -224,11 +289,13 @@ Result<Plan> make_plan(const PlannerInput& in) {
       if (pick < 0) break;
       cur = std::move(pick_trial);
     }
+    streamed_any = streamed_any || cur.plan.streams_anything();
     if (!best || cur.plan.predicted_pass_s < best->predicted_pass_s * (1 - 1e-6)) best = cur.plan;
   }
   if (!best) return no_fit_error(in, slot_choices.front());
   return *best;
 }
+}  // namespace
 
 Result<Plan> plan_first_fit(const PlannerInput& in, int slots) {
   LS_RETURN_IF_ERROR(check_input(in));

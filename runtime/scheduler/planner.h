@@ -23,6 +23,15 @@
 
 namespace layerstream::sched {
 
+// Which layers may compute on the host site (hybrid execution).
+//   kNever:  every layer on the device (today's behaviour).
+//   kAll:    every non-resident layer that can (LayerSpec::host_ok, a known
+//            host cost) on the host; the residency search runs as usual.
+//   kChoose: per layer the site with the better predicted pass time: the
+//            best device-only and all-host plans, each refined by greedy
+//            single-layer site flips, the best of them wins.
+enum class HostPolicy : uint8_t { kNever, kAll, kChoose };
+
 struct PlannerInput {
   std::vector<uint64_t> bytes;               // per layer
   std::vector<uint64_t> spans;               // per layer: slot bytes (slot_span)
@@ -39,6 +48,8 @@ struct PlannerInput {
   int fixed_slots = 0;        // > 0: use exactly this many slots
   int fixed_depth = -1;       // >= 0: use this prefetch depth (clamped to slots - 1)
   bool serial = false;        // baseline: one slot, no prefetch
+  std::vector<bool> host_ok;  // per layer (or empty = none): may run on the host site
+  HostPolicy host_policy = HostPolicy::kNever;
 };
 
 // The planner's best plan. Errors: InvalidArgument for pins that contradict

@@ -21,7 +21,7 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
   for (int i = 0; i < n; ++i) {
     const SimLayer& l = layers[i];
     r.sum_compute_s += l.compute_s;
-    if (l.tier != Tier::kResident) {
+    if (l.tier != Tier::kResident && l.site == Site::kDevice) {
       streamed.push_back(i);
       r.sum_link_s += l.link_s;
       r.sum_disk_s += l.disk_s;
@@ -70,7 +70,7 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
     for (int i = 0; i < n; ++i) {
       const SimLayer& l = layers[i];
       double start = t;
-      if (l.tier != Tier::kResident) {
+      if (l.tier != Tier::kResident && l.site == Site::kDevice) {
         int g = p * m + k++;
         while (next_copy <= g) load(next_copy++);
         start = std::max(t, loaded[g]);
@@ -89,12 +89,24 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
 std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
                                       const std::vector<uint64_t>& spans,
                                       const std::vector<Tier>& tiers, const CostModel& cost,
-                                      int cls, bool disk_direct) {
+                                      int cls, bool disk_direct, const std::vector<Site>& sites) {
   std::vector<SimLayer> v(bytes.size());
+  const int n = static_cast<int>(bytes.size());
+  auto site = [&](int i) { return i < 0 || i >= n || sites.empty() ? Site::kDevice : sites[i]; };
   for (size_t i = 0; i < bytes.size(); ++i) {
-    v[i].compute_s = cost.compute_s(static_cast<int>(i), cls);
+    const int l = static_cast<int>(i);
+    v[i].compute_s = cost.compute_s(l, cls);
     v[i].span = spans[i];
     v[i].tier = tiers[i];
+    v[i].site = site(l);
+    if (v[i].site == Site::kHost) {
+      // Host compute from host memory (a disk-tier host layer reads first),
+      // plus the crossings into and out of the host lane.
+      v[i].compute_s = cost.host_compute_s(l, cls) + (tiers[i] == Tier::kDisk ? cost.disk_s(spans[i]) : 0) +
+                       (site(l - 1) == Site::kDevice ? cost.crossing_s(cls) : 0) +
+                       (site(l + 1) == Site::kDevice ? cost.crossing_s(cls) : 0);
+      continue;
+    }
     if (tiers[i] == Tier::kRam) v[i].link_s = cost.link_s(bytes[i]);
     if (tiers[i] == Tier::kDisk) {
       v[i].disk_s = cost.disk_s(spans[i]);

@@ -17,6 +17,9 @@
 //   of the layer ends no earlier than one chunk after its read ends. (The
 //   executor hands disk layers over further ahead, so reads may run ahead
 //   as far as the staging buffers allow: the simulator is conservative there.)
+// - host-site layers (hybrid execution) take their place in pass order on
+//   the host lane: they start when the previous layer is done, and the
+//   copies of streamed layers go on while they compute.
 // Units: seconds.
 #pragma once
 
@@ -29,11 +32,14 @@
 namespace layerstream::sched {
 
 struct SimLayer {
-  double compute_s = 0;
+  double compute_s = 0;  // kHost: host compute plus the activation crossings around it
   Tier tier = Tier::kResident;
   double link_s = 0;   // H2D copy time (RAM tier; staged disk tier)
   double disk_s = 0;   // disk read time (disk tier)
   uint64_t span = 0;   // bytes the layer takes in the window (window_bytes > 0)
+  // kHost: computed on the host lane in pass order; no copy and no window
+  // region (the copy stream keeps loading streamed layers meanwhile).
+  Site site = Site::kDevice;
 };
 
 struct SimOptions {
@@ -62,6 +68,7 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& option
 std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
                                       const std::vector<uint64_t>& spans,
                                       const std::vector<Tier>& tiers, const CostModel& cost,
-                                      int batch_class, bool disk_direct);
+                                      int batch_class, bool disk_direct,
+                                      const std::vector<Site>& sites = {});
 
 }  // namespace layerstream::sched

@@ -14,6 +14,7 @@ std::string_view trace_kind_name(TraceKind k) {
     case TraceKind::kCopy: return "copy";
     case TraceKind::kDiskRead: return "disk";
     case TraceKind::kDiskChunk: return "disk-chunk";
+    case TraceKind::kHostCompute: return "host-compute";
     case TraceKind::kStall: return "stall";
     case TraceKind::kCopyWait: return "copy-wait";
   }
@@ -74,8 +75,8 @@ void TraceRecorder::clear() {
 std::string TraceRecorder::chrome_json() const {
   std::lock_guard l(mu_);
   nlohmann::json evs = nlohmann::json::array();
-  const char* threads[] = {"", "compute", "copy", "disk", "disk reads"};
-  for (int tid = 1; tid <= 4; ++tid)
+  const char* threads[] = {"", "compute", "copy", "disk", "disk reads", "host compute"};
+  for (int tid = 1; tid <= 5; ++tid)
     evs.push_back({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"ts", 0}, {"name", "thread_name"},
                    {"args", {{"name", threads[tid]}}}});
   for (const TraceEvent& e : events_) {
@@ -83,6 +84,7 @@ std::string TraceRecorder::chrome_json() const {
     if (e.kind == TraceKind::kCopy || e.kind == TraceKind::kCopyWait) tid = 2;
     if (e.kind == TraceKind::kDiskRead) tid = 3;
     if (e.kind == TraceKind::kDiskChunk) tid = 4;
+    if (e.kind == TraceKind::kHostCompute) tid = 5;
     std::string lname = e.layer >= 0 && static_cast<size_t>(e.layer) < names_.size() && !names_[e.layer].empty()
                             ? names_[e.layer]
                             : fmt::format("layer{}", e.layer);

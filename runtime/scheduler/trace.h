@@ -16,8 +16,9 @@ namespace layerstream::sched {
 
 // kDiskRead spans a layer's whole read; kDiskChunk is one read request of it
 // (staged path: one staging buffer), so overlapping chunks show the reads in flight.
-enum class TraceKind : uint8_t { kCompute, kCopy, kDiskRead, kStall, kCopyWait, kDiskChunk };
-// "compute", "copy", "disk", "stall", "copy-wait", "disk-chunk"
+// kHostCompute is a host-site layer's compute on the executor's host lane.
+enum class TraceKind : uint8_t { kCompute, kCopy, kDiskRead, kStall, kCopyWait, kDiskChunk, kHostCompute };
+// "compute", "copy", "disk", "stall", "copy-wait", "disk-chunk", "host-compute"
 std::string_view trace_kind_name(TraceKind k);
 
 struct TraceEvent {

@@ -1,0 +1,120 @@
+// Executor: the host lane of hybrid execution. Host-site layers (Plan::sites)
+// compute in pass order on a host-backend stream of the executor's own, from
+// host memory (the RAM-tier copy, the caller's host_data, or a buffer read
+// from the file through the page cache), with the CPU kernels the layer's
+// callback chooses. Only activations cross: activations_to_host is enqueued
+// on the device compute stream before a run of host layers and the host lane
+// waits for it (an event: a failed device stream fails the host lane rather
+// than hanging it); after the run, the thread that calls run_pass waits for
+// the host lane and enqueues activations_to_device before the next device
+// layer. The copy stream goes on loading streamed layers meanwhile.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fmt/format.h>
+
+#include "runtime/device/host/host_device.h"
+#include "runtime/scheduler/executor.h"
+
+namespace layerstream::sched {
+
+double Executor::host_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_ref_).count();
+}
+
+bool Executor::measured_at_sites(int cls) const {
+  for (int i = 0; i < n_; ++i) {
+    const bool host = !plan_.tiers.empty() && plan_.site(i) == Site::kHost;
+    if (host ? !cost_.host_measured(i, cls) : !cost_.measured(i, cls)) return false;
+  }
+  return true;
+}
+
+Status Executor::prepare_host_lane() {
+  if (plan_.count_site(Site::kHost) == 0) return Status::OK();
+  if (!opt_.activations_to_host || !opt_.activations_to_device)
+    return Status::InvalidArgument("the plan puts layers on the host site but the executor has no activation crossing hooks");
+  if (!host_lane_) {
+    DeviceOptions o;
+    o.backend = BackendKind::kHost;
+    LS_ASSIGN_OR_RETURN(host_dev_, host::open_host_device(o));
+    LS_ASSIGN_OR_RETURN(host_lane_, host_dev_->create_stream(StreamRole::kCompute));
+    LS_ASSIGN_OR_RETURN(to_host_, dev_.create_event());
+  }
+  for (auto& v : host_ts_) v.assign(2 * static_cast<size_t>(n_), 0.0);
+  uint64_t scratch = 0;
+  for (int i = 0; i < n_; ++i) {
+    if (plan_.site(i) != Site::kHost) continue;
+    if (!layers_[i].host_ok)
+      return Status::InvalidArgument(fmt::format("plan puts layer {} ({}) on the host site but its compute cannot run there", i, layers_[i].name));
+    if (plan_.tiers[i] == Tier::kDisk) {
+      scratch = std::max(scratch, bytes_[i]);
+      if (!host_fds_.count(layers_[i].file)) {
+        const int fd = ::open(layers_[i].file.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return Status::FromErrno("open " + layers_[i].file + " for the host lane", errno);
+        host_fds_[layers_[i].file] = fd;
+      }
+    }
+  }
+  if (host_scratch_.size() < scratch) host_scratch_.assign(scratch, 0);
+  return Status::OK();
+}
+
+// Enqueues one host-site layer on the host lane. `entering`: the previous
+// layer ran on the device, so the activations cross first.
+Status Executor::run_host_layer(LayerRun& run, bool entering) {
+  const int i = run.layer;
+  const int par = static_cast<int>(run.pass & 1);
+  if (entering) {
+    LS_RETURN_IF_ERROR(opt_.activations_to_host(*compute_, run.batch_tokens));
+    LS_RETURN_IF_ERROR(compute_->record(*to_host_));
+    Event* ev = to_host_.get();
+    LS_RETURN_IF_ERROR(host_lane_->host_func([ev] { return ev->synchronize(); }));
+  }
+  double* ts = &host_ts_[par][2 * i];
+  LS_RETURN_IF_ERROR(host_lane_->host_func([this, ts] {
+    ts[0] = host_us();
+    return Status::OK();
+  }));
+  run.site = Site::kHost;
+  if (plan_.tiers[i] == Tier::kDisk) {
+    const LayerSpec& l = layers_[i];
+    const int fd = host_fds_.at(l.file);
+    uint8_t* dst = host_scratch_.data();
+    LS_RETURN_IF_ERROR(host_lane_->host_func([fd, dst, &l] {
+      uint64_t done = 0;
+      while (done < l.bytes) {
+        const ssize_t r = ::pread(fd, dst + done, l.bytes - done, static_cast<off_t>(l.file_offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Status::FromErrno("host lane read of " + l.name + " from " + l.file, errno);
+        if (r == 0) return Status::IOError(fmt::format("{}: {} ends past the end of the file", l.file, l.name));
+        done += static_cast<uint64_t>(r);
+      }
+      return Status::OK();
+    }));
+    run.data = dst;
+  } else {
+    run.data = const_cast<void*>(ram_copy(i));
+    if (!run.data) run.data = const_cast<void*>(layers_[i].host_data);
+  }
+  if (!run.data) return Status::Internal(fmt::format("host-site layer {} has no host bytes", i));
+  host_lane_->range_push(layers_[i].name.c_str());
+  Status st = layers_[i].compute(run, *host_lane_);
+  host_lane_->range_pop();
+  LS_RETURN_IF_ERROR(st);
+  return host_lane_->host_func([this, ts] {
+    ts[1] = host_us();
+    return Status::OK();
+  });
+}
+
+// After a run of host layers: waits (on this thread) for the host lane, then
+// the activations go back to the device ahead of the next device work.
+Status Executor::leave_host_lane(int batch_tokens) {
+  LS_RETURN_IF_ERROR(host_lane_->synchronize());
+  return opt_.activations_to_device(*compute_, batch_tokens);
+}
+
+}  // namespace layerstream::sched

@@ -1,0 +1,188 @@
+// Hybrid execution (issue 16) on the host backend: a block computed on the
+// host site (CPU kernels on host memory, from its RAM copy or read from the
+// file each pass; only activations cross; its KV cache on the host) gives the
+// all-resident logits bit for bit — the same CPU kernels run — for random
+// placements of sites and tiers, on a host-addressable device and on a
+// copies-only one (the cuda stand-in: the host lane never touches device
+// memory), through a site change between prefill and decode (the KV cache
+// follows the block), and with the `host` and `planned` strategies.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "runtime/device/device.h"
+#include "runtime/llama/llama_runner.h"
+#include "runtime/model/example_model.h"
+#include "tests/common/testing.h"
+#include "tests/common/tiny_model.h"
+
+namespace layerstream {
+namespace {
+
+using llama::LlamaRunner;
+using llama::RunnerOptions;
+using llama::Strategy;
+using sched::Site;
+using sched::Tier;
+
+RunnerOptions base_options() {
+  RunnerOptions o;
+  o.n_ctx = 64;
+  o.link_gbps = 20;
+  o.disk_gbps = 5;
+  o.trace = true;
+  return o;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+std::vector<std::vector<float>> prefill_logits(LlamaRunner& r, const std::vector<int32_t>& prompt) {
+  std::vector<std::vector<float>> out;
+  Status st = r.prefill(0, prompt);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto l = r.logits(0);
+  out.emplace_back(l.begin(), l.end());
+  return out;
+}
+
+void decode_logits(LlamaRunner& r, const std::vector<int32_t>& next, std::vector<std::vector<float>>& out) {
+  for (int32_t t : next) {
+    const int seq = 0;
+    Status st = r.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&t, 1));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    auto l = r.logits(0);
+    out.emplace_back(l.begin(), l.end());
+  }
+}
+
+void expect_same(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
+                 uint64_t seed) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size());
+    EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
+        << "logits row " << i << " differ (seed " << seed << ")";
+  }
+}
+
+// A random placement: each block resident, RAM or disk tier, and (when not
+// resident) on the device or the host site; at least one host-site block and
+// one device-site block; the head (last layer) stays on the device.
+sched::Plan random_plan(std::mt19937_64& rng, int n_layers) {
+  sched::Plan p;
+  for (;;) {
+    p.tiers.assign(n_layers, Tier::kResident);
+    p.sites.assign(n_layers, Site::kDevice);
+    int host = 0, dev = 0;
+    for (int i = 0; i + 1 < n_layers; ++i) {
+      p.tiers[i] = static_cast<Tier>(rng() % 3);
+      if (p.tiers[i] != Tier::kResident && rng() % 2) p.sites[i] = Site::kHost;
+      (p.sites[i] == Site::kHost ? host : dev)++;
+    }
+    if (host > 0 && dev > 0) break;
+  }
+  p.slots = 2;
+  p.prefetch_depth = 1;
+  return p;
+}
+
+class HybridSites : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  testing::TempDir dir;
+  ExampleModelSpec spec = testing::tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256);
+  spec.n_layers = 6;
+  const std::string path = dir.file("m.gguf");
+  ExampleWriteOptions wo;
+  wo.fsync = false;
+  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  auto dev = testing::open_host_device(2);
+  DeviceOptions co;
+  co.backend = BackendKind::kHost;
+  co.host_threads = 2;
+  co.copies_only = true;
+  LS_ASSERT_OK_AND_ASSIGN(auto staged, open_device(co));
+  const auto prompt = random_tokens(rng, 9, 512);
+  const auto next = random_tokens(rng, 4, 512);
+
+  RunnerOptions ro = base_options();
+  ro.strategy = Strategy::kResident;
+  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
+  auto want = prefill_logits(*resident, prompt);
+  decode_logits(*resident, next, want);
+  const int n = static_cast<int>(resident->executor().layer_bytes().size());
+  uint64_t all = 0, largest = 0;
+  for (uint64_t b : resident->executor().layer_bytes()) {
+    all += sched::round_up(b, 4096) + 8192;
+    largest = std::max(largest, sched::round_up(b, 4096) + 8192);
+  }
+  const uint64_t vram = resident->reserve().total() + 4096 + all;
+  const uint64_t small_vram = resident->reserve().total() + 4096 + 3 * largest;  // most layers cannot be resident
+  resident.reset();
+
+  for (int trial = 0; trial < 4; ++trial) {
+    const bool copies_only = trial % 2 == 1;
+    sched::Plan plan = random_plan(rng, n);
+    SCOPED_TRACE("placement " + sched::site_map(plan) + (copies_only ? " (copies-only device)" : ""));
+    RunnerOptions o = base_options();
+    o.strategy = Strategy::kPlanned;
+    o.vram_budget = vram;
+    o.ram_budget = 64ull << 20;
+    o.plan = plan;
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(copies_only ? *staged : *dev, path, o));
+    ASSERT_EQ(r->plan().count_site(Site::kHost), plan.count_site(Site::kHost));
+    auto got = prefill_logits(*r, prompt);
+    // A site change between prefill and decode: the KV caches follow.
+    sched::Plan flipped = r->plan();
+    for (int i = 0; i + 1 < n; ++i)
+      if (flipped.tiers[i] != Tier::kResident)
+        flipped.sites[i] = flipped.sites[i] == Site::kHost ? Site::kDevice : Site::kHost;
+    flipped.slots = 2;  // the flipped plan may stream where the first did not
+    flipped.prefetch_depth = 1;
+    if (trial >= 2) {
+      Status st = r->executor().apply_plan(flipped);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(sched::site_map(r->plan()), sched::site_map(flipped));
+    }
+    decode_logits(*r, next, got);
+    expect_same(got, want, seed);
+    // Host-site layers show on the trace's host lane, and nowhere else.
+    bool host_lane = false, host_on_device_lane = false;
+    for (const auto& e : r->trace().events()) {
+      if (e.kind == sched::TraceKind::kHostCompute) host_lane = true;
+      if (e.kind == sched::TraceKind::kCompute && r->plan().site(e.layer) == Site::kHost && e.pass > 1)
+        host_on_device_lane = true;
+    }
+    EXPECT_TRUE(host_lane);
+    EXPECT_FALSE(host_on_device_lane && trial < 2);
+  }
+
+  // The strategies: `host` (every non-resident block on the host) and
+  // `planned` choosing sites from the cost model.
+  for (Strategy s : {Strategy::kHost, Strategy::kPlanned}) {
+    SCOPED_TRACE(std::string(llama::strategy_name(s)));
+    RunnerOptions o = base_options();
+    o.strategy = s;
+    o.vram_budget = small_vram;
+    o.ram_budget = 64ull << 20;
+    o.host_compute_factor = 1.0;
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+    auto got = prefill_logits(*r, prompt);
+    decode_logits(*r, next, got);
+    expect_same(got, want, seed);
+    if (s == Strategy::kHost) EXPECT_GT(r->plan().count_site(Site::kHost), 0) << sched::site_map(r->plan());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites, ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0),
+                         [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
+
+}  // namespace
+}  // namespace layerstream
