@@ -16,6 +16,7 @@
 #include "kernels/math/ggml_type.h"
 #include "runtime/device/cuda/cuda_owners.h"
 #include "runtime/device/device.h"
+#include "runtime/device/inline_stream.h"
 
 namespace layerstream::gpubench {
 
@@ -79,28 +80,6 @@ inline Result<double> time_on_stream(cudaStream_t s, int reps, const std::functi
   return ms * 1e-3 / reps;
 }
 
-// Runs host functions at once on the calling thread (the CPU kernels' stream).
-class InlineStream final : public Stream {
- public:
-  Status copy_h2d(void* d, const void* s, size_t n) override { return copy(d, s, n); }
-  Status copy_d2h(void* d, const void* s, size_t n) override { return copy(d, s, n); }
-  Status copy_d2d(void* d, const void* s, size_t n) override { return copy(d, s, n); }
-  Status record(Event&) override { return Status::OK(); }
-  Status wait(const Event&) override { return Status::OK(); }
-  Status host_func(std::function<Status()> fn) override {
-    Status s = fn();
-    if (!s.ok() && error_.ok()) error_ = s;
-    return Status::OK();
-  }
-  Status synchronize() override { return std::exchange(error_, Status::OK()); }
-  void* native_handle() override { return nullptr; }
-
- private:
-  static Status copy(void* d, const void* s, size_t n) {
-    std::memcpy(d, s, n);
-    return Status::OK();
-  }
-  Status error_;
-};
+using layerstream::InlineStream;
 
 }  // namespace layerstream::gpubench

@@ -13,34 +13,13 @@
 #include "kernels/math/convert_row.h"
 #include "kernels/math/fp16.h"
 #include "runtime/device/device.h"
+#include "runtime/device/inline_stream.h"
 #include "tests/kernels/kquant_spec.h"
 #include "tests/common/testing.h"
 
 namespace layerstream::kernels::testing {
 
-// Runs host functions at once, on the calling thread; keeps the first error.
-class InlineStream final : public Stream {
- public:
-  Status copy_h2d(void* d, const void* s, size_t n) override { return copy(d, s, n); }
-  Status copy_d2h(void* d, const void* s, size_t n) override { return copy(d, s, n); }
-  Status copy_d2d(void* d, const void* s, size_t n) override { return copy(d, s, n); }
-  Status record(Event&) override { return Status::OK(); }
-  Status wait(const Event&) override { return Status::OK(); }
-  Status host_func(std::function<Status()> fn) override {
-    Status s = fn();
-    if (!s.ok() && error_.ok()) error_ = s;
-    return Status::OK();
-  }
-  Status synchronize() override { return std::exchange(error_, Status::OK()); }
-  void* native_handle() override { return nullptr; }
-
- private:
-  Status copy(void* d, const void* s, size_t n) {
-    std::memcpy(d, s, n);
-    return Status::OK();
-  }
-  Status error_;
-};
+using layerstream::InlineStream;
 
 inline std::vector<GgmlType> all_weight_types() {
   std::vector<GgmlType> t = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1};
