@@ -60,6 +60,7 @@ class RunCommand : public Command {
     sub.add_option("-p,--prompt", prompt_, "Prompt text");
     sub.add_option("--tokens", tokens_, "Prompt as token ids: 1,2,3");
     sub.add_option("-n,--n-predict", gen_.max_tokens, "Tokens to generate per sequence")->capture_default_str();
+    sub.add_flag("--ignore-eog", ignore_eog_, "Keep generating past end-of-generation tokens (exactly -n tokens)");
     sub.add_option("--vram", vram_, "Device memory budget (e.g. 2GiB)");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
@@ -107,6 +108,7 @@ class RunCommand : public Command {
     if (mo_.host_threads < 0) return usage_error("--host-threads must be >= 0 (0 = all cores)");
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
+    gen_.stop_at_eog = !ignore_eog_;
 
     // SIGINT/SIGTERM stop generation at the next token and exit through the
     // error path (no --json/--trace/--logits file is written).
@@ -207,6 +209,7 @@ class RunCommand : public Command {
   std::string io_ = "auto", kv_type_ = "f32", strategy_ = "planned", staging_ = "auto";
   ModelOptions mo_;
   GenerateOptions gen_;
+  bool ignore_eog_ = false;
 };
 
 }  // namespace

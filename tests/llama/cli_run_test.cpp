@@ -27,7 +27,7 @@ TEST(CliRun, TokensJsonLogits) {
                              "--dtype f16 --seed " + std::to_string(seed));
   ASSERT_EQ(mk.exit_code, 0) << mk.out << mk.err;
   const std::string json = dir.file("r.json"), npy = dir.file("l.npy");
-  CliResult r = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --vram 512KiB "
+  CliResult r = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --ignore-eog --temp 0 --backend host --vram 512KiB "
                             "--ctx 64 --json " + json + " --logits " + npy);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("overlap efficiency"));
