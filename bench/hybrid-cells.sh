@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/dev}
 OUT=${2:-/tmp/hybrid-cells}
-BIN=$BUILD/examples/cli/layerstream
+BIN=$BUILD/bin/layerstream
 [[ -x $BIN ]] || BIN=$(find "$BUILD" -name layerstream -type f -perm -u+x | head -1)
 [[ -x $BIN ]] || { echo "no layerstream binary under $BUILD (cmake --build $BUILD --target layerstream_cli)" >&2; exit 1; }
 MODEL=${MODEL:-/tmp/m768.gguf}
