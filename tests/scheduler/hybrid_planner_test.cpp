@@ -170,3 +170,33 @@ TEST(SplitPlanner, NoSplitWhenHalvesShareTheCores) {
 
 }  // namespace
 }  // namespace layerstream::sched
+
+namespace layerstream::sched {
+namespace {
+
+// The bytes a split layer's device half needs: rows [0, r) of each split
+// tensor (r = f x rows rounded to 32) and every byte outside them.
+TEST(SplitRanges, RowsOfEachTensorAndEverythingElse) {
+  EXPECT_EQ(split_rows(192, 0.5), 96);
+  EXPECT_EQ(split_rows(192, 0.2), 32);   // 38.4 -> 32
+  EXPECT_EQ(split_rows(64, 0.3), 32);    // 19.2 rows round to one 32-row group
+  EXPECT_EQ(split_rows(32, 0.4), 0);
+  EXPECT_EQ(split_rows(100, 0.99), 96);
+  EXPECT_EQ(split_rows(20, 0.9), 20);     // one 32-row group, clamped to the rows there are
+  EXPECT_EQ(split_rows(100, 1.0), 100);
+  LayerSpec l;
+  l.bytes = 1000;
+  // [0,100) norm | [100,500) 8 rows of 50 B | [500,520) bias | [520,1000) 96 rows of 5 B
+  l.split_tensors = {{100, 400, 8}, {520, 480, 96}};
+  auto r = split_device_ranges(l, 0.5);
+  // split_rows(8, .5) = 0 (rounds to 32-row groups), split_rows(96, .5) = 64
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0], (std::pair<uint64_t, uint64_t>{0, 100}));
+  EXPECT_EQ(r[1], (std::pair<uint64_t, uint64_t>{500, 20 + 64 * 5}));
+  EXPECT_EQ(split_device_bytes(l, 0.5), 100u + 20 + 320);
+  // The estimate from bytes alone: the rest plus f x the split bytes.
+  EXPECT_EQ(split_device_bytes_estimate(1000, 880, 0.5), 120u + 440);
+}
+
+}  // namespace
+}  // namespace layerstream::sched
