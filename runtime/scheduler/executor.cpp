@@ -38,7 +38,10 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 Executor::Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options)
-    : dev_(device), layers_(std::move(layers)), opt_(std::move(options)) {}
+    : dev_(device),
+      layers_(std::move(layers)),
+      opt_(std::move(options)),
+      replan_gate_(ReplanGateOptions{opt_.drift_passes, opt_.replan_min_gain}) {}
 
 Result<std::unique_ptr<Executor>> Executor::create(Device& device, std::vector<LayerSpec> layers,
                                                    ExecutorOptions options) {
@@ -959,8 +962,10 @@ Status Executor::run_pass(int batch_tokens) {
     LS_LOG_INFO("scheduler: batch class {} -> {}, re-planning", plan_.batch_class, cls);
     PlannerInput in = planner_input(cls);
     LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
+    const bool moves = !same_placement(p);
     LS_RETURN_IF_ERROR(apply_plan(std::move(p)));
-    ++replans_;
+    replan_gate_.reset();
+    if (moves) ++replans_;
   }
   const uint64_t pass = pass_;
   LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[pass & 1]));
@@ -1075,8 +1080,12 @@ Status Executor::finish_pass(uint64_t pass, int cls) {
   LS_RETURN_IF_ERROR(collect_pass(pass, cls));
   ++pass_;
   if (opt_.auto_replan && !opt_.plan) {
-    bool warm = pass_ - epoch_pass_ >= static_cast<uint64_t>(opt_.warmup_passes);
-    if (warm && ((!plan_measured_ && measured_at_sites(cls)) || (plan_measured_ && drifted(cls)))) {
+    // After warm-up: once every layer is measured, then when the costs have
+    // drifted for drift_passes passes in a row (replan_gate.h).
+    const bool warm = pass_ - epoch_pass_ >= static_cast<uint64_t>(opt_.warmup_passes);
+    const bool first_measured = warm && !plan_measured_ && measured_at_sites(cls);
+    const bool drift_lasted = warm && plan_measured_ && replan_gate_.observe(drifted(cls));
+    if (first_measured || drift_lasted) {
       LS_ASSIGN_OR_RETURN(bool changed, replan());
       (void)changed;
     }
@@ -1101,18 +1110,19 @@ bool Executor::drifted(int cls) const {
 Result<bool> Executor::replan() {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
-  ++replans_;
+  replan_gate_.reset();
   bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.slots == plan_.slots &&
               p.prefetch_depth == plan_.prefetch_depth;
-  if (!keep && opt_.host_policy != HostPolicy::kNever) {
-    // Hybrid plans: many placements predict within noise of each other (a
-    // block costs about the same on either site of a host backend), so a new
-    // plan must beat the current one, re-evaluated under the same costs, by
-    // 5% to be worth moving bytes for. Without this, measurement noise makes
-    // the plan churn (every change reloads residents and moves KV caches).
+  if (!keep) {
+    // Many placements predict within noise of each other (streamed layers
+    // of one size; a block that costs about the same on either site of a
+    // host backend), so a new plan must beat the current one, re-evaluated
+    // under the same costs, by replan_min_gain to be worth moving bytes for.
+    // Without this, measurement noise makes the plan churn (every change
+    // reloads residents and moves KV caches).
     Plan cur = plan_;
     evaluate_plan(in, cur);
-    if (p.predicted_pass_s > cur.predicted_pass_s * 0.95) {
+    if (!replan_gate_.worth_moving(cur.predicted_pass_s, p.predicted_pass_s)) {
       keep = true;
       p = std::move(cur);
     }
@@ -1127,6 +1137,7 @@ Result<bool> Executor::replan() {
     return false;
   }
   LS_RETURN_IF_ERROR(apply_plan(std::move(p)));
+  ++replans_;
   return true;
 }
 
