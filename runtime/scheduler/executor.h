@@ -174,6 +174,7 @@ class Executor {
 
  private:
   struct DiskJob;
+  class StagedDiskLoop;  // disk_staged_loop()'s state and steps (disk thread only)
   struct Placed {
     uint64_t offset = 0;  // in the window
     int64_t need = -1;    // compute of this streamed layer must finish before the load (-1: none)
