@@ -110,12 +110,12 @@ class CopyLoop {
     th_ = std::thread([this] {
       constexpr uint64_t kChunk = 8 << 20;
       uint64_t off = 0, n = 0;
-      while (!stop_.load(std::memory_order_relaxed)) {
+      do {  // at least one chunk, however short the window
         const uint64_t len = std::min<uint64_t>(kChunk, src_.size() - off);
         std::memcpy(dst_.data() + off, src_.data() + off, len);
         n += len;
         off = off + len >= src_.size() ? 0 : off + len;
-      }
+      } while (!stop_.load(std::memory_order_relaxed));
       copied_ = n;
     });
   }
