@@ -82,9 +82,9 @@ class PlanCommand : public Command {
                 static_cast<unsigned long long>(p.all_resident_vram_bytes));
     std::printf("figures: %s (link %.2f GB/s, disk %.2f GB/s); compute from %s, decode at position %d\n",
                 p.figures_source.c_str(), p.link_gbps, p.disk_gbps, p.compute_source.c_str(), p.decode_position);
-    if (p.copy_beside_compute_gbps > 0)
-      std::printf("host copies beside compute: %.2f GB/s, %.3f ns of compute per copied byte\n",
-                  p.copy_beside_compute_gbps, p.copy_compute_ns_per_byte);
+    if (p.copy_alone_gbps > 0)
+      std::printf("host copies: %.2f GB/s alone, %.2f GB/s beside compute, %.3f ns of compute per copied byte\n",
+                  p.copy_alone_gbps, p.copy_beside_compute_gbps, p.copy_compute_ns_per_byte);
     std::printf("\n");
     std::printf("%12s %10s %9s %5s %5s %6s %14s %15s\n", "vram", "ram", "resident", "ram", "disk", "slots",
                 "decode tok/s", "prefill tok/s");
@@ -132,6 +132,7 @@ class PlanCommand : public Command {
               {"link_gbps", p.link_gbps},
               {"disk_gbps", p.disk_gbps},
               {"compute", p.compute_source},
+              {"copy_alone_gbps", p.copy_alone_gbps},
               {"copy_beside_compute_gbps", p.copy_beside_compute_gbps},
               {"copy_compute_ns_per_byte", p.copy_compute_ns_per_byte}}},
             {"budgets", budgets}};

@@ -189,9 +189,13 @@ void record_compute_estimates(sched::CostModel& cost, const llama::RunnerFootpri
     cost.record_compute(i, decode_cls, d);
     if (prefill_cls != decode_cls) cost.record_compute(i, prefill_cls, p);
   }
-  // Host backend: copies take compute from the same cores and memory.
-  if (b && b->copy_gbps_contended > 0) {
-    cost.set_link_bw(b->copy_gbps_contended * 1e9);
+  // Host backend: copies take compute from the same cores and memory. The
+  // copy lane runs at the memcpy's own rate and each copied byte also costs
+  // the compute lane what the probe saw it cost (docs/ARCHITECTURE.md): while
+  // both run, a pass then takes compute + bytes x that cost, and copies that
+  // outlast the compute go at their own rate.
+  if (b && b->copy_gbps_alone > 0) {
+    cost.set_link_bw(b->copy_gbps_alone * 1e9);
     cost.set_copy_contention(b->compute_s_per_copied_byte);
   }
 }
@@ -253,8 +257,9 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   cost.set_link_bw(fig.link_gbps * 1e9);
   cost.set_disk_bw(fig.disk_gbps * 1e9);
   record_compute_estimates(cost, fp, fig, decode_cls, prefill_cls);
-  if (cost.copy_contention() > 0 || fig.block) {
-    plan.copy_beside_compute_gbps = cost.link_bw() / 1e9;
+  if (fig.block) {
+    plan.copy_alone_gbps = fig.block->copy_gbps_alone;
+    plan.copy_beside_compute_gbps = fig.block->copy_gbps_contended;
     plan.copy_compute_ns_per_byte = cost.copy_contention() * 1e9;
   }
 

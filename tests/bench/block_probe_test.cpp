@@ -91,6 +91,7 @@ TEST(BlockProbe, PlanMeasuringNowUsesIt) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->compute_source, "block probe");
   EXPECT_EQ(plan->decode_position, 10);
+  EXPECT_GT(plan->copy_alone_gbps, 0);
   EXPECT_GT(plan->copy_beside_compute_gbps, 0);
   ASSERT_FALSE(plan->budgets.empty());
   for (const BudgetPlan& b : plan->budgets) {

@@ -60,9 +60,10 @@ struct MemoryPlan {
   // How per-layer compute was estimated: "block probe" (one block and the
   // head run with the model's kernels, measured now) or "matmul rates".
   std::string compute_source;
-  // Host backend, measured now: the copy rate beside compute (what the plan
-  // uses for RAM-tier copies there) and the compute a copied byte takes
-  // (0 when not measured: independent copy and compute lanes).
+  // Host backend, measured now: a memcpy's rate alone (the plan's copy rate
+  // there) and beside the decode compute, and the compute a copied byte takes
+  // from it (0 when not measured: independent copy and compute lanes).
+  double copy_alone_gbps = 0;
   double copy_beside_compute_gbps = 0;
   double copy_compute_ns_per_byte = 0;
   std::vector<BudgetPlan> budgets;   // increasing vram_bytes
