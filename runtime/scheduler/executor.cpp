@@ -41,7 +41,7 @@ Executor::Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOption
     : dev_(device),
       layers_(std::move(layers)),
       opt_(std::move(options)),
-      replan_gate_(ReplanGateOptions{opt_.drift_passes, opt_.replan_min_gain}) {}
+      replan_gate_(ReplanGateOptions{opt_.drift_passes, opt_.replan_min_gain, opt_.replan_confirmations}) {}
 
 Result<std::unique_ptr<Executor>> Executor::create(Device& device, std::vector<LayerSpec> layers,
                                                    ExecutorOptions options) {
@@ -1164,7 +1164,7 @@ Status Executor::finish_pass(uint64_t pass, int cls) {
     const bool first_measured = warm && !plan_measured_ && measured_at_sites(cls);
     const bool drift_lasted = warm && plan_measured_ && replan_gate_.observe(drifted(cls));
     if (first_measured || drift_lasted) {
-      LS_ASSIGN_OR_RETURN(bool changed, replan());
+      LS_ASSIGN_OR_RETURN(bool changed, replan_confirmed(first_measured ? 1 : opt_.replan_confirmations));
       (void)changed;
     }
   }
@@ -1185,12 +1185,15 @@ bool Executor::drifted(int cls) const {
   return std::abs(p.predicted_pass_s - plan_.predicted_pass_s) > opt_.drift_threshold * plan_.predicted_pass_s;
 }
 
-Result<bool> Executor::replan() {
+Result<bool> Executor::replan() { return replan_confirmed(1); }
+
+Result<bool> Executor::replan_confirmed(int confirmations) {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
   replan_gate_.reset();
   bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.slots == plan_.slots &&
               p.prefetch_depth == plan_.prefetch_depth;
+  bool pending = false;  // a new placement waits to be proposed again
   if (!keep) {
     // Many placements predict within noise of each other (streamed layers
     // of one size; a block that costs about the same on either site of a
@@ -1203,8 +1206,20 @@ Result<bool> Executor::replan() {
     if (!replan_gate_.worth_moving(cur.predicted_pass_s, p.predicted_pass_s)) {
       keep = true;
       p = std::move(cur);
+    } else if (confirmations > 1) {
+      std::string placement = site_map(p) + ' ' + std::to_string(p.slots) + ' ' + std::to_string(p.prefetch_depth);
+      for (Tier t : p.tiers) placement += static_cast<char>('0' + static_cast<int>(t));
+      if (!replan_gate_.confirm(std::move(placement))) {
+        LS_LOG_DEBUG("scheduler: re-plan proposes a new placement; waiting for it to be proposed again");
+        keep = pending = true;
+        p = std::move(cur);
+      }
     }
   }
+  // Pending: the plan's baseline stays, so the drift that led here is seen
+  // again after drift_passes passes and the candidate proposed once more.
+  if (pending) return false;
+  if (keep) replan_gate_.forget_candidate();
   if (keep) {
     plan_.predicted_pass_s = p.predicted_pass_s;
     plan_.lower_bound_s = p.lower_bound_s;

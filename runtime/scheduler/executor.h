@@ -84,6 +84,7 @@ struct ExecutorOptions {
   // under the same costs (otherwise the plan's figures are refreshed in place).
   int drift_passes = 3;
   double replan_min_gain = 0.05;
+  int replan_confirmations = 2;  // drift re-plans in a row that must propose the same placement
   double link_gbps = 0;            // H2D bandwidth (GB/s); 0 = probe at start-up
   double disk_gbps = 0;            // disk bandwidth (GB/s); 0 = probe at start-up (when a layer is on disk)
   uint64_t copy_chunk_bytes = 8 << 20;  // RAM-tier H2D copies, bytes per copy call
@@ -225,6 +226,9 @@ class Executor {
   // at_least; the disk error, or Cancelled when the executor stops.
   Status wait_counter(uint64_t Executor::*counter, uint64_t at_least) LS_EXCLUDES(dmu_);
   bool drifted(int cls) const;
+  // replan()'s body; `confirmations` > 1 (re-plans on drift): the new
+  // placement must have been proposed that many times in a row (ReplanGate).
+  Result<bool> replan_confirmed(int confirmations);
   // Host lane (host_lane.cpp).
   Status prepare_host_lane();
   Status run_host_layer(LayerRun& run, bool entering);

@@ -57,5 +57,22 @@ TEST(ReplanGate, AMoveMustSaveMinGain) {
   EXPECT_TRUE(eager.observe(true));
 }
 
+// Noise proposes a different placement each time; a real change proposes
+// the same one again. Only a placement proposed `confirmations` times in a
+// row is confirmed; a kept placement forgets the pending one.
+TEST(ReplanGate, APlacementMustBeProposedAgainInARow) {
+  ReplanGate g({3, 0.05, /*confirmations=*/2});
+  EXPECT_FALSE(g.confirm("RRSS"));
+  EXPECT_FALSE(g.confirm("RSRS")) << "a different proposal starts again";
+  EXPECT_TRUE(g.confirm("RSRS"));
+  EXPECT_FALSE(g.confirm("RSRS")) << "the count restarts after a confirmation";
+  g.forget_candidate();
+  EXPECT_FALSE(g.confirm("RSRS")) << "forgotten after a kept placement";
+  EXPECT_TRUE(g.confirm("RSRS"));
+  ReplanGate once({3, 0.05, 1});
+  EXPECT_TRUE(once.confirm("SSSS"));
+  EXPECT_TRUE(once.confirm("RRRR"));
+}
+
 }  // namespace
 }  // namespace layerstream::sched
