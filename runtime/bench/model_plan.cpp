@@ -108,6 +108,9 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
       if (m.n_out * m.n_in > n_out * n_in && m.n_in % 32 == 0) n_out = m.n_out, n_in = m.n_in;
     }
   if (n_in == 0) n_out = 4096, n_in = 4096;
+  // The probe's matrix is synthetic: a row length every block type divides
+  // (K-quants need 256; gemma3's 640-wide rows are not) changes its rate little.
+  n_in = static_cast<int64_t>(sched::round_up(static_cast<uint64_t>(n_in), 256));
   LS_LOG_INFO("plan: measuring link, disk and matmul rates (no --box given)");
   // Pass 1: link, disk, decode rates (prefill_tokens 1: both points decode-shaped).
   po.matmul_n_in = n_in;
