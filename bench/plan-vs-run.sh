@@ -1,28 +1,46 @@
 #!/usr/bin/env bash
 # Issue 17 check: `layerstream plan` predictions against `layerstream run`.
-#   bench/plan-vs-run.sh LAYERSTREAM MODEL [extra flags for both, e.g. --backend host]
-# Prints a Markdown table: per budget of the plan, predicted and measured
-# decode tokens/s and their ratio; then the minimum budget and one byte less.
+#   bench/plan-vs-run.sh LAYERSTREAM MODEL [extra flags for both, e.g. --backend host [--ram 1GiB]]
+# Environment: N (tokens run generates, default 48), BUDGETS (plan rows, default 8),
+# PROMPT (default "Once upon a time").
+# The plan predicts decode at the mean position of run's decode passes (prompt
+# tokens + N/2; --decode-pos), then run goes at each budget of the plan.
+# Prints a Markdown table: per budget, predicted and measured decode tokens/s,
+# their ratio, run's own tokens/s (which includes re-plans) and its re-plans;
+# the count of rows within 15%; then the minimum budget and one byte less.
 set -euo pipefail
 ls_bin=$1 model=$2
 shift 2
+n=${N:-48} budgets=${BUDGETS:-8} prompt=${PROMPT:-Once upon a time}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$ls_bin" plan "$model" "$@" --json "$out/plan.json" > "$out/plan.txt" 2> "$out/plan.err"
+# run's extra flags: all but --ram (run takes it from the plan's rows).
+run_extra=()
+skip=0
+for a in "$@"; do
+  if ((skip)); then skip=0; continue; fi
+  if [[ $a == --ram ]]; then skip=1; continue; fi
+  run_extra+=("$a")
+done
+# The prompt's token count, from a one-token run at the all-resident default.
+"$ls_bin" run "$model" -p "$prompt" -n 1 --temp 0 --json "$out/p.json" "${run_extra[@]}" > /dev/null 2>&1 || true
+prompt_tokens=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["prompt_tokens"]; print(len(t) if isinstance(t, list) else t)' "$out/p.json" 2>/dev/null || echo 5)
+pos=$((prompt_tokens + n / 2))
+echo "plan: --decode-pos $pos (prompt $prompt_tokens tokens + $n / 2), $budgets budgets; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$ls_bin" plan "$model" "$@" --budgets "$budgets" --decode-pos "$pos" --json "$out/plan.json" > "$out/plan.txt" 2> "$out/plan.err"
 cat "$out/plan.txt"
-python3 - "$ls_bin" "$model" "$out" "$@" <<'PY'
+python3 - "$ls_bin" "$model" "$out" "$n" "$prompt" "${run_extra[@]}" <<'PY'
 import json, subprocess, sys
-ls_bin, model, out, extra = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+ls_bin, model, out, n, prompt, run_extra = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 plan = json.load(open(f"{out}/plan.json"))
-# --ram goes to run from the plan's rows (the same value); the rest as given.
-run_extra = [a for i, a in enumerate(extra) if a != "--ram" and (i == 0 or extra[i - 1] != "--ram")]
-print("\n| vram budget (bytes) | placement (resident/ram/disk) | predicted decode tok/s | measured: 1 / mean decode pass | ratio | run's decode tok/s (incl. re-plans) | re-plans |")
+print("\n| vram budget (bytes) | placement (resident/ram/disk) | predicted decode tok/s | measured: 1 / mean decode pass | measured / predicted | run's decode tok/s (incl. re-plans) | re-plans |")
 print("|---|---|---|---|---|---|---|")
+rows = within = 0
 for b in plan["budgets"]:
     if not b["fits"]:
         continue
     j = f"{out}/run.json"
-    r = subprocess.run([ls_bin, "run", model, "-p", "Once upon a time", "-n", "48", "--temp", "0",
+    r = subprocess.run([ls_bin, "run", model, "-p", prompt, "-n", n, "--temp", "0", "--ignore-eog",
                         "--vram", str(b["vram_bytes"]), "--ram", str(b["ram_bytes"]), "--json", j] + run_extra,
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -32,8 +50,12 @@ for b in plan["budgets"]:
     m = res["batch"] * 1000.0 / res["mean_decode_pass_ms"]
     p = b["predicted_decode_tokens_per_s"]
     l = b["layers"]
-    print(f"| {b['vram_bytes']} | {l['resident']}/{l['ram']}/{l['disk']} | {p:.2f} | {m:.2f} | {m / p:.2f} | "
-          f"{res['decode_tokens_per_s']:.2f} | {res['replans']} |")
+    ratio = m / p
+    rows += 1
+    within += abs(ratio - 1) <= 0.15
+    print(f"| {b['vram_bytes']} | {l['resident']}/{l['ram']}/{l['disk']} | {p:.2f} | {m:.2f} | {ratio:.2f} | "
+          f"{res['decode_tokens_per_s']:.2f} | {res['replans']} |", flush=True)
+print(f"\nwithin 15%: {within} of {rows} rows")
 lo = plan["min_vram_bytes"]
 for v in (lo - 1, lo):
     r = subprocess.run([ls_bin, "run", model, "-p", "Hello", "-n", "2", "--vram", str(v)] + run_extra,
@@ -41,3 +63,4 @@ for v in (lo - 1, lo):
     last = (r.stderr.strip().splitlines() or [""])[-1]
     print(f"\nrun --vram {v}: exit {r.returncode}" + (f": {last}" if r.returncode else ""))
 PY
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

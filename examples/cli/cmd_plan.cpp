@@ -31,6 +31,8 @@ class PlanCommand : public Command {
     sub.add_option("--host-threads", po_.host_threads, "Host backend compute threads (0 = all cores)");
     sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
     sub.add_option("--json", json_, "Write the plan as JSON to FILE");
+    sub.add_option("--decode-pos", po_.decode_position,
+                   "Predict decode at this context position (attention over it; default: the middle of --ctx)");
   }
 
   int run() override {
@@ -78,8 +80,12 @@ class PlanCommand : public Command {
                 format_bytes(p.min_vram_bytes).c_str(), static_cast<unsigned long long>(p.min_vram_bytes));
     std::printf("all resident at:      %s (%llu bytes)\n", format_bytes(p.all_resident_vram_bytes).c_str(),
                 static_cast<unsigned long long>(p.all_resident_vram_bytes));
-    std::printf("figures: %s (link %.2f GB/s, disk %.2f GB/s)\n\n", p.figures_source.c_str(), p.link_gbps,
-                p.disk_gbps);
+    std::printf("figures: %s (link %.2f GB/s, disk %.2f GB/s); compute from %s, decode at position %d\n",
+                p.figures_source.c_str(), p.link_gbps, p.disk_gbps, p.compute_source.c_str(), p.decode_position);
+    if (p.copy_alone_gbps > 0)
+      std::printf("host copies: %.2f GB/s alone, %.2f GB/s beside compute, %.3f ns of compute per copied byte\n",
+                  p.copy_alone_gbps, p.copy_beside_compute_gbps, p.copy_compute_ns_per_byte);
+    std::printf("\n");
     std::printf("%12s %10s %9s %5s %5s %6s %14s %15s\n", "vram", "ram", "resident", "ram", "disk", "slots",
                 "decode tok/s", "prefill tok/s");
     for (const BudgetPlan& b : p.budgets) {
@@ -120,7 +126,15 @@ class PlanCommand : public Command {
             {"activation_bytes", p.activation_bytes},
             {"min_vram_bytes", p.min_vram_bytes},
             {"all_resident_vram_bytes", p.all_resident_vram_bytes},
-            {"figures", {{"source", p.figures_source}, {"link_gbps", p.link_gbps}, {"disk_gbps", p.disk_gbps}}},
+            {"decode_position", p.decode_position},
+            {"figures",
+             {{"source", p.figures_source},
+              {"link_gbps", p.link_gbps},
+              {"disk_gbps", p.disk_gbps},
+              {"compute", p.compute_source},
+              {"copy_alone_gbps", p.copy_alone_gbps},
+              {"copy_beside_compute_gbps", p.copy_beside_compute_gbps},
+              {"copy_compute_ns_per_byte", p.copy_compute_ns_per_byte}}},
             {"budgets", budgets}};
   }
 

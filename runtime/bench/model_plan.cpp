@@ -3,16 +3,26 @@
 // cost model made from them, and the planner run at each budget. Nothing of
 // the model is loaded and no pass runs.
 //
-// Compute estimates per layer: decode is memory-bound (each weight byte read
-// once per pass: bytes / the probe's decode GB/s for that type); prefill is
-// compute-bound (2 x n_out x n_in x tokens / the probe's prefill GFLOP/s).
+// Compute estimates per layer, from matmul rates: decode is memory-bound
+// (each weight byte read once per pass: bytes / the probe's decode GB/s for
+// that type); prefill is compute-bound (2 x n_out x n_in x tokens / the
+// probe's prefill GFLOP/s). When the figures are measured now on the host
+// backend, one block and the head are also run with the model's own kernels
+// (block_probe.h) and the estimates corrected by what the matmuls miss
+// (attention at the decode position, norms, RoPE, activations): decode adds
+// the block's measured time over its matmul estimate to every block, prefill
+// scales by the measured / estimated ratio, the head is taken as measured.
+// The same probe measures copy/compute contention, which the cost model
+// charges on the host backend (CostModel::set_copy_contention).
 // Lives in the bench area because it measures the box with probe_box.
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "layerstream/model.h"
 #include "layerstream/units.h"
+#include "runtime/bench/block_probe.h"
 #include "runtime/bench/box_probe.h"
 #include "runtime/core/log.h"
 #include "runtime/llama/llama_runner.h"
@@ -42,6 +52,7 @@ struct Figures {
   double link_gbps = 0, disk_gbps = 0;
   Rates rates;
   std::string source;
+  std::optional<bench::BlockTimes> block;  // one block and the head, run now (host backend)
 };
 
 Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
@@ -75,7 +86,8 @@ Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
 // not from a cache that holds one small matrix), prefill at the model's
 // largest shape and pass size.
 Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
-                                io::IoPath io) {
+                                const llama::RunnerOptions& ro, BackendKind backend, int decode_position) {
+  const io::IoPath io = ro.reader.path;
   bench::ProbeOptions po;
   ModelOptions mo;
   mo.backend = o.backend;
@@ -96,6 +108,9 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
       if (m.n_out * m.n_in > n_out * n_in && m.n_in % 32 == 0) n_out = m.n_out, n_in = m.n_in;
     }
   if (n_in == 0) n_out = 4096, n_in = 4096;
+  // The probe's matrix is synthetic: a row length every block type divides
+  // (K-quants need 256; gemma3's 640-wide rows are not) changes its rate little.
+  n_in = static_cast<int64_t>(sched::round_up(static_cast<uint64_t>(n_in), 256));
   LS_LOG_INFO("plan: measuring link, disk and matmul rates (no --box given)");
   // Pass 1: link, disk, decode rates (prefill_tokens 1: both points decode-shaped).
   po.matmul_n_in = n_in;
@@ -119,6 +134,19 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
   for (const bench::ComputePoint& c : pre->compute)
     if (c.shape == "prefill") fig.rates.points[{c.type, c.shape}] = c;
   fig.source = "measured now";
+  // One block and the head with the model's kernels (and, beside them, a copy).
+  if (backend == BackendKind::kHost) {
+    bench::BlockProbeOptions bo;
+    bo.path = model_path;
+    bo.runner = ro;
+    bo.device = po.device;
+    bo.decode_position = decode_position;
+    bo.prefill_tokens = std::min(32, fp.max_pass_tokens);
+    bo.contention = true;
+    auto block = bench::probe_block(bo);
+    if (block.ok()) fig.block = *block;
+    else LS_LOG_WARN("plan: block probe failed ({}); compute from matmul rates alone", block.status().ToString());
+  }
   return fig;
 }
 
@@ -137,6 +165,44 @@ double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, co
   return s;
 }
 
+// The cost model's compute per layer (decode and prefill classes) from the
+// figures: matmul estimates, corrected by the block probe when there is one.
+void record_compute_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const Figures& fig,
+                              int decode_cls, int prefill_cls) {
+  const int n = static_cast<int>(fp.layers.size());
+  const bench::BlockTimes* b = fig.block ? &*fig.block : nullptr;
+  const int head = n - 1;
+  double decode_extra = 0, prefill_ratio = 1;
+  if (b) {
+    decode_extra = b->block_decode_s - layer_seconds(fp.matmuls[b->block_layer], fig.rates, fp.n_seq);
+    const double est = b->prefill_tokens > 0 ? layer_seconds(fp.matmuls[b->block_layer], fig.rates, b->prefill_tokens) : 0;
+    if (est > 0 && b->block_prefill_s > 0) prefill_ratio = b->block_prefill_s / est;
+  }
+  for (int i = 0; i < n; ++i) {
+    const double dec = layer_seconds(fp.matmuls[i], fig.rates, fp.n_seq);
+    const double pre = layer_seconds(fp.matmuls[i], fig.rates, fp.max_pass_tokens);
+    double d = dec, p = pre;
+    if (b && i == head) {
+      d = b->head_decode_s;
+      if (b->head_prefill_s > 0) p = b->head_prefill_s;  // the head's rows: the last token of each sequence
+    } else if (b) {
+      d = std::max(dec + decode_extra, 0.5 * dec);
+      p = pre * prefill_ratio;
+    }
+    cost.record_compute(i, decode_cls, d);
+    if (prefill_cls != decode_cls) cost.record_compute(i, prefill_cls, p);
+  }
+  // Host backend: copies take compute from the same cores and memory. The
+  // copy lane runs at the memcpy's own rate and each copied byte also costs
+  // the compute lane what the probe saw it cost (docs/ARCHITECTURE.md): while
+  // both run, a pass then takes compute + bytes x that cost, and copies that
+  // outlast the compute go at their own rate.
+  if (b && b->copy_gbps_alone > 0) {
+    cost.set_link_bw(b->copy_gbps_alone * 1e9);
+    cost.set_copy_contention(b->compute_s_per_copied_byte);
+  }
+}
+
 }  // namespace
 
 Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
@@ -147,6 +213,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   mo.prefill_chunk = o.prefill_chunk;
   mo.kv_type = o.kv_type;
   mo.io = o.io;
+  mo.host_threads = o.host_threads;
   LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
   BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
   if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
@@ -171,27 +238,33 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   plan.all_resident_vram_bytes = reserve + all_layers;
 
   // Figures, and a cost model for decode (one token per sequence) and prefill.
+  plan.decode_position = o.decode_position >= 0 ? o.decode_position : fp.n_ctx / 2;
+  if (plan.decode_position >= fp.n_ctx)
+    return Status::InvalidArgument("decode position " + std::to_string(plan.decode_position) +
+                                   " is not below the context length " + std::to_string(fp.n_ctx));
   Figures fig;
   if (!o.box.empty()) {
     LS_ASSIGN_OR_RETURN(fig, figures_from_box(o.box, ro.reader.path));
   } else {
-    LS_ASSIGN_OR_RETURN(fig, measure_figures(path, o, fp, ro.reader.path));
+    LS_ASSIGN_OR_RETURN(fig, measure_figures(path, o, fp, ro, backend, plan.decode_position));
   }
   plan.figures_source = fig.source;
   plan.link_gbps = fig.link_gbps;
   plan.disk_gbps = fig.disk_gbps;
+  plan.compute_source = fig.block ? "block probe" : "matmul rates";
   const int n = static_cast<int>(fp.layers.size());
   bool has_prefill_rates = false;  // without them no prefill prediction (0)
   for (const auto& [key, point] : fig.rates.points) has_prefill_rates |= key.second == "prefill";
   const int decode_cls = sched::batch_class(fp.n_seq), prefill_cls = sched::batch_class(fp.max_pass_tokens);
   sched::CostModel cost(n);
-  for (int i = 0; i < n; ++i) {
-    cost.record_compute(i, decode_cls, layer_seconds(fp.matmuls[i], fig.rates, fp.n_seq));
-    if (prefill_cls != decode_cls)
-      cost.record_compute(i, prefill_cls, layer_seconds(fp.matmuls[i], fig.rates, fp.max_pass_tokens));
-  }
   cost.set_link_bw(fig.link_gbps * 1e9);
   cost.set_disk_bw(fig.disk_gbps * 1e9);
+  record_compute_estimates(cost, fp, fig, decode_cls, prefill_cls);
+  if (fig.block) {
+    plan.copy_alone_gbps = fig.block->copy_gbps_alone;
+    plan.copy_beside_compute_gbps = fig.block->copy_gbps_contended;
+    plan.copy_compute_ns_per_byte = cost.copy_contention() * 1e9;
+  }
 
   // The budgets: the one asked for, or a range from the minimum to all resident.
   std::vector<uint64_t> budgets;

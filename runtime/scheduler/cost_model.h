@@ -66,6 +66,16 @@ class CostModel {
   double link_bw() const { return link_bw_; }   // bytes/s; 0 = unknown
   double disk_bw() const { return disk_bw_; }   // bytes/s; 0 = unknown
   double link_s(uint64_t bytes) const { return link_bw_ > 0 ? bytes / link_bw_ : 0; }
+  // Copy/compute contention (host backend, docs/ARCHITECTURE.md "The plan's
+  // cost model"): there an H2D copy is a memcpy on the cores and memory
+  // bandwidth the compute uses, so each byte a streamed layer's copy moves
+  // takes `compute_s_per_byte` seconds from the compute lane as well, and
+  // link_bw should be the copy rate measured beside compute. 0 (default):
+  // independent lanes, as on a GPU. The executor leaves it 0: the compute
+  // times it measures already include the slowdown.
+  void set_copy_contention(double compute_s_per_byte) { copy_contention_ = compute_s_per_byte; }
+  double copy_contention() const { return copy_contention_; }
+  double copy_contention_s(uint64_t bytes) const { return bytes * copy_contention_; }
   double disk_s(uint64_t bytes) const { return disk_bw_ > 0 ? bytes / disk_bw_ : 0; }
 
  private:
@@ -78,6 +88,7 @@ class CostModel {
   bool shared_compute_ = false;
   double link_bw_ = 0;
   double disk_bw_ = 0;
+  double copy_contention_ = 0;  // seconds of compute per copied byte
 };
 
 }  // namespace layerstream::sched

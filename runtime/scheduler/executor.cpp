@@ -38,7 +38,10 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 }  // namespace
 
 Executor::Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options)
-    : dev_(device), layers_(std::move(layers)), opt_(std::move(options)) {}
+    : dev_(device),
+      layers_(std::move(layers)),
+      opt_(std::move(options)),
+      replan_gate_(ReplanGateOptions{opt_.drift_passes, opt_.replan_min_gain, opt_.replan_confirmations}) {}
 
 Result<std::unique_ptr<Executor>> Executor::create(Device& device, std::vector<LayerSpec> layers,
                                                    ExecutorOptions options) {
@@ -773,7 +776,33 @@ void Executor::disk_direct_loop() {
 
 // Staged path: reads into the staging buffers run ahead over every layer
 // handed over; copies are issued in layer order, each chunk as it lands.
-void Executor::disk_staged_loop() {
+// The loop's state lives on the disk thread (StagedDiskLoop); each turn:
+// take the new jobs (drop abandoned ones, sleep when idle), free the buffers
+// whose copies finished, submit reads into free buffers, issue the copies of
+// landed chunks, and when none of that made progress wait for a completion.
+class Executor::StagedDiskLoop {
+ public:
+  explicit StagedDiskLoop(Executor& e) : e_(e) {}
+
+  void run() {
+    for (;;) {
+      if (!take_jobs()) return;
+      if (idle()) {
+        wait_for_work();
+        continue;
+      }
+      init_buffers();
+      bool progress = false;
+      Status st = free_copied_buffers(progress);
+      if (st.ok()) st = submit_reads(progress);
+      if (st.ok()) st = issue_copies(progress);
+      if (st.ok() && !progress) st = wait_for_completion();
+      if (!st.ok()) return fail(st);
+    }
+  }
+
+ private:
+  // One disk job being read and copied.
   struct Active {
     DiskJob job;
     uint64_t chunks = 0, next_read = 0, landed_count = 0, copied = 0;
@@ -783,188 +812,240 @@ void Executor::disk_staged_loop() {
     uint64_t reading = 0;    // reads in flight
     Clock::time_point t0{}, t_last{};
   };
+  // One read in flight, by staging buffer.
   struct InFlight {
     uint64_t g = 0, chunk = 0, offset = 0, bytes = 0;
     io::Reader* reader = nullptr;
     Clock::time_point t0{};
   };
-  std::deque<Active> active;
-  std::vector<unsigned> free_bufs;
-  std::deque<unsigned> busy_bufs;  // copies issued, oldest first
-  std::map<unsigned, InFlight> inflight;
-  bool have_ring = false;
-  auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - host_ref_).count(); };
-  Status st;
-  auto fail = [&](const Status& s, int layer) {
-    set_disk_error(s, layer);
-    // Nothing may touch the buffers after this: cancel the reads, finish the copies.
-    for (auto& [path, rd] : readers_) rd->cancel();
-    if (disk_copy_) (void)disk_copy_->synchronize();
-    MutexLock l(dmu_);
-    while (!stop_) dcv_.wait(dmu_);
-  };
-  uint64_t done_rec = 0;  // done_recorded_ as last seen
-  for (;;) {
-    {
-      MutexLock l(dmu_);
-      if (stop_) return;
-      while (!jobs_.empty()) {
-        Active a;
-        a.job = jobs_.front();
-        jobs_.pop_front();
-        active.push_back(a);
-      }
-      done_rec = done_recorded_;
-      if (abandon_) {
-        // Jobs whose copies wait for a compute that was never enqueued (need
-        // is non-decreasing in g, so they are a tail of the list).
-        for (Active& a : active)
-          if (!a.started && a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec) a.dropped = true;
-      }
-      while (!active.empty() && active.back().dropped) {
-        Active& a = active.back();
-        for (auto& [c, b] : a.landed) free_bufs.push_back(b);
-        a.landed.clear();
-        if (a.reading > 0) break;  // its reads must land first (they write staging buffers)
-        active.pop_back();
-        ++finished_;
-        dcv_.notify_all();
-      }
-      if (active.empty() && inflight.empty() && busy_bufs.empty()) {
-        while (!(stop_ || !jobs_.empty() || abandon_)) dcv_.wait(dmu_);
-        if (jobs_.empty() && !stop_) {  // abandon_ with nothing to drop: let drain() see it
-          dcv_.notify_all();
-          while (!(stop_ || !jobs_.empty() || !abandon_)) dcv_.wait(dmu_);
-        }
-        continue;
-      }
+
+  double us(Clock::time_point t) const { return std::chrono::duration<double, std::micro>(t - e_.host_ref_).count(); }
+  bool idle() const { return active_.empty() && inflight_.empty() && busy_bufs_.empty(); }
+  // A failure and the layer it is about (front of the queue by default).
+  Status failed(const Status& st, int layer) {
+    fail_layer_ = layer;
+    return st;
+  }
+  int front_layer() const { return active_.empty() ? 0 : active_.front().job.layer; }
+
+  // The new jobs; under drain(), drops the jobs whose copies wait for a
+  // compute that was never enqueued. False when the executor stops.
+  bool take_jobs() LS_EXCLUDES(e_.dmu_) {
+    MutexLock l(e_.dmu_);
+    if (e_.stop_) return false;
+    while (!e_.jobs_.empty()) {
+      Active a;
+      a.job = e_.jobs_.front();
+      e_.jobs_.pop_front();
+      active_.push_back(a);
     }
-    if (!have_ring) {  // apply_plan creates the ring before posting the first disk job
-      for (unsigned b = 0; b < ring_->buffer_count(); ++b) free_bufs.push_back(ring_->buffer_count() - 1 - b);
-      have_ring = true;
+    done_rec_ = e_.done_recorded_;
+    if (e_.abandon_) {
+      // need is non-decreasing in g, so the dropped jobs are a tail of the list.
+      for (Active& a : active_)
+        if (!a.started && a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec_) a.dropped = true;
     }
-    const uint64_t cb = ring_->buffer_bytes();
-    bool progress = false;
-    // 1. Buffers whose copy finished are free again.
-    while (!busy_bufs.empty()) {
-      auto q = buf_done_[busy_bufs.front()]->query();
-      if (!q.ok()) return fail(q.status(), active.empty() ? 0 : active.front().job.layer);
+    while (!active_.empty() && active_.back().dropped) {
+      Active& a = active_.back();
+      for (auto& [c, b] : a.landed) free_bufs_.push_back(b);
+      a.landed.clear();
+      if (a.reading > 0) break;  // its reads must land first (they write staging buffers)
+      active_.pop_back();
+      ++e_.finished_;
+      e_.dcv_.notify_all();
+    }
+    return true;
+  }
+
+  // Nothing in flight: sleeps until a job, a stop or drain().
+  void wait_for_work() LS_EXCLUDES(e_.dmu_) {
+    MutexLock l(e_.dmu_);
+    while (!(e_.stop_ || !e_.jobs_.empty() || e_.abandon_)) e_.dcv_.wait(e_.dmu_);
+    if (e_.jobs_.empty() && !e_.stop_) {  // abandon_ with nothing to drop: let drain() see it
+      e_.dcv_.notify_all();
+      while (!(e_.stop_ || !e_.jobs_.empty() || !e_.abandon_)) e_.dcv_.wait(e_.dmu_);
+    }
+  }
+
+  // apply_plan creates the ring before posting the first disk job.
+  void init_buffers() {
+    if (have_ring_) return;
+    for (unsigned b = 0; b < e_.ring_->buffer_count(); ++b) free_bufs_.push_back(e_.ring_->buffer_count() - 1 - b);
+    have_ring_ = true;
+  }
+
+  // 1. Buffers whose copy finished are free again.
+  Status free_copied_buffers(bool& progress) {
+    while (!busy_bufs_.empty()) {
+      auto q = e_.buf_done_[busy_bufs_.front()]->query();
+      if (!q.ok()) return failed(q.status(), front_layer());
       if (!*q) break;
-      free_bufs.push_back(busy_bufs.front());
-      busy_bufs.pop_front();
+      free_bufs_.push_back(busy_bufs_.front());
+      busy_bufs_.pop_front();
       progress = true;
     }
-    // 2. Reads into every free buffer, layers in order.
-    for (Active& a : active) {
+    return Status::OK();
+  }
+
+  // 2. Reads into every free buffer, layers in order.
+  Status submit_reads(bool& progress) LS_EXCLUDES(e_.dmu_) {
+    const uint64_t cb = e_.ring_->buffer_bytes();
+    for (Active& a : active_) {
       if (a.dropped) break;
-      const LayerSpec& l = layers_[a.job.layer];
-      const uint64_t span = spans_[a.job.layer];
+      const LayerSpec& l = e_.layers_[a.job.layer];
+      const uint64_t span = e_.spans_[a.job.layer];
       if (a.chunks == 0) a.chunks = (span + cb - 1) / cb;
-      while (a.next_read < a.chunks && !free_bufs.empty()) {
-        const unsigned b = free_bufs.back();
+      while (a.next_read < a.chunks && !free_bufs_.empty()) {
+        const unsigned b = free_bufs_.back();
         const uint64_t off = aligned_begin(l) + a.next_read * cb, n = std::min(cb, span - a.next_read * cb);
-        io::Reader* rd = readers_.at(l.file).get();
+        io::Reader* rd = e_.readers_.at(l.file).get();
         if (a.next_read == 0) a.t0 = Clock::now();
-        st = rd->submit({off, n, ring_->iovecs()[b].iov_base, b});
-        if (!st.ok()) return fail(st, a.job.layer);
-        free_bufs.pop_back();
-        inflight[b] = {a.job.g, a.next_read, off, n, rd, Clock::now()};
+        if (Status st = rd->submit({off, n, e_.ring_->iovecs()[b].iov_base, b}); !st.ok()) return failed(st, a.job.layer);
+        free_bufs_.pop_back();
+        inflight_[b] = {a.job.g, a.next_read, off, n, rd, Clock::now()};
         ++a.next_read;
         ++a.reading;
         progress = true;
       }
-      if (free_bufs.empty()) break;
+      if (free_bufs_.empty()) break;
     }
-    {
-      MutexLock lk(dmu_);
-      max_in_flight_ = std::max<int>(max_in_flight_, static_cast<int>(inflight.size()));
-    }
-    // 3. Copies of landed chunks, in layer order.
-    while (!active.empty()) {
-      Active& a = active.front();
+    MutexLock lk(e_.dmu_);
+    e_.max_in_flight_ = std::max<int>(e_.max_in_flight_, static_cast<int>(inflight_.size()));
+    return Status::OK();
+  }
+
+  // 3. Copies of landed chunks, in layer order; a layer whose chunks are all
+  // copied records its events and is handed back.
+  Status issue_copies(bool& progress) LS_EXCLUDES(e_.dmu_) {
+    while (!active_.empty()) {
+      Active& a = active_.front();
       if (!a.started) {
         if (a.landed.empty() || a.dropped) break;
         // Its region is free once the compute it overwrites is done; that
         // "done" must be recorded before the copy stream can wait on it.
-        if (a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec) break;
-        if (a.job.need_done) st = disk_copy_->wait(*a.job.need_done);
-        if (st.ok()) st = disk_copy_->record(*a.job.k_start);
-        if (!st.ok()) return fail(st, a.job.layer);
-        disk_copy_->range_push(layers_[a.job.layer].name.c_str());
+        if (a.job.need >= 0 && static_cast<uint64_t>(a.job.need) >= done_rec_) break;
+        Status st;
+        if (a.job.need_done) st = e_.disk_copy_->wait(*a.job.need_done);
+        if (st.ok()) st = e_.disk_copy_->record(*a.job.k_start);
+        if (!st.ok()) return failed(st, a.job.layer);
+        e_.disk_copy_->range_push(e_.layers_[a.job.layer].name.c_str());
         a.started = true;
       }
-      const uint64_t span = spans_[a.job.layer];
-      while (!a.landed.empty()) {
-        auto [c, b] = a.landed.front();
-        a.landed.pop_front();
-        st = disk_copy_->copy_h2d(a.job.dst + c * cb, ring_->iovecs()[b].iov_base, std::min(cb, span - c * cb));
-        if (st.ok()) st = disk_copy_->record(*buf_done_[b]);
-        if (!st.ok()) return fail(st, a.job.layer);
-        busy_bufs.push_back(b);
-        ++a.copied;
-        progress = true;
-      }
+      LS_RETURN_IF_ERROR(copy_landed_chunks(a, progress));
       if (a.copied < a.chunks) break;
-      disk_copy_->range_pop();
-      st = disk_copy_->record(*a.job.k_end);
-      if (st.ok()) st = disk_copy_->record(*a.job.loaded);
-      if (!st.ok()) return fail(st, a.job.layer);
-      {
-        MutexLock lk(dmu_);
-        disk_samples_.push_back({span, std::chrono::duration<double>(a.t_last - a.t0).count()});
-        disk_trace_.push_back({TraceKind::kDiskRead, a.job.layer, a.job.slot_index, a.job.pass, us(a.t0), us(a.t_last), span});
-        disk_ready_ = a.job.g + 1;
-        ++finished_;
-      }
-      dcv_.notify_all();
-      active.pop_front();
+      LS_RETURN_IF_ERROR(finish_layer(a));
+      active_.pop_front();
     }
-    if (progress) continue;
-    // 4. Nothing to do until a read lands or a copy finishes.
-    if (!inflight.empty()) {
-      io::Reader* rd = inflight.begin()->second.reader;
-      io::ReadCompletion done[64];
-      auto got = rd->wait(std::span<io::ReadCompletion>(done, 64), std::chrono::milliseconds(20));
-      if (!got.ok()) return fail(got.status(), active.empty() ? 0 : active.front().job.layer);
-      const auto now = Clock::now();
-      for (size_t j = 0; j < *got; ++j) {
-        const io::ReadCompletion& c = done[j];
-        auto it = inflight.find(static_cast<unsigned>(c.tag));
-        if (it == inflight.end()) continue;
-        const InFlight f = it->second;
-        inflight.erase(it);
-        Active* a = nullptr;
-        for (Active& x : active)
-          if (x.job.g == f.g) a = &x;
-        if (a == nullptr) continue;
-        --a->reading;
-        if (a->dropped) {
-          free_bufs.push_back(static_cast<unsigned>(c.tag));
-          continue;
-        }
-        const LayerSpec& l = layers_[a->job.layer];
-        if (!c.status.ok()) return fail(c.status, a->job.layer);
-        if (c.bytes_read < f.bytes && f.offset + c.bytes_read < l.file_offset + l.bytes)
-          return fail(Status::IOError(fmt::format("{}: short read of layer {} at offset {} ({} of {} bytes)", l.file,
+    return Status::OK();
+  }
+
+  Status copy_landed_chunks(Active& a, bool& progress) {
+    const uint64_t cb = e_.ring_->buffer_bytes(), span = e_.spans_[a.job.layer];
+    while (!a.landed.empty()) {
+      auto [c, b] = a.landed.front();
+      a.landed.pop_front();
+      Status st = e_.disk_copy_->copy_h2d(a.job.dst + c * cb, e_.ring_->iovecs()[b].iov_base, std::min(cb, span - c * cb));
+      if (st.ok()) st = e_.disk_copy_->record(*e_.buf_done_[b]);
+      if (!st.ok()) return failed(st, a.job.layer);
+      busy_bufs_.push_back(b);
+      ++a.copied;
+      progress = true;
+    }
+    return Status::OK();
+  }
+
+  // The layer's last copy is issued: its "loaded" event, its read sample.
+  Status finish_layer(const Active& a) LS_EXCLUDES(e_.dmu_) {
+    const uint64_t span = e_.spans_[a.job.layer];
+    e_.disk_copy_->range_pop();
+    Status st = e_.disk_copy_->record(*a.job.k_end);
+    if (st.ok()) st = e_.disk_copy_->record(*a.job.loaded);
+    if (!st.ok()) return failed(st, a.job.layer);
+    {
+      MutexLock lk(e_.dmu_);
+      e_.disk_samples_.push_back({span, std::chrono::duration<double>(a.t_last - a.t0).count()});
+      e_.disk_trace_.push_back(
+          {TraceKind::kDiskRead, a.job.layer, a.job.slot_index, a.job.pass, us(a.t0), us(a.t_last), span});
+      e_.disk_ready_ = a.job.g + 1;
+      ++e_.finished_;
+    }
+    e_.dcv_.notify_all();
+    return Status::OK();
+  }
+
+  // 4. Nothing to do until a read lands, a copy finishes, a "done" is
+  // recorded, a new job comes or drain() asks.
+  Status wait_for_completion() LS_EXCLUDES(e_.dmu_) {
+    if (!inflight_.empty()) return land_reads();
+    if (!busy_bufs_.empty()) {
+      Status st = e_.buf_done_[busy_bufs_.front()]->synchronize();
+      return st.ok() ? st : failed(st, front_layer());
+    }
+    MutexLock l(e_.dmu_);
+    while (!(e_.stop_ || !e_.jobs_.empty() || e_.done_recorded_ != done_rec_ || e_.abandon_)) e_.dcv_.wait(e_.dmu_);
+    return Status::OK();
+  }
+
+  // Completed reads (waiting up to 20 ms): each chunk joins its layer's
+  // landed list, or frees its buffer when the layer was dropped.
+  Status land_reads() LS_EXCLUDES(e_.dmu_) {
+    io::Reader* rd = inflight_.begin()->second.reader;
+    io::ReadCompletion done[64];
+    auto got = rd->wait(std::span<io::ReadCompletion>(done, 64), std::chrono::milliseconds(20));
+    if (!got.ok()) return failed(got.status(), front_layer());
+    const auto now = Clock::now();
+    for (size_t j = 0; j < *got; ++j) {
+      const io::ReadCompletion& c = done[j];
+      auto it = inflight_.find(static_cast<unsigned>(c.tag));
+      if (it == inflight_.end()) continue;
+      const InFlight f = it->second;
+      inflight_.erase(it);
+      Active* a = nullptr;
+      for (Active& x : active_)
+        if (x.job.g == f.g) a = &x;
+      if (a == nullptr) continue;
+      --a->reading;
+      if (a->dropped) {
+        free_bufs_.push_back(static_cast<unsigned>(c.tag));
+        continue;
+      }
+      const LayerSpec& l = e_.layers_[a->job.layer];
+      if (!c.status.ok()) return failed(c.status, a->job.layer);
+      if (c.bytes_read < f.bytes && f.offset + c.bytes_read < l.file_offset + l.bytes)
+        return failed(Status::IOError(fmt::format("{}: short read of layer {} at offset {} ({} of {} bytes)", l.file,
                                                   a->job.layer, f.offset, c.bytes_read, f.bytes)),
                       a->job.layer);
-        a->landed.push_back({f.chunk, static_cast<unsigned>(c.tag)});
-        ++a->landed_count;
-        a->t_last = now;
-        MutexLock lk(dmu_);
-        disk_trace_.push_back({TraceKind::kDiskChunk, a->job.layer, static_cast<int>(c.tag), a->job.pass, us(f.t0),
-                               us(now), f.bytes});
-      }
-    } else if (!busy_bufs.empty()) {
-      st = buf_done_[busy_bufs.front()]->synchronize();
-      if (!st.ok()) return fail(st, active.empty() ? 0 : active.front().job.layer);
-    } else {
-      // Waiting for a "done" to be recorded, a new job, or drain().
-      MutexLock l(dmu_);
-      while (!(stop_ || !jobs_.empty() || done_recorded_ != done_rec || abandon_)) dcv_.wait(dmu_);
+      a->landed.push_back({f.chunk, static_cast<unsigned>(c.tag)});
+      ++a->landed_count;
+      a->t_last = now;
+      MutexLock lk(e_.dmu_);
+      e_.disk_trace_.push_back(
+          {TraceKind::kDiskChunk, a->job.layer, static_cast<int>(c.tag), a->job.pass, us(f.t0), us(now), f.bytes});
     }
+    return Status::OK();
   }
-}
+
+  // The error goes to the executor; nothing may touch the buffers after it:
+  // the reads are cancelled, the copies finished; then wait for the stop.
+  void fail(const Status& st) LS_EXCLUDES(e_.dmu_) {
+    e_.set_disk_error(st, fail_layer_ >= 0 ? fail_layer_ : front_layer());
+    for (auto& [path, rd] : e_.readers_) rd->cancel();
+    if (e_.disk_copy_) (void)e_.disk_copy_->synchronize();
+    MutexLock l(e_.dmu_);
+    while (!e_.stop_) e_.dcv_.wait(e_.dmu_);
+  }
+
+  Executor& e_;
+  std::deque<Active> active_;
+  std::vector<unsigned> free_bufs_;
+  std::deque<unsigned> busy_bufs_;  // copies issued, oldest first
+  std::map<unsigned, InFlight> inflight_;
+  bool have_ring_ = false;
+  uint64_t done_rec_ = 0;  // done_recorded_ as last seen
+  int fail_layer_ = -1;
+};
+
+void Executor::disk_staged_loop() { StagedDiskLoop(*this).run(); }
 
 // A re-plan when the batch class changed, each layer's compute in order
 // (waiting for its load when it streams), then the end of the pass.
@@ -979,8 +1060,10 @@ Status Executor::run_pass(int batch_tokens) {
     LS_LOG_INFO("scheduler: batch class {} -> {}, re-planning", plan_.batch_class, cls);
     PlannerInput in = planner_input(cls);
     LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
+    const bool moves = !same_placement(p);
     LS_RETURN_IF_ERROR(apply_plan(std::move(p)));
-    ++replans_;
+    replan_gate_.reset();
+    if (moves) ++replans_;
   }
   const uint64_t pass = pass_;
   LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[pass & 1]));
@@ -1098,9 +1181,13 @@ Status Executor::finish_pass(uint64_t pass, int cls) {
   LS_RETURN_IF_ERROR(collect_pass(pass, cls));
   ++pass_;
   if (opt_.auto_replan && !opt_.plan) {
-    bool warm = pass_ - epoch_pass_ >= static_cast<uint64_t>(opt_.warmup_passes);
-    if (warm && ((!plan_measured_ && measured_at_sites(cls)) || (plan_measured_ && drifted(cls)))) {
-      LS_ASSIGN_OR_RETURN(bool changed, replan());
+    // After warm-up: once every layer is measured, then when the costs have
+    // drifted for drift_passes passes in a row (replan_gate.h).
+    const bool warm = pass_ - epoch_pass_ >= static_cast<uint64_t>(opt_.warmup_passes);
+    const bool first_measured = warm && !plan_measured_ && measured_at_sites(cls);
+    const bool drift_lasted = warm && plan_measured_ && replan_gate_.observe(drifted(cls));
+    if (first_measured || drift_lasted) {
+      LS_ASSIGN_OR_RETURN(bool changed, replan_confirmed(first_measured ? 1 : opt_.replan_confirmations));
       (void)changed;
     }
   }
@@ -1121,25 +1208,42 @@ bool Executor::drifted(int cls) const {
   return std::abs(p.predicted_pass_s - plan_.predicted_pass_s) > opt_.drift_threshold * plan_.predicted_pass_s;
 }
 
-Result<bool> Executor::replan() {
+Result<bool> Executor::replan() { return replan_confirmed(1); }
+
+Result<bool> Executor::replan_confirmed(int confirmations) {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
-  ++replans_;
+  replan_gate_.reset();
   bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.device_rows == plan_.device_rows && p.slots == plan_.slots &&
               p.prefetch_depth == plan_.prefetch_depth;
-  if (!keep && opt_.host_policy != HostPolicy::kNever) {
-    // Hybrid plans: many placements predict within noise of each other (a
-    // block costs about the same on either site of a host backend), so a new
-    // plan must beat the current one, re-evaluated under the same costs, by
-    // 5% to be worth moving bytes for. Without this, measurement noise makes
-    // the plan churn (every change reloads residents and moves KV caches).
+  bool pending = false;  // a new placement waits to be proposed again
+  if (!keep) {
+    // Many placements predict within noise of each other (streamed layers
+    // of one size; a block that costs about the same on either site of a
+    // host backend), so a new plan must beat the current one, re-evaluated
+    // under the same costs, by replan_min_gain to be worth moving bytes for.
+    // Without this, measurement noise makes the plan churn (every change
+    // reloads residents and moves KV caches).
     Plan cur = plan_;
     evaluate_plan(in, cur);
-    if (p.predicted_pass_s > cur.predicted_pass_s * 0.95) {
+    if (!replan_gate_.worth_moving(cur.predicted_pass_s, p.predicted_pass_s)) {
       keep = true;
       p = std::move(cur);
+    } else if (confirmations > 1) {
+      std::string placement = site_map(p) + ' ' + std::to_string(p.slots) + ' ' + std::to_string(p.prefetch_depth);
+      for (Tier t : p.tiers) placement += static_cast<char>('0' + static_cast<int>(t));
+      for (double f : p.device_rows) placement += ' ' + std::to_string(f);
+      if (!replan_gate_.confirm(std::move(placement))) {
+        LS_LOG_DEBUG("scheduler: re-plan proposes a new placement; waiting for it to be proposed again");
+        keep = pending = true;
+        p = std::move(cur);
+      }
     }
   }
+  // Pending: the plan's baseline stays, so the drift that led here is seen
+  // again after drift_passes passes and the candidate proposed once more.
+  if (pending) return false;
+  if (keep) replan_gate_.forget_candidate();
   if (keep) {
     plan_.predicted_pass_s = p.predicted_pass_s;
     plan_.lower_bound_s = p.lower_bound_s;
@@ -1150,6 +1254,7 @@ Result<bool> Executor::replan() {
     return false;
   }
   LS_RETURN_IF_ERROR(apply_plan(std::move(p)));
+  ++replans_;
   return true;
 }
 

@@ -60,6 +60,7 @@
 #include "runtime/scheduler/layer.h"
 #include "runtime/scheduler/plan.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/replan_gate.h"
 #include "runtime/scheduler/trace.h"
 #include "runtime/scheduler/window_ring.h"
 
@@ -76,7 +77,14 @@ struct ExecutorOptions {
   std::optional<Plan> plan;        // use these tiers/slots instead of planning (validated)
   bool auto_replan = true;         // re-plan after warm-up and on drift
   int warmup_passes = 1;
-  double drift_threshold = 0.2;    // relative change of predicted pass time that triggers a re-plan
+  double drift_threshold = 0.2;    // relative change of a layer's compute / the predicted pass time that counts as drift
+  // Hysteresis (replan_gate.h): a re-plan is tried only after this many
+  // consecutive drifted warm passes, and a new placement is applied only when
+  // it predicts a pass at least replan_min_gain faster than the current one
+  // under the same costs (otherwise the plan's figures are refreshed in place).
+  int drift_passes = 3;
+  double replan_min_gain = 0.05;
+  int replan_confirmations = 2;  // drift re-plans in a row that must propose the same placement
   double link_gbps = 0;            // H2D bandwidth (GB/s); 0 = probe at start-up
   double disk_gbps = 0;            // disk bandwidth (GB/s); 0 = probe at start-up (when a layer is on disk)
   uint64_t copy_chunk_bytes = 8 << 20;  // RAM-tier H2D copies, bytes per copy call
@@ -133,7 +141,8 @@ class Executor {
   Status run_pass(int batch_tokens = 1) LS_EXCLUDES(dmu_);
 
   // Re-plans now (at this pass boundary) from the current cost model; applies
-  // the new plan when it differs. Returns whether the plan changed.
+  // the new plan when its placement differs and it beats the current plan by
+  // replan_min_gain. Returns whether the placement changed.
   Result<bool> replan();
 
   const Plan& plan() const { return plan_; }
@@ -142,6 +151,7 @@ class Executor {
   TraceRecorder& trace() { return trace_; }
   const PassStats& last_pass() const { return last_; }
   uint64_t passes_run() const { return pass_; }
+  // Plan changes that moved the placement (re-plans that kept it are not counted).
   int replans() const { return replans_; }
   const std::vector<uint64_t>& layer_bytes() const { return bytes_; }
   std::vector<std::string> layer_names() const;
@@ -165,6 +175,7 @@ class Executor {
 
  private:
   struct DiskJob;
+  class StagedDiskLoop;  // disk_staged_loop()'s state and steps (disk thread only)
   struct Placed {
     uint64_t offset = 0;  // in the window
     int64_t need = -1;    // compute of this streamed layer must finish before the load (-1: none)
@@ -215,6 +226,9 @@ class Executor {
   // at_least; the disk error, or Cancelled when the executor stops.
   Status wait_counter(uint64_t Executor::*counter, uint64_t at_least) LS_EXCLUDES(dmu_);
   bool drifted(int cls) const;
+  // replan()'s body; `confirmations` > 1 (re-plans on drift): the new
+  // placement must have been proposed that many times in a row (ReplanGate).
+  Result<bool> replan_confirmed(int confirmations);
   // Host lane (host_lane.cpp).
   Status prepare_host_lane();
   Status run_host_layer(LayerRun& run, bool entering);
@@ -266,6 +280,7 @@ class Executor {
   uint64_t g_compute_ = 0;        // next streamed layer to compute (global within the plan epoch)
   uint64_t g_copy_ = 0;           // next streamed layer to enqueue a load for
   int replans_ = 0;
+  ReplanGate replan_gate_;
   uint64_t load_total_ = 0;      // bytes the current apply_plan loads (progress)
   uint64_t load_done_ = 0;
 

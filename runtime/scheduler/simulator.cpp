@@ -121,6 +121,10 @@ std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
       v[i].disk_s = cost.disk_s(spans[i]);
       v[i].link_s = disk_direct ? 0 : cost.link_s(bytes[i]);
     }
+    // Contention: a copied byte also takes compute time (host backend). The
+    // copy of layer i overlaps earlier layers' compute; charging it to layer
+    // i keeps each pass's total, which is what a compute-bound pass costs.
+    if (v[i].link_s > 0) v[i].compute_s += cost.copy_contention_s(bytes[i]);
   }
   return v;
 }

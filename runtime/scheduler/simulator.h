@@ -67,6 +67,8 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& option
 
 // Builds the simulator's input for a plan from layer sizes and the cost model
 // (`spans` are the bytes a disk read moves; `chunk_bytes` the staging chunk).
+// With copy contention (CostModel::set_copy_contention, the host backend's
+// plan) a copied layer's compute also carries the compute its copy takes.
 std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
                                       const std::vector<uint64_t>& spans,
                                       const std::vector<Tier>& tiers, const CostModel& cost,

@@ -26,6 +26,9 @@ struct PlanOptions {
   uint64_t vram_budget = 0;   // > 0: answer for this one budget only
   uint64_t ram_budget = 0;    // pinned RAM for RAM-tier layers in every row
   int budgets = 8;            // rows between the minimum and all-resident budgets
+  // Decode is predicted at this context position (attention reads that many
+  // cached positions per layer); -1: the middle of the context.
+  int decode_position = -1;
 };
 
 // One budget's placement and predicted speed.
@@ -53,6 +56,16 @@ struct MemoryPlan {
   // The figures predictions come from.
   std::string figures_source;        // "box file X" or "measured now"
   double link_gbps = 0, disk_gbps = 0;
+  int decode_position = 0;           // the context position decode is predicted at
+  // How per-layer compute was estimated: "block probe" (one block and the
+  // head run with the model's kernels, measured now) or "matmul rates".
+  std::string compute_source;
+  // Host backend, measured now: a memcpy's rate alone (the plan's copy rate
+  // there) and beside the decode compute, and the compute a copied byte takes
+  // from it (0 when not measured: independent copy and compute lanes).
+  double copy_alone_gbps = 0;
+  double copy_beside_compute_gbps = 0;
+  double copy_compute_ns_per_byte = 0;
   std::vector<BudgetPlan> budgets;   // increasing vram_bytes
 };
 
