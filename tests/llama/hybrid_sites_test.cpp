@@ -219,6 +219,13 @@ TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
   const uint64_t head = sched::slot_span(host_fp.layers.back());
   EXPECT_EQ(host_fp.min_vram_budget, sched::round_up(host_fp.reserve.total(), sched::kSlotAlignment) + head);
   EXPECT_LT(host_fp.min_vram_budget, planned_fp.min_vram_budget);
+  // `planned` choosing sites falls back to the host plans where no window fits.
+  o.strategy = Strategy::kPlanned;
+  o.host_compute_factor = 1.0;
+  LS_ASSERT_OK_AND_ASSIGN(auto choose_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+  EXPECT_EQ(choose_fp.min_vram_budget, host_fp.min_vram_budget);
+  o.host_compute_factor = 0;
+  o.strategy = Strategy::kHost;
 
   // All-resident logits to compare with.
   RunnerOptions ro = base_options();
