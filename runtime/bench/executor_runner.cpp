@@ -58,6 +58,10 @@ std::string ExecutorRunner::plan_description() const {
       c.host_factor() > 0 ? fmt::format(", else {} x device", c.host_factor()) : std::string(", unknown: never chosen"),
       link / n * 1e3, c.link_bw() / 1e9,
       c.shared_compute() ? "; device and host share the cores (no split gain)" : "");
+  // The activation crossing around host-site and split blocks (timed where it happens).
+  if (c.crossing_s(cls) > 0)
+    out += fmt::format("; activation crossing {:.1f} us ({})", c.crossing_s(cls) * 1e6,
+                       c.crossing_measured(cls) ? "measured" : "prior");
   std::string fr;
   for (int i = 0; i < static_cast<int>(p.tiers.size()); ++i)
     if (p.site(i) == sched::Site::kSplit) fr += fmt::format("{}{}:{:.2f}", fr.empty() ? "" : " ", i, p.device_fraction(i));

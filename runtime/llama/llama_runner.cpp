@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -198,9 +199,25 @@ int pass_tokens_for(int n_ctx, int n_seq, int prefill_chunk) {
 // `layers` next to a reserve of `reserve_bytes` under the strategy (asked of
 // the scheduler: all resident, the serial or first-fit baseline, or the
 // planner).
+// The executor's site policy for these options (executor_options_for's).
+sched::HostPolicy host_policy_for(const RunnerOptions& o) {
+  if (o.strategy == Strategy::kHost) return sched::HostPolicy::kAll;
+  if (o.strategy == Strategy::kPlanned && o.host_compute_factor > 0) return sched::HostPolicy::kChoose;
+  return sched::HostPolicy::kNever;
+}
+
+// Blocks may compute on the host site (the head stays on the device): under
+// a host policy, or a given plan with host or split sites.
+bool blocks_host_ok(const RunnerOptions& o) {
+  return host_policy_for(o) != sched::HostPolicy::kNever ||
+         (o.strategy == Strategy::kPlanned && o.plan &&
+          o.plan->count_site(sched::Site::kHost) + o.plan->count_site(sched::Site::kSplit) > 0);
+}
+
 uint64_t min_vram_for(const std::vector<LayerSpec>& layers, uint64_t reserve_bytes, const RunnerOptions& o,
                       bool disk_direct) {
   sched::MinBudgetQuery q;
+  q.host_policy = host_policy_for(o);
   q.reserve_bytes = reserve_bytes;
   q.ram_budget = o.ram_budget;
   q.disk_direct = disk_direct;
@@ -217,15 +234,20 @@ uint64_t min_vram_for(const std::vector<LayerSpec>& layers, uint64_t reserve_byt
 Status budget_too_small(const LlamaModel& m, const RunnerOptions& o, int n_ctx, const std::vector<LayerSpec>& layers,
                         bool disk_direct, const Layout& L, const Kernels& k) {
   const uint64_t budget = o.vram_budget, need = min_vram_for(layers, L.total, o, disk_direct);
-  uint64_t largest = 0;
-  for (const LayerSpec& l : layers) largest = std::max(largest, sched::slot_span(l));
+  const sched::HostPolicy policy = host_policy_for(o);
+  const uint64_t largest = sched::device_span_floor(layers, policy);
+  // Under a host policy only the layers that cannot run on the host (the
+  // head) need VRAM, not a window of blocks.
+  const std::string what = policy == sched::HostPolicy::kNever
+                               ? "one window (largest layer " + format_bytes(largest)
+                               : "the layers kept on the device (largest " + format_bytes(largest) +
+                                     "; host-site blocks need none";
   std::string msg = "vram budget " + format_bytes(budget) + " (" + std::to_string(budget) +
                     " bytes) cannot hold the KV cache and activations (" + format_bytes(L.total) + ", of which KV " +
                     format_bytes(L.kv_bytes) + " " + std::string(o.kv_type == GgmlType::F16 ? "f16" : "f32") +
                     " for " + std::to_string(n_ctx) + " positions x " + std::to_string(o.n_seq) +
-                    " sequences) plus one window (largest layer " + format_bytes(largest) + ", strategy " +
-                    std::string(strategy_name(o.strategy)) + "): need at least " + std::to_string(need) + " bytes (" +
-                    format_bytes(need) + ")";
+                    " sequences) plus " + what + ", strategy " + std::string(strategy_name(o.strategy)) +
+                    "): need at least " + std::to_string(need) + " bytes (" + format_bytes(need) + ")";
   // What fits at this budget: the longest context (halving) per KV type.
   std::vector<std::string> fits;
   for (GgmlType kv : {o.kv_type, GgmlType::F16}) {
@@ -713,6 +735,7 @@ Result<std::vector<LayerSpec>> LlamaRunner::Impl::layer_specs(const RunnerOption
     spec.file = path;
     std::tie(spec.file_offset, spec.bytes) = layer_extent(m, ml);
     span_begin.push_back(spec.file_offset);
+    spec.host_ok = ml.kind == LayerKind::kBlock && blocks_host_ok(o);  // as create_executor marks them
     if (li < o.pins.size()) spec.pin = o.pins[li];
     if (o.strategy == Strategy::kResident && !spec.pin) spec.pin = Tier::kResident;
     if (o.external_weights) {
@@ -852,6 +875,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const Ru
     spec.file = path;
     std::tie(spec.file_offset, spec.bytes) = layer_extent(m, ml);
     spec.compute = [](const LayerRun&, Stream&) { return Status::OK(); };
+    spec.host_ok = ml.kind == LayerKind::kBlock && blocks_host_ok(o);  // as create marks them
     largest = std::max(largest, sched::slot_span(spec));
     std::vector<RunnerFootprint::Matmul> mats;
     auto add = [&](const GgufTensorInfo& t) {
@@ -1229,6 +1253,20 @@ Status LlamaRunner::Impl::split_matmuls(const LayerRun& run, Stream& s, const fl
   LS_RETURN_IF_ERROR(s.record(*split_x_ev));
   Event* x_ev = split_x_ev.get();
   LS_RETURN_IF_ERROR(H.host_func([x_ev] { return x_ev->synchronize(); }));
+  // The halves' times for the executor's cost model (LayerRun::split_timing):
+  // the host lane's busy time on its rows, the device's from x's arrival to
+  // its rows' arrival (events), and the join. The host funcs run before the
+  // H.synchronize() below, so they may write this frame's clock.
+  using Clock = std::chrono::steady_clock;
+  struct JoinClock {
+    Clock::time_point h0;
+    double host_s = 0, device_s = 0, join_s = 0;
+  } clk;
+  JoinClock* cp = &clk;
+  if (run.split_timing) LS_RETURN_IF_ERROR(H.host_func([cp] {
+    cp->h0 = Clock::now();
+    return Status::OK();
+  }));
   struct Join {
     float* yh;      // the whole output in the host mirror [T][n]
     float* dpart;   // the device half, copied back [T][r]
@@ -1271,18 +1309,35 @@ Status LlamaRunner::Impl::split_matmuls(const LayerRun& run, Stream& s, const fl
     }
     joins.push_back(j);
   }
+  if (run.split_timing) LS_RETURN_IF_ERROR(H.host_func([cp] {
+    cp->host_s = std::chrono::duration<double>(Clock::now() - cp->h0).count();
+    return Status::OK();
+  }));
   LS_RETURN_IF_ERROR(s.record(*split_y_ev));
   Event* y_ev = split_y_ev.get();
-  LS_RETURN_IF_ERROR(H.host_func([y_ev, joins, T] {
+  const bool timed = run.split_timing != nullptr;
+  LS_RETURN_IF_ERROR(H.host_func([y_ev, x_ev, joins, T, cp, timed] {
     LS_RETURN_IF_ERROR(y_ev->synchronize());
+    const Clock::time_point j0 = Clock::now();
+    if (timed) {
+      LS_ASSIGN_OR_RETURN(const double ms, y_ev->elapsed_ms_since(*x_ev));
+      cp->device_s = std::max(0.0, ms) * 1e-3;
+    }
     for (const Join& j : joins)
       for (int tok = 0; tok < T; ++tok) {
         std::memcpy(j.yh + tok * j.n, j.dpart + tok * j.r, uint64_t(j.r) * sizeof(float));
         std::memcpy(j.yh + tok * j.n + j.r, j.hpart + tok * (j.n - j.r), uint64_t(j.n - j.r) * sizeof(float));
       }
+    cp->join_s = std::chrono::duration<double>(Clock::now() - j0).count();
     return Status::OK();
   }));
   LS_RETURN_IF_ERROR(H.synchronize());  // the join
+  if (run.split_timing) {
+    // Both halves start when x arrives; the device waits for the longer
+    // host half and then for the join before its next work.
+    run.split_timing->host_s += clk.host_s;
+    run.split_timing->device_idle_s += std::max(0.0, clk.host_s - clk.device_s) + clk.join_s;
+  }
   for (const SplitOut& o : outs) {
     const int64_t n = static_cast<int64_t>(o.t->dims.size() > 1 ? o.t->dims[1] : 1);
     LS_RETURN_IF_ERROR(s.copy_h2d(o.y, host_of(o.y), uint64_t(T) * n * sizeof(float)));

@@ -65,6 +65,20 @@ double CostModel::crossing_s(int cls) const {
   return crossing_s_.empty() ? 0.0 : nearest_class(crossing_s_, cls);
 }
 
+void CostModel::record_crossing(int cls, double s) {
+  if (s < 0) return;
+  auto it = crossing_s_.find(cls);
+  if (it == crossing_s_.end() || !crossing_measured(cls)) crossing_s_[cls] = s;
+  else it->second = alpha_ * s + (1 - alpha_) * it->second;
+  crossing_measured_[cls] = true;
+}
+
+void CostModel::record_split(int layer, int cls, double f, double device_half_s, double host_half_s) {
+  if (!(f > 0 && f < 1)) return;
+  if (device_half_s > 0) record_compute(layer, cls, device_half_s / f);
+  if (host_half_s > 0) record_host_compute(layer, cls, host_half_s / (1 - f));
+}
+
 double CostModel::split_compute_s(int layer, int cls, double f) const {
   const double d = f * compute_s(layer, cls), h = (1 - f) * host_compute_s(layer, cls);
   return shared_compute_ ? d + h : std::max(d, h);

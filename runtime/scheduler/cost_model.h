@@ -45,10 +45,24 @@ class CostModel {
   bool host_known(int layer, int batch_class) const;
   bool host_measured(int layer, int batch_class) const { return host_ema_.at(layer).count(batch_class) > 0; }
   double host_compute_s(int layer, int batch_class) const;
-  // Seconds to move the activations of one crossing (device<->host) of a
-  // batch; set by the executor's owner (0 = free).
+  // Seconds to move the activations of one crossing (device<->host, one
+  // direction) of a batch: set (a prior), or recorded by the executor from
+  // the timed copies around each run of host-site layers (EMA per class
+  // like compute; the first sample replaces a set value). 0 = free/unknown;
+  // other classes use the nearest one's.
   void set_crossing_s(int batch_class, double seconds) { crossing_s_[batch_class] = seconds; }
+  void record_crossing(int batch_class, double seconds);
+  bool crossing_measured(int batch_class) const { return crossing_measured_.count(batch_class) > 0; }
   double crossing_s(int batch_class) const;
+  // One pass of a split layer at device fraction f (0 < f < 1): the device
+  // half's busy time (its rows of the split matmuls and the rest of the
+  // layer) and the host half's (its rows on the host lane), each normalised
+  // to the whole layer as one sample of each site: device compute
+  // device_half / f, host compute host_half / (1 - f). So split_compute_s at
+  // the same f gives back max(device_half, host_half). The normalisation
+  // scales the layer's unsplit device work (norms, attention) with 1 / f
+  // too: an over-estimate of the device site where that work is large.
+  void record_split(int layer, int batch_class, double device_fraction, double device_half_s, double host_half_s);
   // Split layers (Site::kSplit): whether the device and the host lane
   // compute at the same time on separate hardware (a GPU) or share the same
   // cores (the host backend: its "device" is the CPU), and the compute time
@@ -85,6 +99,7 @@ class CostModel {
   std::vector<std::map<int, double>> host_ema_;  // per layer: class -> seconds
   double host_factor_ = 0;
   std::map<int, double> crossing_s_;
+  std::map<int, bool> crossing_measured_;
   bool shared_compute_ = false;
   double link_bw_ = 0;
   double disk_bw_ = 0;

@@ -183,7 +183,14 @@ Status Executor::create_streams() {
 // Budget check before anything is allocated or read: one window slot next to
 // the reserve, and a plan (the one given, or the planner's from hints).
 Status Executor::check_placement_possible(uint64_t reserve) {
-  uint64_t max_span = *std::max_element(spans_.begin(), spans_.end());
+  // The largest layer that must compute on the device (under a host policy,
+  // host-capable layers need no VRAM; a given plan says itself).
+  uint64_t max_span = 0;
+  for (int i = 0; i < n_; ++i) {
+    const bool may_host = opt_.plan ? opt_.plan->sites.size() == spans_.size() && opt_.plan->sites[i] == Site::kHost
+                                    : opt_.host_policy != HostPolicy::kNever && layers_[i].host_ok;
+    if (!may_host) max_span = std::max(max_span, spans_[i]);
+  }
   if (opt_.vram_budget < reserve + max_span) {
     return Status::OutOfBudget(fmt::format(
         "VRAM budget too small for one window slot plus the reserve: need {} ({} B: slot {} B + "
@@ -1066,6 +1073,7 @@ Status Executor::run_pass(int batch_tokens) {
     if (moves) ++replans_;
   }
   const uint64_t pass = pass_;
+  cross_rec_[pass & 1][0] = cross_rec_[pass & 1][1] = false;  // a failed pass may have left them set
   LS_RETURN_IF_ERROR(compute_->record(*pass_begin_[pass & 1]));
   Site at = Site::kDevice;  // where the activations are
   for (int i = 0; i < n_; ++i) {
@@ -1086,7 +1094,7 @@ Status Executor::run_pass(int batch_tokens) {
     }
     if (at == Site::kHost) {
       at = Site::kDevice;
-      if (Status st = leave_host_lane(batch_tokens); !st.ok()) {
+      if (Status st = leave_host_lane(pass, batch_tokens); !st.ok()) {
         (void)drain();
         return st.WithContext(fmt::format("host lane before layer {} ({}) in pass {}", i, layers_[i].name, pass));
       }
@@ -1094,7 +1102,7 @@ Status Executor::run_pass(int batch_tokens) {
     LS_RETURN_IF_ERROR(run_layer(i, pass, batch_tokens));
   }
   if (at == Site::kHost) {
-    if (Status st = leave_host_lane(batch_tokens); !st.ok()) {
+    if (Status st = leave_host_lane(pass, batch_tokens); !st.ok()) {
       (void)drain();
       return st.WithContext(fmt::format("host lane at the end of pass {}", pass));
     }
@@ -1268,7 +1276,7 @@ Status Executor::collect_pass(uint64_t pass, int cls) {
   collect_disk_reads(st);
   summarize_pass(st, cls, begin, end, ram_bytes);
   last_ = std::move(st);
-  return Status::OK();
+  return collect_crossings(pass, cls);
 }
 
 // Microseconds from the executor's reference event to `e`.
@@ -1303,8 +1311,8 @@ Status Executor::collect_layer_times(uint64_t pass, int cls, PassStats& st, doub
     double c = std::max(0.0, b - a) * 1e-6;
     st.compute_s[i] = c;
     const bool split = plan_.site(i) == Site::kSplit;
-    // A split layer's time mixes both sites (and its joins): it is no sample
-    // of either; the trace shows its host half on the host lane.
+    // A split layer's span mixes both sites (and its joins): collect_crossings
+    // takes its halves as reported; the trace shows its host half on the host lane.
     if (split) trace_.add({TraceKind::kHostCompute, i, -1, pass, host_ts_[par][2 * i], host_ts_[par][2 * i + 1], 0});
     if (pass > 0 && on_host) cost_.record_host_compute(i, cls, c);
     else if (pass > 0 && !split) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample

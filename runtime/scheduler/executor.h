@@ -232,7 +232,9 @@ class Executor {
   // Host lane (host_lane.cpp).
   Status prepare_host_lane();
   Status run_host_layer(LayerRun& run, bool entering);
-  Status leave_host_lane(int batch_tokens);
+  Status leave_host_lane(uint64_t pass, int batch_tokens);
+  // The timed activation crossings and split halves of `pass` into the cost model.
+  Status collect_crossings(uint64_t pass, int cls);
   // A split layer (Site::kSplit): the host lane, its host bytes and fraction
   // in `run`, a start mark on the host lane; after its compute, an end mark.
   Status begin_split_layer(LayerRun& run);
@@ -310,6 +312,12 @@ class Executor {
   std::unique_ptr<Device> host_dev_;
   std::unique_ptr<Stream> host_lane_;
   std::unique_ptr<Event> to_host_;          // activations copied to the host (recorded on compute_)
+  // The first crossing each way of a pass, timed on compute_: [parity][to host
+  // begin, end, to device begin, end]; cross_rec_[parity][direction]: recorded.
+  std::unique_ptr<Event> cross_ev_[2][4];
+  bool cross_rec_[2][2] = {};
+  std::vector<SplitTiming> split_t_[2];     // [parity][layer]: a split layer's halves, as its callback reported
+  std::vector<bool> split_reported_;        // per layer: its split callback reports its halves
   std::vector<double> host_ts_[2];          // [parity][2 * layer + {0 start, 1 end}], us since host_ref_
   std::vector<uint8_t> host_scratch_;       // a disk-tier host layer's bytes, read each pass
   std::map<std::string, int> host_fds_;     // files the host lane reads (page cache)

@@ -11,8 +11,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <utility>
 #include <fmt/format.h>
 
 #include "runtime/device/host/host_device.h"
@@ -27,9 +29,14 @@ double Executor::host_us() const {
 bool Executor::measured_at_sites(int cls) const {
   for (int i = 0; i < n_; ++i) {
     const Site site = plan_.tiers.empty() ? Site::kDevice : plan_.site(i);
-    // A split layer's time is no sample of either site (collect_layer_times):
-    // its estimates come from the layer's other sites (or the hints).
-    if (site == Site::kSplit) continue;
+    // A split layer whose callback reports its halves (LayerRun::
+    // split_timing) is a sample of both sites (CostModel::record_split);
+    // one that does not takes its estimates from its other sites (or hints).
+    if (site == Site::kSplit) {
+      if (i >= static_cast<int>(split_reported_.size()) || !split_reported_[i]) continue;
+      if (!cost_.measured(i, cls) || !cost_.host_measured(i, cls)) return false;
+      continue;
+    }
     if (site == Site::kHost ? !cost_.host_measured(i, cls) : !cost_.measured(i, cls)) return false;
   }
   return true;
@@ -46,8 +53,14 @@ Status Executor::prepare_host_lane() {
     LS_ASSIGN_OR_RETURN(host_dev_, host::open_host_device(o));
     LS_ASSIGN_OR_RETURN(host_lane_, host_dev_->create_stream(StreamRole::kCompute));
     LS_ASSIGN_OR_RETURN(to_host_, dev_.create_event());
+    for (auto& par : cross_ev_)
+      for (auto& e : par) {
+        LS_ASSIGN_OR_RETURN(e, dev_.create_event());
+      }
   }
   for (auto& v : host_ts_) v.assign(2 * static_cast<size_t>(n_), 0.0);
+  for (auto& v : split_t_) v.assign(n_, SplitTiming{});
+  split_reported_.resize(n_, false);
   uint64_t scratch = 0;
   for (int i = 0; i < n_; ++i) {
     if (plan_.site(i) != Site::kHost) continue;
@@ -72,7 +85,12 @@ Status Executor::run_host_layer(LayerRun& run, bool entering) {
   const int i = run.layer;
   const int par = static_cast<int>(run.pass & 1);
   if (entering) {
+    // The pass's first crossing to the host is timed (CostModel::record_crossing).
+    const bool timed = !cross_rec_[par][0];
+    if (timed) LS_RETURN_IF_ERROR(compute_->record(*cross_ev_[par][0]));
     LS_RETURN_IF_ERROR(opt_.activations_to_host(*compute_, run.batch_tokens));
+    if (timed) LS_RETURN_IF_ERROR(compute_->record(*cross_ev_[par][1]));
+    cross_rec_[par][0] = true;
     LS_RETURN_IF_ERROR(compute_->record(*to_host_));
     Event* ev = to_host_.get();
     LS_RETURN_IF_ERROR(host_lane_->host_func([ev] { return ev->synchronize(); }));
@@ -116,9 +134,38 @@ Status Executor::run_host_layer(LayerRun& run, bool entering) {
 
 // After a run of host layers: waits (on this thread) for the host lane, then
 // the activations go back to the device ahead of the next device work.
-Status Executor::leave_host_lane(int batch_tokens) {
+Status Executor::leave_host_lane(uint64_t pass, int batch_tokens) {
   LS_RETURN_IF_ERROR(host_lane_->synchronize());
-  return opt_.activations_to_device(*compute_, batch_tokens);
+  const int par = static_cast<int>(pass & 1);
+  const bool timed = !cross_rec_[par][1];  // the pass's first crossing back is timed
+  if (timed) LS_RETURN_IF_ERROR(compute_->record(*cross_ev_[par][2]));
+  LS_RETURN_IF_ERROR(opt_.activations_to_device(*compute_, batch_tokens));
+  if (timed) LS_RETURN_IF_ERROR(compute_->record(*cross_ev_[par][3]));
+  cross_rec_[par][1] = true;
+  return Status::OK();
+}
+
+// After the pass (compute stream and host lane idle): the timed crossings
+// and the split layers' halves become cost-model samples (pass 0 is cold:
+// none). A split layer's device half is its compute-stream span less the
+// time that stream waited for host work.
+Status Executor::collect_crossings(uint64_t pass, int cls) {
+  const int par = static_cast<int>(pass & 1);
+  for (int d = 0; d < 2; ++d) {
+    if (!std::exchange(cross_rec_[par][d], false) || pass == 0) continue;
+    LS_ASSIGN_OR_RETURN(double ms, cross_ev_[par][2 * d + 1]->elapsed_ms_since(*cross_ev_[par][2 * d]));
+    cost_.record_crossing(cls, std::max(0.0, ms) * 1e-3);
+  }
+  if (pass == 0 || plan_.count_site(Site::kSplit) == 0) return Status::OK();
+  for (int i = 0; i < n_; ++i) {
+    if (plan_.site(i) != Site::kSplit) continue;
+    const SplitTiming& t = split_t_[par][i];
+    if (!(t.host_s > 0)) continue;
+    const double span = last_.compute_s.at(i);
+    cost_.record_split(i, cls, plan_.device_fraction(i), std::max(0.0, span - t.device_idle_s), t.host_s);
+    split_reported_[i] = true;
+  }
+  return Status::OK();
 }
 
 // Split layers: the callback enqueues its host half on the host lane between
@@ -132,6 +179,9 @@ Status Executor::begin_split_layer(LayerRun& run) {
   run.host_data = ram_copy(i) ? ram_copy(i) : layers_[i].host_data;
   run.device_rows = plan_.device_fraction(i);
   if (!run.host_data || !run.host_lane) return Status::Internal(fmt::format("split layer {} has no host bytes or lane", i));
+  SplitTiming& t = split_t_[run.pass & 1][static_cast<size_t>(i)];
+  t = SplitTiming{};
+  run.split_timing = &t;
   double* ts = &host_ts_[run.pass & 1][2 * static_cast<size_t>(i)];
   return host_lane_->host_func([this, ts] {
     ts[0] = host_us();

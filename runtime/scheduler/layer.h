@@ -65,6 +65,16 @@ struct SplitTensor {
 inline constexpr int64_t kSplitRowAlign = 32;
 int64_t split_rows(int64_t rows, double device_fraction);
 
+// A split layer's halves in one pass, reported by its compute callback
+// (LayerRun::split_timing) so the executor can measure both sites' costs
+// (CostModel::record_split). Seconds. The callback adds to it on any of its
+// threads (the host lane included) before the host lane's last work of the
+// layer completes; the executor reads it after the pass.
+struct SplitTiming {
+  double host_s = 0;         // the host lane busy on the host half's rows (0: not reported)
+  double device_idle_s = 0;  // the device compute stream idle within the layer, waiting for host work (joins)
+};
+
 // What a compute callback is given for one layer in one pass.
 struct LayerRun {
   int layer = 0;           // index into the executor's layer list
@@ -87,6 +97,9 @@ struct LayerRun {
   const void* host_data = nullptr;
   Stream* host_lane = nullptr;
   double device_rows = 1.0;
+  // kSplit: where the callback reports its halves' times (executor-owned,
+  // zeroed before the call; may stay empty: the layer is then never measured).
+  SplitTiming* split_timing = nullptr;
 };
 
 // Enqueues the layer's work on `compute` (kernels, or host_func on the host

@@ -11,7 +11,8 @@
 
 namespace layerstream::sched {
 
-// The planner's view of `layers`: bytes, slot spans, file-backed and pins.
+// The planner's view of `layers`: bytes, slot spans, file-backed, pins,
+// host_ok and splittable bytes.
 // Budgets, costs and options are left at their defaults for the caller.
 PlannerInput layer_planner_input(const std::vector<LayerSpec>& layers);
 
@@ -24,14 +25,25 @@ struct MinBudgetQuery {
   bool serial = false;         // the serial baseline (one slot, no prefetch)
   bool first_fit = false;      // the first-fit baseline with first_fit_slots slots, else the planner
   int first_fit_slots = 0;
+  // The planner's site policy (ExecutorOptions::host_policy). Under kAll and
+  // kChoose the layers marked LayerSpec::host_ok may compute on the host
+  // site and need no VRAM: the minimum is what the other layers need (for
+  // `host`, usually the head resident, and no window when nothing streams).
+  HostPolicy host_policy = HostPolicy::kNever;
 };
 
 // The least budget (bytes, reserve included, reserve rounded to the slot
 // alignment) the query's placement accepts: reserve + all layers for
-// all_resident, else found by bisection between reserve + the largest slot and
-// the budget that fits. Feasibility depends on sizes only, so a cost model
+// all_resident, else found by bisection between reserve + the largest slot of
+// a layer that must compute on the device (device_span_floor) and the budget
+// that fits. Feasibility depends on sizes only, so a cost model
 // without measurements serves, with the executor's default slots; the staging
 // ring is outside the RAM budget, as in the executor's own planner input.
 uint64_t min_vram_budget(const std::vector<LayerSpec>& layers, const MinBudgetQuery& query);
+
+// The largest slot span among the layers that must compute on the device
+// under `policy` (all of them under kNever; those not host_ok otherwise):
+// no placement runs in less VRAM than this next to the reserve. 0 when none.
+uint64_t device_span_floor(const std::vector<LayerSpec>& layers, HostPolicy policy);
 
 }  // namespace layerstream::sched

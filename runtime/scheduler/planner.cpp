@@ -223,8 +223,15 @@ Result<Plan> make_plan(const PlannerInput& in) {
   LS_RETURN_IF_ERROR(check_input(in));
   if (in.host_policy == HostPolicy::kNever || in.serial) return make_plan_sites(in, false);
   if (in.host_policy == HostPolicy::kAll) return make_plan_sites(in, true);
-  LS_ASSIGN_OR_RETURN(Plan dev, make_plan_sites(in, false));
-  Plan best = refine_sites(in, std::move(dev));
+  // No device-only plan fits (the budget holds no window): the host site's
+  // plans may still (they need VRAM only for the layers that stay on the device).
+  Result<Plan> dev = make_plan_sites(in, false);
+  if (!dev.ok()) {
+    Result<Plan> host = make_plan_sites(in, true);
+    if (!host.ok()) return dev.status();
+    return refine_sites(in, std::move(*host));
+  }
+  Plan best = refine_sites(in, std::move(*dev));
   if (auto host = make_plan_sites(in, true); host.ok()) {
     Plan h = refine_sites(in, std::move(*host));
     // On a tie (e.g. before anything is measured) the plan with more resident
@@ -272,13 +279,26 @@ Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
   std::sort(caps.rbegin(), caps.rend());
   caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
   if (caps.size() > 5) caps.resize(5);
-  bool streamed_any = false;  // all-host: once no plan streams, other slot counts repeat the same search
-  for (int slots : slot_choices) for (uint64_t cap : caps) {
-    if (all_host && slots != slot_choices.front() && !streamed_any) break;
-    int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
+  std::vector<std::vector<Tier>> starts;
+  for (uint64_t cap : caps) {
     std::vector<Tier> start = base;
     for (int i = 0; i < n; ++i)
       if (!in.pins[i] && in.spans[i] > cap) start[i] = Tier::kResident;
+    starts.push_back(std::move(start));
+  }
+  if (all_host) {
+    // Every layer that cannot go to the host resident: the least VRAM a
+    // host plan needs (no window when nothing else streams), which the
+    // greedy steps from "stream it" cannot reach when no window fits.
+    std::vector<Tier> start = base;
+    for (int i = 0; i < n; ++i)
+      if (!in.pins[i] && !host_candidate(in, i)) start[i] = Tier::kResident;
+    starts.push_back(std::move(start));
+  }
+  bool streamed_any = false;  // all-host: once no plan streams, other slot counts repeat the same search
+  for (int slots : slot_choices) for (const std::vector<Tier>& start : starts) {
+    if (all_host && slots != slot_choices.front() && !streamed_any) break;
+    int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
     Trial cur = try_tiers(in, start, slots, depth, all_host);
     if (!cur.ok) continue;
     for (;;) {

@@ -108,6 +108,14 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
               backends, split, amax);
   EXPECT_LE(split, std::max(2 * backends, 1e-2 * (1 + amax)));
   EXPECT_LT(sr->last_summary().streamed_bytes, sr->executor().layer_bytes()[0] * (n - 1));
+  // Both halves measured on the GPU (device x->y events, host lane busy time)
+  // and normalised to the whole block: what the planner re-plans from.
+  const sched::CostModel& cost = sr->executor().cost_model();
+  for (int i = 0; i + 1 < n; ++i) {
+    EXPECT_TRUE(cost.measured(i, 0) && cost.host_measured(i, 0)) << "split block " << i;
+    std::printf("[ split gpu ] block %d at f=%.2f: device %.3f ms, host %.3f ms (whole block, measured)\n", i,
+                sr->plan().device_fraction(i), cost.compute_s(i, 0) * 1e3, cost.host_compute_s(i, 0) * 1e3);
+  }
 }
 
 }  // namespace

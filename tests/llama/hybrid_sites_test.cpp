@@ -8,6 +8,7 @@
 // follows the block), and with the `host` and `planned` strategies.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -186,6 +187,78 @@ TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites, ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0),
                          [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
+
+}  // namespace
+}  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// The `host` strategy needs VRAM only for what stays on the device (the
+// head, next to the reserve), not for a window of blocks: it runs at its own
+// minimum, below the device strategies', and one byte less fails before
+// anything runs with an error naming the bytes needed and what fits.
+TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng(seed);
+  testing::TempDir dir;
+  ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/256);
+  spec.n_layers = 6;
+  const std::string path = dir.file("m.gguf");
+  ExampleWriteOptions wo;
+  wo.fsync = false;
+  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  auto dev = testing::open_host_device(2);
+
+  RunnerOptions o = base_options();
+  o.ram_budget = 64ull << 20;
+  o.strategy = Strategy::kPlanned;
+  LS_ASSERT_OK_AND_ASSIGN(auto planned_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+  o.strategy = Strategy::kHost;
+  LS_ASSERT_OK_AND_ASSIGN(auto host_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+  const uint64_t head = sched::slot_span(host_fp.layers.back());
+  EXPECT_EQ(host_fp.min_vram_budget, sched::round_up(host_fp.reserve.total(), sched::kSlotAlignment) + head);
+  EXPECT_LT(host_fp.min_vram_budget, planned_fp.min_vram_budget);
+  // `planned` choosing sites falls back to the host plans where no window fits.
+  o.strategy = Strategy::kPlanned;
+  o.host_compute_factor = 1.0;
+  LS_ASSERT_OK_AND_ASSIGN(auto choose_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+  EXPECT_EQ(choose_fp.min_vram_budget, host_fp.min_vram_budget);
+  o.host_compute_factor = 0;
+  o.strategy = Strategy::kHost;
+
+  // All-resident logits to compare with.
+  RunnerOptions ro = base_options();
+  ro.strategy = Strategy::kResident;
+  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
+  const auto prompt = random_tokens(rng, 5, 512);
+  const auto next = random_tokens(rng, 2, 512);
+  auto want = prefill_logits(*resident, prompt);
+  decode_logits(*resident, next, want);
+  resident.reset();
+
+  o.vram_budget = host_fp.min_vram_budget;
+  {
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+    EXPECT_FALSE(r->plan().streams_anything()) << sched::site_map(r->plan());
+    EXPECT_EQ(r->plan().count_site(Site::kHost), spec.n_layers) << sched::site_map(r->plan());
+    auto got = prefill_logits(*r, prompt);
+    decode_logits(*r, next, got);
+    expect_same(got, want, seed);  // the same CPU kernels on either site
+  }
+  o.vram_budget = host_fp.min_vram_budget - 1;
+  auto r = LlamaRunner::create(*dev, path, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsOutOfBudget()) << r.status().ToString();
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find("need at least " + std::to_string(host_fp.min_vram_budget) + " bytes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("strategy host"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("host-site blocks need none"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at this budget fits context"), std::string::npos) << msg;
+  std::printf("host strategy: minimum %llu bytes (planned: %llu); one byte less: %s\n",
+              static_cast<unsigned long long>(host_fp.min_vram_budget),
+              static_cast<unsigned long long>(planned_fp.min_vram_budget), msg.c_str());
+}
 
 }  // namespace
 }  // namespace layerstream

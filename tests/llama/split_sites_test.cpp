@@ -180,7 +180,14 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
         on_host = on_host || e.kind == sched::TraceKind::kHostCompute;
       }
       EXPECT_TRUE(on_device && on_host) << "split layer " << i;
+      // The runner reports both halves (LayerRun::split_timing): after the
+      // cold pass, the decode passes are samples of both sites.
+      const sched::CostModel& cost = r->executor().cost_model();
+      EXPECT_TRUE(cost.measured(i, 0) && cost.host_measured(i, 0)) << "split layer " << i << " unmeasured";
+      EXPECT_GT(cost.host_compute_s(i, 0), 0) << "split layer " << i;
     }
+    // Runs of host-site blocks: the crossings around them are timed.
+    if (r->plan().count_site(Site::kHost) > 0) EXPECT_TRUE(r->executor().cost_model().crossing_measured(0));
   }
   std::printf("[ split ] %s %s path: split placements %s bit-identical to all-resident\n",
               std::string(ggml_type_name(static_cast<uint32_t>(c.dtype))).c_str(), c.exact ? "exact" : "fast", all_bitwise ? "were" : "were NOT");
