@@ -6,6 +6,11 @@
 // efficiency, predicted vs measured and each strategy's ratio to the best.
 // --json / --trace / --report write the machine-readable result, a Chrome
 // trace and a self-contained HTML report.
+// --box FILE (a box profile, docs/BOX_PROFILE.md) also predicts each
+// strategy's pass from the profile's figures (box_predict.h): next to the
+// measured table when the profile is this machine's, instead of running when
+// it is another box's, when --shape gives a model without a file, or with
+// --predict-only.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -13,7 +18,9 @@
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
+#include "runtime/bench/box_predict.h"
 #include "runtime/bench/box_probe.h"
+#include "runtime/bench/box_profile.h"
 #include "runtime/bench/llama_bench.h"
 #include "runtime/bench/report_html.h"
 #include "runtime/bench/session.h"
@@ -21,6 +28,7 @@
 #include "runtime/bench/uvm_runner.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/model/model_shape.h"
 
 namespace layerstream::cli {
 namespace {
@@ -28,7 +36,11 @@ namespace {
 class BenchCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file")->required();
+    sub.add_option("model", model_, "GGUF model file (or --shape)");
+    sub.add_option("--shape", shape_,
+                   "With --box: predict for a model described by its shape, no file (llama-70b-q4_k_m, or "
+                   "layers=80,hidden=8192,ffn=28672,heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m)");
+    sub.add_flag("--predict-only", predict_only_, "With --box: print the profile's prediction, run nothing");
     sub.add_option("--vram", vram_, "Device memory budget (default: half the model)");
     sub.add_option("--ram", ram_, "Pinned host RAM budget for RAM-tier layers and staging")->capture_default_str();
     device_.add_to(sub);
@@ -59,7 +71,9 @@ class BenchCommand : public Command {
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");
-    sub.add_option("--box", box_, "Probe JSON (`layerstream probe --json`) seeding link/disk GB/s");
+    sub.add_option("--box", box_,
+                   "Box profile (`layerstream probe --json`, or written by hand: docs/BOX_PROFILE.md): seeds link/disk "
+                   "GB/s and predicts each strategy from its figures");
     sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
     sub.add_option("--trace", trace_path_, "Write a Chrome trace-event JSON (Perfetto) to FILE");
     sub.add_option("--report", report_path_, "Write a self-contained HTML report to FILE");
@@ -70,10 +84,26 @@ class BenchCommand : public Command {
   int run() override {
     Flags f;
     if (int rc = parse_flags(f); rc != kExitOk) return rc;
-    auto file = read_gguf_file(model_);
+    if (model_.empty() == shape_.empty()) return usage_error("give a GGUF model file or --shape (one of them)");
+    if ((!shape_.empty() || predict_only_) && box_.empty())
+      return usage_error(std::string(shape_.empty() ? "--predict-only" : "--shape") +
+                         " needs --box FILE (the figures to predict with)");
+    std::optional<bench::BoxFigures> figures;
+    if (!box_.empty()) {
+      auto fig = bench::load_box_figures(box_, f.io);
+      if (!fig.ok()) return fail(fig.status());
+      figures = std::move(*fig);
+    }
+    std::optional<ExampleModelSpec> shape;
+    if (!shape_.empty()) {
+      auto spec = parse_model_shape(shape_);
+      if (!spec.ok()) return usage_error("--shape: " + spec.status().message());
+      shape = *spec;
+    }
+    auto file = shape ? model_shape_file(*shape, "shape " + shape_) : read_gguf_file(model_);
     if (!file.ok()) return fail(file.status());
     auto model = load_llama_model(*file);
-    if (!model.ok()) return fail(model.status().WithContext(model_));
+    if (!model.ok()) return fail(model.status().WithContext(file->path()));
     uint64_t weight_bytes = 0;
     for (const ModelLayer& l : model->layers) weight_bytes += l.aligned_bytes();
     uint64_t vram = weight_bytes / 2;
@@ -83,8 +113,40 @@ class BenchCommand : public Command {
       vram = *v;
     }
 
-    auto dev = open_device(f.device);
-    if (!dev.ok()) return fail(dev.status());
+    // A profile of another box (or a model without a file): predict, run nothing.
+    std::string predict_why = !shape_.empty() ? "--shape: no model file to run" : predict_only_ ? "--predict-only" : "";
+    std::unique_ptr<Device> device;
+    if (figures && predict_why.empty()) {
+      auto dev = open_device(f.device);
+      if (!dev.ok()) return fail(dev.status());
+      const DeviceInfo& info = (*dev)->info();
+      if (!bench::box_is_this_machine(*figures, std::string(backend_name(info.backend)), info.name))
+        predict_why = fmt::format("the profile describes {} ({} backend{}), this run is on {} ({} backend)",
+                                  figures->device_name, figures->backend,
+                                  figures->host_cpu.empty() ? "" : ", " + figures->host_cpu, info.name,
+                                  backend_name(info.backend));
+      device = std::move(*dev);
+    }
+    std::optional<bench::BoxPrediction> prediction;
+    if (figures) {
+      auto pr = predict(*figures, *file, f, vram);
+      if (!pr.ok()) return fail(pr.status());
+      prediction = std::move(*pr);
+    }
+    if (!predict_why.empty()) {
+      std::cout << "not running (" << predict_why << "): predicting from the box profile\n"
+                << bench::format_prediction(*prediction);
+      if (!json_path_.empty())
+        if (Status s = write_json_file(json_path_, {{"prediction", bench::to_json(*prediction)}}); !s.ok())
+          return fail(s);
+      return kExitOk;
+    }
+    if (!device) {
+      auto dev = open_device(f.device);
+      if (!dev.ok()) return fail(dev.status());
+      device = std::move(*dev);
+    }
+    auto* dev = &device;
     Prior prior;
     if (int rc = read_prior((*dev)->info(), f, prior); rc != kExitOk) return rc;
 
@@ -102,7 +164,11 @@ class BenchCommand : public Command {
 
     bench::BenchResult r = make_result(*model, f, prior, vram, weight_bytes, *out);
     std::cout << bench::format_table(r);
-    return write_outputs(r, out->trace);
+    std::map<std::string, double> measured;
+    for (const bench::StrategyResult& s : r.strategies)
+      if (!s.skipped && s.pass_ms.median > 0) measured[s.name] = s.pass_ms.median * 1e-3;
+    if (prediction) std::cout << "\n" << bench::format_prediction(*prediction, measured);
+    return write_outputs(r, out->trace, prediction ? bench::to_json(*prediction, measured) : nlohmann::json());
   }
 
  private:
@@ -154,6 +220,47 @@ class BenchCommand : public Command {
     return kExitOk;
   }
 
+  // The box profile's prediction for the strategies asked (uvm aside), with
+  // the runners' options; --sim-link replaces the link of a host profile.
+  Result<bench::BoxPrediction> predict(const bench::BoxFigures& box, const GgufFile& file, const Flags& f,
+                                       uint64_t vram) const {
+    bench::PredictOptions po;
+    po.runner = runner_options(f, Prior{}, vram);
+    po.work = workload(f);
+    for (const std::string& s : f.strategies)
+      if (s != "uvm") po.strategies.push_back(s);
+    if (f.device.sim_link_gbps > 0 && box.backend == "host") po.link_gbps = f.device.sim_link_gbps;
+    return bench::predict_with_box(box, file, po);
+  }
+
+  bench::LlamaWorkload workload(const Flags& f) const {
+    bench::LlamaWorkload work;
+    work.mode = f.mode;
+    work.tokens = work.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
+    work.decode_pos = decode_pos_;
+    return work;
+  }
+
+  // The options every strategy's runner shares (the strategy aside).
+  llama::RunnerOptions runner_options(const Flags& f, const Prior& p, uint64_t vram) const {
+    llama::RunnerOptions ro;
+    ro.vram_budget = vram;
+    ro.ram_budget = f.ram;
+    ro.overlap_slots = overlap_slots_;
+    ro.link_gbps = p.link_gbps;
+    ro.disk_gbps = p.disk_gbps;
+    ro.reader.path = f.io;
+    ro.staging_buffer_bytes = p.staging_chunk;
+    ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
+    ro.trace = true;
+    ro.host_compute_factor = host_factor_;
+    ro.host_threads = device_.host_threads;
+    ro.exact = exact_;
+    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
+    if (f.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
+    return ro;
+  }
+
   // Link and disk rates from --box (else measured by the runners), the
   // staging chunk from --staging-chunk or the box, --sim-link on the host.
   int read_prior(const DeviceInfo& info, const Flags& f, Prior& p) const {
@@ -188,25 +295,8 @@ class BenchCommand : public Command {
   // but the strategy; resident is skipped when the layers exceed the budget.
   std::vector<bench::StrategySpec> strategy_specs(Device& device, const Flags& f, const Prior& p, uint64_t vram,
                                                   uint64_t weight_bytes) const {
-    bench::LlamaWorkload work;
-    work.mode = f.mode;
-    work.tokens = work.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
-    work.decode_pos = decode_pos_;
-    llama::RunnerOptions ro;
-    ro.vram_budget = vram;
-    ro.ram_budget = f.ram;
-    ro.overlap_slots = overlap_slots_;
-    ro.link_gbps = p.link_gbps;
-    ro.disk_gbps = p.disk_gbps;
-    ro.reader.path = f.io;
-    ro.staging_buffer_bytes = p.staging_chunk;
-    ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
-    ro.trace = true;
-    ro.host_compute_factor = host_factor_;
-    ro.host_threads = device_.host_threads;
-    ro.exact = exact_;
-    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
-    if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
+    const bench::LlamaWorkload work = workload(f);
+    const llama::RunnerOptions ro = runner_options(f, p, vram);
     const uint64_t footprint = device.info().backend == BackendKind::kHost ? vram + f.ram : vram;
     std::vector<bench::StrategySpec> specs;
     Device* dev = &device;
@@ -267,9 +357,12 @@ class BenchCommand : public Command {
   }
 
   // --json, --trace, --report.
-  int write_outputs(const bench::BenchResult& r, const std::vector<std::vector<sched::TraceEvent>>& trace) const {
+  int write_outputs(const bench::BenchResult& r, const std::vector<std::vector<sched::TraceEvent>>& trace,
+                    const nlohmann::json& prediction) const {
     if (!json_path_.empty()) {
-      if (Status s = write_json_file(json_path_, bench::to_json(r)); !s.ok()) return fail(s);
+      nlohmann::json doc = bench::to_json(r);
+      if (!prediction.is_null()) doc["prediction"] = prediction;
+      if (Status s = write_json_file(json_path_, doc); !s.ok()) return fail(s);
     }
     if (!trace_path_.empty()) {
       if (Status s = bench::write_text_file(trace_path_, bench::bench_chrome_json(r, trace)); !s.ok()) return fail(s);
@@ -281,6 +374,8 @@ class BenchCommand : public Command {
   }
 
  private:
+  std::string shape_;
+  bool predict_only_ = false;
   std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode", kv_type_ = "f32";
   std::string strategies_ = "resident,serial,overlap,planned";
   double host_factor_ = 0;

@@ -366,7 +366,9 @@ Status probe_compute(Device& dev, const ProbeOptions& o, BoxProfile& out) {
   return Status::OK();
 }
 
-std::string cpu_model_name() {
+}  // namespace
+
+std::string host_cpu_name() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
   while (std::getline(f, line)) {
@@ -378,6 +380,8 @@ std::string cpu_model_name() {
   }
   return {};
 }
+
+namespace {
 
 // Runs fn(t) for t in [0, threads) on `threads` threads (the caller is t = 0).
 void run_on_threads(int threads, const std::function<void(int)>& fn) {
@@ -500,7 +504,7 @@ Status probe_host(const ProbeOptions& o, const DeviceInfo& main_device, BoxProfi
         "probe: host matmul shape n_in {} (a positive multiple of 256), prefill n_out {} and tokens {} (>= 2)",
         o.host_n_in, o.host_prefill_n_out, o.host_prefill_tokens));
   HostFigures h;
-  h.cpu = cpu_model_name();
+  h.cpu = host_cpu_name();
   h.threads = o.device.host_threads > 0 ? o.device.host_threads
                                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // RAM: the buffer is at most a quarter of the free memory (host RAM is the

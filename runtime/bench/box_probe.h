@@ -133,6 +133,9 @@ struct BoxProfile {
 
 Result<BoxProfile> probe_box(const ProbeOptions& options);
 
+// This machine's CPU model as /proc/cpuinfo names it ("" when unknown).
+std::string host_cpu_name();
+
 // {"probe_version": 2, "box": {...}, "link_gbps", "pageable_link_gbps",
 //  "disk_gbps", "disk_gbps_by_path": {"uring": x, ...}, "h2d": [...],
 //  "disk": {"file", "file_bytes", "scratch", "points": [...]}, "compute": [...],
