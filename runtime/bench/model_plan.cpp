@@ -10,13 +10,16 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "layerstream/model.h"
 #include "layerstream/units.h"
 #include "runtime/bench/box_probe.h"
+#include "runtime/bench/box_profile.h"
 #include "runtime/core/log.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/llama/model_impl.h"
+#include "runtime/model/model_shape.h"
 #include "runtime/scheduler/planner.h"
 
 namespace layerstream {
@@ -150,7 +153,15 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
   BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
   if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
-  LS_ASSIGN_OR_RETURN(llama::RunnerFootprint fp, llama::LlamaRunner::footprint(path, ro, backend));
+  llama::RunnerFootprint fp;
+  if (!o.shape.empty()) {  // a shape, no file: figures must come from a box profile
+    if (o.box.empty()) return Status::InvalidArgument("a model shape needs a box profile (box) to plan with");
+    LS_ASSIGN_OR_RETURN(ExampleModelSpec spec, parse_model_shape(o.shape));
+    LS_ASSIGN_OR_RETURN(GgufFile file, model_shape_file(spec, "shape " + o.shape));
+    LS_ASSIGN_OR_RETURN(fp, llama::LlamaRunner::footprint(file, ro, backend));
+  } else {
+    LS_ASSIGN_OR_RETURN(fp, llama::LlamaRunner::footprint(path, ro, backend));
+  }
 
   MemoryPlan plan;
   plan.model = path;
@@ -192,6 +203,26 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   }
   cost.set_link_bw(fig.link_gbps * 1e9);
   cost.set_disk_bw(fig.disk_gbps * 1e9);
+  // Host site (hybrid execution): a box profile with host figures (RAM
+  // bandwidth, CPU matmul rates) gives each block a host compute time, and
+  // the planner chooses each block's site (the head stays on the device).
+  std::optional<bench::BoxFigures> host_box;
+  if (!o.box.empty()) {
+    auto hb = bench::load_box_figures(o.box, ro.reader.path);
+    if (hb.ok() && hb->has_host()) host_box = std::move(*hb);
+  }
+  if (host_box) {
+    auto host_s = [&](int i, int tokens) {
+      double s = 0;
+      for (const auto& m : fp.matmuls[i])
+        s += bench::matmul_seconds(host_box->host, m.type, m.n_out, m.n_in, m.bytes, tokens, host_box->ram_read_gbps);
+      return s;
+    };
+    for (int i = 0; i < n; ++i) {
+      cost.record_host_compute(i, decode_cls, host_s(i, fp.n_seq));
+      if (prefill_cls != decode_cls) cost.record_host_compute(i, prefill_cls, host_s(i, fp.max_pass_tokens));
+    }
+  }
 
   // The budgets: the one asked for, or a range from the minimum to all resident.
   std::vector<uint64_t> budgets;
@@ -231,6 +262,10 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     in.disk_direct = disk_direct;
     in.chunk_bytes = disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
     in.max_slots = eo.max_slots;
+    if (host_box) {
+      for (int i = 0; i < n; ++i) in.host_ok.push_back(i != fp.head_layer);
+      in.host_policy = sched::HostPolicy::kChoose;
+    }
     in.batch_class = decode_cls;
     auto decode_plan = sched::make_plan(in);
     if (!decode_plan.ok()) {
