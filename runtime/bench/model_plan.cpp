@@ -47,26 +47,16 @@ struct Figures {
   std::string source;
 };
 
+// The figures of a box profile (box_profile.h: hand-written points may give
+// only weight_gbps or only gflops/gmacs; a host profile's device rates are
+// its host figures).
 Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
-  std::ifstream f(path);
-  if (!f) return Status::NotFound("box file " + path + " cannot be opened");
-  json doc = json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Status::Corruption("box file " + path + " is not JSON");
-  LS_ASSIGN_OR_RETURN(bench::BoxPrior prior, bench::box_prior_from_json(doc, "box file " + path, io));
+  LS_ASSIGN_OR_RETURN(bench::BoxFigures box, bench::load_box_figures(path, io));
   Figures fig;
-  fig.link_gbps = prior.link_gbps;
-  fig.disk_gbps = prior.disk_gbps;
-  fig.source = prior.source;
-  if (doc.contains("compute") && doc["compute"].is_array())
-    for (const json& c : doc["compute"]) {
-      bench::ComputePoint p;
-      p.type = c.value("type", "");
-      p.shape = c.value("shape", "");
-      p.n_tokens = c.value("n_tokens", 0);
-      p.weight_gbps = c.value("weight_gbps", 0.0);
-      p.gflops = c.value("gflops", 0.0);
-      if (p.weight_gbps > 0 && p.gflops > 0) fig.rates.points[{p.type, p.shape}] = p;
-    }
+  fig.link_gbps = box.link_gbps;
+  fig.disk_gbps = box.disk_gbps;
+  fig.source = box.source;
+  fig.rates.points = box.device_rates().points;
   if (fig.rates.points.empty())
     return Status::Corruption("box file " + path + " has no compute figures (run `layerstream probe --json` with compute)");
   return fig;
