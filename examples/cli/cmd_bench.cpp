@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "examples/cli/cli_common.h"
@@ -136,6 +137,12 @@ class BenchCommand : public Command {
     if (!predict_why.empty()) {
       std::cout << "not running (" << predict_why << "): predicting from the box profile\n"
                 << bench::format_prediction(*prediction);
+      std::string why_none;
+      for (const auto& s : prediction->strategies)
+        if (!s.error.empty()) why_none += (why_none.empty() ? "" : "; ") + s.name + ": " + s.error;
+      if (std::all_of(prediction->strategies.begin(), prediction->strategies.end(),
+                                           [](const auto& s) { return !s.error.empty(); }))
+        return fail(Status::OutOfBudget("no strategy runs at these budgets (" + why_none + ")"));
       if (!json_path_.empty())
         if (Status s = write_json_file(json_path_, {{"prediction", bench::to_json(*prediction)}}); !s.ok())
           return fail(s);

@@ -81,6 +81,7 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   for (const auto& l : fp.layers) {
     out.weight_bytes += l.bytes;
     out.layer_names.push_back(l.name);
+    out.layer_bytes.push_back(l.bytes);
   }
   out.reserve_bytes = fp.reserve.total();
   out.vram_budget = ro.vram_budget;

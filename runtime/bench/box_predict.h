@@ -56,6 +56,7 @@ struct BoxPrediction {
   std::string mode;  // "decode" / "prefill"
   int tokens_per_pass = 0;
   std::vector<std::string> layer_names;
+  std::vector<uint64_t> layer_bytes;
   std::vector<StrategyPrediction> strategies;
 };
 

@@ -122,9 +122,14 @@ Result<BoxFigures> load_box_figures(const std::string& path, io::IoPath io_path)
 }
 
 bool box_is_this_machine(const BoxFigures& box, const std::string& backend, const std::string& device) {
-  if (box.backend != backend || box.device_name != device) return false;
+  if (box.backend != backend) return false;
   const std::string cpu = host_cpu_name();
-  return box.host_cpu.empty() || cpu.empty() || box.host_cpu == cpu;
+  const bool cpu_known = !box.host_cpu.empty() && !cpu.empty();
+  if (cpu_known && box.host_cpu != cpu) return false;
+  // The host backend's device name counts its threads ("host (16 threads)"):
+  // a run with another --host-threads is still this machine when the CPU is.
+  if (backend == "host" && cpu_known) return true;
+  return box.device_name == device;
 }
 
 }  // namespace layerstream::bench

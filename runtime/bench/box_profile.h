@@ -68,8 +68,9 @@ Result<BoxFigures> box_figures_from_json(const nlohmann::json& doc, const std::s
 // The same from a file: NotFound/IOError when unreadable, Corruption when not JSON.
 Result<BoxFigures> load_box_figures(const std::string& path, io::IoPath io_path = io::IoPath::kAuto);
 
-// This machine as probe names it, to tell whether a profile describes it:
-// the backend and device name match, and the host CPU when both name one.
+// Whether a profile describes this machine: the backend matches, the host
+// CPU when both name one, and the device name (on the host backend the CPU
+// alone decides when known: its device name counts the threads).
 bool box_is_this_machine(const BoxFigures& box, const std::string& backend, const std::string& device);
 
 }  // namespace layerstream::bench
