@@ -68,7 +68,8 @@ class BenchCommand : public Command {
     sub.add_option("--host-factor", host_factor_,
                    "Hybrid execution: a block's host compute time before it is measured, relative to its device "
                    "time; > 0 lets `planned` choose each block's site (1 on the host backend, where both are the "
-                   "same CPU kernels). 0 = `planned` keeps every block on the device; `host` uses max(1, this)")
+                   "same CPU kernels). 0 = `planned` keeps every block on the device (unless --box has host "
+                   "figures: then their ratio to the device's); `host` uses max(1, this)")
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");
@@ -147,6 +148,11 @@ class BenchCommand : public Command {
         if (Status s = write_json_file(json_path_, {{"prediction", bench::to_json(*prediction)}}); !s.ok())
           return fail(s);
       return kExitOk;
+    }
+    if (prediction && host_factor_ <= 0 && prediction->host_factor > 0) {
+      host_factor_ = prediction->host_factor;
+      std::cerr << fmt::format("bench: --host-factor {:.3f} from the box profile (blocks' host / device compute)\n",
+                               host_factor_);
     }
     if (!device) {
       auto dev = open_device(f.device);

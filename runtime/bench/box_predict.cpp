@@ -96,13 +96,20 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   sched::CostModel cost(n);
   const RateTable& dev_rates = box.device_rates();
   int64_t hidden = 0;
+  double sum_dev = 0, sum_host = 0;
   for (int i = 0; i < n; ++i) {
     // A prefill pass computes logits for the last token of its sequence only.
     const int t = i == fp.head_layer && !decode ? 1 : tokens;
-    cost.record_compute(i, cls, layer_seconds(fp.matmuls[i], dev_rates, t, 0));
-    if (box.has_host()) cost.record_host_compute(i, cls, layer_seconds(fp.matmuls[i], box.host, t, box.ram_read_gbps));
+    const double dev_s = layer_seconds(fp.matmuls[i], dev_rates, t, 0);
+    cost.record_compute(i, cls, dev_s);
+    if (box.has_host()) {
+      const double host_s = layer_seconds(fp.matmuls[i], box.host, t, box.ram_read_gbps);
+      cost.record_host_compute(i, cls, host_s);
+      if (i != fp.head_layer) sum_dev += dev_s, sum_host += host_s;
+    }
     if (hidden == 0 && !fp.matmuls[i].empty()) hidden = fp.matmuls[i].front().n_in;
   }
+  out.host_factor = sum_dev > 0 ? sum_host / sum_dev : 0;
   cost.set_link_bw(out.link_gbps * 1e9);
   cost.set_disk_bw(box.disk_gbps * 1e9);
   if (out.link_gbps > 0)
@@ -164,7 +171,8 @@ std::string format_prediction(const BoxPrediction& p, const std::map<std::string
   o += fmt::format("prediction from {} ({} backend: {}; link {:.2f} GB/s, disk {:.2f} GB/s", p.box_source,
                    p.box_backend, p.box_device, p.link_gbps, p.disk_gbps);
   if (p.host_figures)
-    o += fmt::format(", host {} threads, RAM read {:.2f} GB/s)\n", p.host_threads, p.ram_read_gbps);
+    o += fmt::format(", host {} threads, RAM read {:.2f} GB/s; host/device compute {:.2f}x)\n", p.host_threads,
+                     p.ram_read_gbps, p.host_factor);
   else
     o += ", no host figures: the host site is never chosen)\n";
   o += fmt::format("model {}: {} layers, {} of weights; VRAM budget {} (reserve {}), RAM budget {}; {}, {} token(s) "
@@ -226,7 +234,8 @@ nlohmann::json to_json(const BoxPrediction& p, const std::map<std::string, doubl
             {"disk_gbps", p.disk_gbps},
             {"ram_read_gbps", p.ram_read_gbps},
             {"host_threads", p.host_threads},
-            {"host_figures", p.host_figures}}},
+            {"host_figures", p.host_figures},
+            {"host_factor", p.host_factor}}},
           {"model",
            {{"source", p.model}, {"layers", p.layers}, {"weight_bytes", p.weight_bytes}, {"layer_names", p.layer_names}}},
           {"budgets", {{"vram_bytes", p.vram_budget}, {"ram_bytes", p.ram_budget}, {"reserve_bytes", p.reserve_bytes}}},

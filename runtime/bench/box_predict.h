@@ -50,6 +50,10 @@ struct BoxPrediction {
   double link_gbps = 0, disk_gbps = 0, ram_read_gbps = 0;
   int host_threads = 0;
   bool host_figures = false;
+  // Sum of the blocks' host compute over their device compute for this pass
+  // size (0: no host figures): what `bench` starts its runners' host factor
+  // at when none is given.
+  double host_factor = 0;
   std::string model;  // file or shape
   int layers = 0;
   uint64_t weight_bytes = 0, reserve_bytes = 0, vram_budget = 0, ram_budget = 0;
