@@ -135,20 +135,7 @@ class BenchCommand : public Command {
       if (!pr.ok()) return fail(pr.status());
       prediction = std::move(*pr);
     }
-    if (!predict_why.empty()) {
-      std::cout << "not running (" << predict_why << "): predicting from the box profile\n"
-                << bench::format_prediction(*prediction);
-      std::string why_none;
-      for (const auto& s : prediction->strategies)
-        if (!s.error.empty()) why_none += (why_none.empty() ? "" : "; ") + s.name + ": " + s.error;
-      if (std::all_of(prediction->strategies.begin(), prediction->strategies.end(),
-                                           [](const auto& s) { return !s.error.empty(); }))
-        return fail(Status::OutOfBudget("no strategy runs at these budgets (" + why_none + ")"));
-      if (!json_path_.empty())
-        if (Status s = write_json_file(json_path_, {{"prediction", bench::to_json(*prediction)}}); !s.ok())
-          return fail(s);
-      return kExitOk;
-    }
+    if (!predict_why.empty()) return print_prediction_only(*prediction, predict_why);
     if (prediction && host_factor_ <= 0 && prediction->host_factor > 0) {
       host_factor_ = prediction->host_factor;
       std::cerr << fmt::format("bench: --host-factor {:.3f} from the box profile (blocks' host / device compute)\n",
@@ -159,11 +146,10 @@ class BenchCommand : public Command {
       if (!dev.ok()) return fail(dev.status());
       device = std::move(*dev);
     }
-    auto* dev = &device;
     Prior prior;
-    if (int rc = read_prior((*dev)->info(), f, prior); rc != kExitOk) return rc;
+    if (int rc = read_prior(device->info(), f, prior); rc != kExitOk) return rc;
 
-    const DeviceInfo& info = (*dev)->info();
+    const DeviceInfo& info = device->info();
     bench::SessionOptions so;
     so.warmup = warmup_;
     so.passes = passes_;
@@ -172,7 +158,7 @@ class BenchCommand : public Command {
     // pinned buffers come out of the same free memory; keep a fifth spare.
     so.memory_available = info.free_memory_bytes / 5 * 4;
     so.progress = [](const std::string& s) { std::cerr << s << "\n"; };
-    auto out = bench::run_session(strategy_specs(**dev, f, prior, vram, weight_bytes), so);
+    auto out = bench::run_session(strategy_specs(*device, f, prior, vram, weight_bytes), so);
     if (!out.ok()) return fail(out.status());
 
     bench::BenchResult r = make_result(*model, f, prior, vram, weight_bytes, *out);
@@ -230,6 +216,20 @@ class BenchCommand : public Command {
       pos = end + 1;
     }
     if (f.strategies.empty()) return usage_error("--strategies: none given");
+    return kExitOk;
+  }
+
+  // Prints (and writes with --json) a prediction made instead of running;
+  // fails when no strategy runs at the budgets.
+  int print_prediction_only(const bench::BoxPrediction& p, const std::string& why) const {
+    std::cout << "not running (" << why << "): predicting from the box profile\n" << bench::format_prediction(p);
+    std::string why_none;
+    for (const auto& s : p.strategies)
+      if (!s.error.empty()) why_none += (why_none.empty() ? "" : "; ") + s.name + ": " + s.error;
+    if (std::all_of(p.strategies.begin(), p.strategies.end(), [](const auto& s) { return !s.error.empty(); }))
+      return fail(Status::OutOfBudget("no strategy runs at these budgets (" + why_none + ")"));
+    if (!json_path_.empty())
+      if (Status s = write_json_file(json_path_, {{"prediction", bench::to_json(p)}}); !s.ok()) return fail(s);
     return kExitOk;
   }
 
