@@ -128,6 +128,12 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
     // A profile with host figures makes host costs known, as measuring them would.
     if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host())
       so.host_compute_factor = 1;
+    if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
+      sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
+                 "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
+      out.strategies.push_back(std::move(sp));
+      continue;
+    }
     llama::RunnerFootprint lf = fp;
     if (strategy == llama::Strategy::kResident)
       for (auto& l : lf.layers) l.pin = sched::Tier::kResident;

@@ -238,6 +238,14 @@ TEST(BoxPredict, ResidentThatDoesNotFitSaysWhy) {
   LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrediction p, lb::predict_with_box(box, file, o));
   EXPECT_FALSE(p.strategies[0].error.empty());
   EXPECT_TRUE(p.strategies[1].error.empty()) << p.strategies[1].error;
+  // A GPU profile without host figures cannot predict the host site.
+  json nohost = gpu_box(20, 150, 120);
+  nohost.erase("host");
+  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures nh, lb::box_figures_from_json(nohost, "b"));
+  o.strategies = {"host", "planned"};
+  LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrediction q, lb::predict_with_box(nh, file, o));
+  EXPECT_NE(q.strategies[0].error.find("no host figures"), std::string::npos) << q.strategies[0].error;
+  EXPECT_EQ(q.strategies[1].host, 0);
   o.strategies = {"sideways"};
   EXPECT_FALSE(lb::predict_with_box(box, file, o).ok());
 }
