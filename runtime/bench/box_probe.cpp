@@ -395,9 +395,16 @@ void run_on_threads(int threads, const std::function<void(int)>& fn) {
 // (first touched by the same thread, so on a NUMA box each stripe is local);
 // the best of repeated passes over about `seconds`. GB/s.
 Result<double> measure_ram_read(uint64_t bytes, int threads, double seconds) {
-  LS_ASSIGN_OR_RETURN(AlignedBuf buf, aligned(bytes));
+  // Anonymous pages with transparent huge pages requested, as the host
+  // device maps the memory weights live in (runtime/device/host): with 4 KiB
+  // pages the hardware prefetchers stop at every page boundary and the rate
+  // drops well below what the matmuls reach.
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return Status::FromErrno(fmt::format("probe: map {} for the RAM read", format_bytes(bytes)), errno);
+  (void)::madvise(m, bytes, MADV_HUGEPAGE);  // advice only
+  std::unique_ptr<void, std::function<void(void*)>> unmap(m, [bytes](void* q) { ::munmap(q, bytes); });
   const uint64_t words = bytes / 8;
-  uint64_t* p = reinterpret_cast<uint64_t*>(buf.get());
+  uint64_t* p = static_cast<uint64_t*>(m);
   auto stripe = [&](int t) { return std::pair<uint64_t, uint64_t>{words * t / threads, words * (t + 1) / threads}; };
   run_on_threads(threads, [&](int t) {
     auto [b, e] = stripe(t);

@@ -82,6 +82,21 @@ TEST(BoxFigures, ReadsHandWrittenPointsAndRejectsJunk) {
   EXPECT_EQ(&h.device_rates(), &h.host);
 }
 
+TEST(BoxFigures, ThisMachineIsTheBackendAndTheCpu) {
+  lb::BoxFigures b;
+  b.backend = "host";
+  b.device_name = "host (64 threads)";
+  b.host_cpu = lb::host_cpu_name();
+  if (b.host_cpu.empty()) GTEST_SKIP() << "no CPU model name in /proc/cpuinfo on this machine";
+  EXPECT_TRUE(lb::box_is_this_machine(b, "host", "host (2 threads)"));  // other threads, same CPU
+  EXPECT_FALSE(lb::box_is_this_machine(b, "cuda", "host (2 threads)"));
+  b.host_cpu = "Some Other CPU " + b.host_cpu;
+  EXPECT_FALSE(lb::box_is_this_machine(b, "host", "host (64 threads)"));
+  b.host_cpu.clear();  // no CPU in the file: the device name decides
+  EXPECT_TRUE(lb::box_is_this_machine(b, "host", "host (64 threads)"));
+  EXPECT_FALSE(lb::box_is_this_machine(b, "host", "host (2 threads)"));
+}
+
 TEST(BoxFigures, ShippedH200ProfileLoads) {
   LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures b, lb::load_box_figures(LAYERSTREAM_SOURCE_DIR "/bench/boxes/h200-pcie5-ddr5.json"));
   EXPECT_EQ(b.backend, "cuda");
