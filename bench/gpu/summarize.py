@@ -116,15 +116,15 @@ def prediction(title, pr):
           f"VRAM {b.get('vram_bytes', 0) / 2**30:.2f} GiB, RAM {b.get('ram_bytes', 0) / 2**30:.2f} GiB; "
           f"{w.get('mode')}, {w.get('tokens_per_pass')} token(s) per pass; link {box.get('link_gbps', 0):.1f} GB/s, "
           f"host RAM {box.get('ram_read_gbps', 0):.1f} GB/s\n")
-    print("| strategy | predicted ms | tokens/s | measured ms | resident | streamed | host | sites |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("| strategy | predicted ms | tokens/s | measured ms | resident | streamed | host | split | sites |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for s in pr.get("strategies", []):
         if "error" in s:
-            print(f"| {s['name']} | does not run: {s['error']} | | | | | | |")
+            print(f"| {s['name']} | does not run: {s['error']} | | | | | | | |")
             continue
         meas = f"{1e3 * s['measured_median_s']:.2f}" if "measured_median_s" in s else "-"
         print(f"| {s['name']} | {1e3 * s['predicted_pass_s']:.2f} | {s['tokens_per_s']:.2f} | {meas} | {s['resident']} | "
-              f"{s['streamed']} | {s['host']} | `{s['sites']}` |")
+              f"{s['streamed']} | {s['host']} | {s.get('split', 0)} | `{s['sites']}` |")
     print()
 
 
@@ -143,7 +143,7 @@ def stream(mode, d):
               f"{s['streamed_bytes'] / 2**20:.0f} | {s['lower_bound_ms']:.2f} | {100 * s['overlap_efficiency']:.0f}% |")
     print()
     for s in d.get("strategies", []):
-        if not s.get("skipped") and "host site" in s.get("plan", ""):
+        if not s.get("skipped") and ("host site" in s.get("plan", "") or "split" in s.get("plan", "")):
             print(f"- {s['name']} plan: {s['plan']}")
     print()
     if d.get("prediction"):

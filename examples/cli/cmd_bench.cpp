@@ -67,9 +67,9 @@ class BenchCommand : public Command {
         ->capture_default_str();
     sub.add_option("--host-factor", host_factor_,
                    "Hybrid execution: a block's host compute time before it is measured, relative to its device "
-                   "time; > 0 lets `planned` choose each block's site (1 on the host backend, where both are the "
-                   "same CPU kernels). 0 = `planned` keeps every block on the device (unless --box has host "
-                   "figures: then their ratio to the device's); `host` uses max(1, this)")
+                   "time; > 0 lets `planned` choose each block's site: device, host or split by rows (1 on the host "
+                   "backend, where both are the same CPU kernels). 0 = `planned` keeps every block on the device "
+                   "(unless --box has host figures: then their ratio to the device's); `host` uses max(1, this)")
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");

@@ -40,7 +40,7 @@ class PerplexityCommand : public Command {
                    "Device memory budget (e.g. 200MiB); below the model size streams layers");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
+    sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host")->capture_default_str();
     sub.add_option("--json", json_, "Write the result as JSON to FILE (key \"perplexity\")");
     device_.add_to(sub);
   }

@@ -74,9 +74,12 @@ class RunCommand : public Command {
     sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
     sub.add_option("--host-threads", mo_.host_threads, "Host backend compute threads (0 = all cores)");
+    sub.add_option("--host-factor", mo_.host_compute_factor,
+                   "Hybrid execution: a block's host compute time before measurement, as a multiple of its device "
+                   "time (1 on the host backend; 0 = planned keeps blocks on the device)");
     sub.add_flag("--exact", mo_.exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
+    sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host (planned also chooses host / split sites with --host-factor)")->capture_default_str();
     SamplingOptions& so = gen_.sampling;
     sub.add_option("--temp", so.temperature, "Temperature (0: greedy)")->capture_default_str();
     sub.add_option("--top-k", so.top_k, "Top-k (0: all)")->capture_default_str();

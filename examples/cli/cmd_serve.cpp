@@ -67,7 +67,7 @@ class ServeCommand : public Command {
     sub.add_option("--threads", mo_.host_threads, "Host backend compute threads (0: all)");
     sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", strategy_, "resident, serial, overlap or planned")->capture_default_str();
+    sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host")->capture_default_str();
   }
 
   int run() override {

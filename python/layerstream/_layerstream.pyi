@@ -49,6 +49,7 @@ class Strategy(enum.Enum):
     SERIAL = 1
     OVERLAP = 2
     PLANNED = 3
+    HOST = 4
 
 def parse_size(text: str) -> int:
     """Bytes from a size like '512MiB', '1.5G' or '4096'."""
@@ -152,7 +153,7 @@ class Model:
                  backend: Backend = Backend.AUTO, sim_link_gbps: float = 0.0, host_threads: int = 0,
                  io: IoPath = IoPath.AUTO, context: int = 0, sequences: int = 1, prefill_chunk: int = 256,
                  kv_type: KvType = KvType.F32, strategy: Strategy = Strategy.PLANNED, trace: bool = False,
-                 progress: Callable[[float], bool | None] | None = None) -> None:
+                 progress: Callable[[float], bool | None] | None = None, host_factor: float = 0.0) -> None:
         """Opens a GGUF model within memory budgets (see the module docs).
 
         Raises IoError, CorruptionError, UnsupportedError, NotFoundError,

@@ -27,7 +27,7 @@ struct ProgressBridge {
 std::shared_ptr<Model> open_model(const std::filesystem::path& path, nb::handle vram_budget, nb::handle ram_budget,
                                   Backend backend, double sim_link_gbps, int host_threads, IoPath io, int context,
                                   int sequences, int prefill_chunk, KvType kv_type, Strategy strategy, bool trace,
-                                  nb::object progress) {
+                                  nb::object progress, double host_factor) {
   ModelOptions o;
   o.vram_budget = size_arg(vram_budget, "vram_budget");
   o.ram_budget = size_arg(ram_budget, "ram_budget");
@@ -40,6 +40,7 @@ std::shared_ptr<Model> open_model(const std::filesystem::path& path, nb::handle 
   o.prefill_chunk = prefill_chunk;
   o.kv_type = kv_type;
   o.strategy = strategy;
+  o.host_compute_factor = host_factor;
   o.trace = trace;
   auto bridge = std::make_shared<ProgressBridge>();
   bridge->callable = progress.is_none() ? nullptr : progress.ptr();
@@ -95,7 +96,9 @@ void bind_model(nb::module_& m) {
       "(vram_budget 0: CUDA 90% of free device memory, host what the model needs). `progress(fraction)` "
       "returning False cancels (CancelledError); Ctrl-C while loading raises KeyboardInterrupt. Raises "
       "IoError, CorruptionError, UnsupportedError, NotFoundError, InvalidArgumentError or OutOfBudgetError "
-      "(which says what would fit).";
+      "(which says what would fit). strategy HOST computes every non-resident block on the host from RAM; "
+      "PLANNED with host_factor > 0 (a block's host time before measurement as a multiple of its device "
+      "time) chooses per block: device, host, or split by output rows between the two.";
   nb::class_<Model>(m, "Model",
                     "One GGUF model opened on a device within memory budgets; it owns the weights, their "
                     "placement and the KV pool its contexts take sequences from. Usable from several threads.")
@@ -104,7 +107,7 @@ void bind_model(nb::module_& m) {
            nb::arg("host_threads") = 0, nb::arg("io") = IoPath::kAuto, nb::arg("context") = 0,
            nb::arg("sequences") = 1, nb::arg("prefill_chunk") = 256, nb::arg("kv_type") = KvType::kF32,
            nb::arg("strategy") = Strategy::kPlanned, nb::arg("trace") = false, nb::arg("progress") = nb::none(),
-           open_doc)
+           nb::arg("host_factor") = 0.0, open_doc)
       .def_prop_ro("info", &Model::info, nb::rv_policy::reference_internal)
       .def("tokenize", &Model::tokenize, nb::arg("text"), nb::arg("add_bos") = true, "Token ids of `text`.")
       .def("detokenize", &Model::detokenize, nb::arg("tokens"), "The text of token ids.")

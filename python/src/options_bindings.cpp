@@ -27,7 +27,8 @@ void bind_options(nb::module_& m) {
       .value("RESIDENT", Strategy::kResident)
       .value("SERIAL", Strategy::kSerial)
       .value("OVERLAP", Strategy::kOverlap)
-      .value("PLANNED", Strategy::kPlanned);
+      .value("PLANNED", Strategy::kPlanned)
+      .value("HOST", Strategy::kHost);
 
   nb::class_<Batch>(m, "Batch",
                     "Tokens for one Context.decode call: each names its sequence, its position in that "

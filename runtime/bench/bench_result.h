@@ -35,7 +35,7 @@ struct LayerTiming {
   std::string name;
   uint64_t bytes = 0;
   std::string tier;           // "resident", "ram", "disk"
-  std::string site = "device";  // "device", "host" (hybrid execution)
+  std::string site = "device";  // "device", "host", "split" (hybrid execution)
   double compute_s = 0;
   double transfer_s = 0;      // copy (or direct disk read) time of the layer; 0 when resident
 };

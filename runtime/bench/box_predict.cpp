@@ -14,7 +14,8 @@ namespace {
 
 // The planner input the executor builds from its options (mirrors
 // Executor::planner_input; the runner marks every layer but the head
-// host_ok when the policy may use the host site).
+// host_ok when the policy may use the host site, and gives each block its
+// matmul weights as split tensors: their bytes are the footprint's matmuls).
 sched::PlannerInput executor_planner_input(const llama::RunnerFootprint& fp, const sched::ExecutorOptions& eo,
                                            bool host_addressable, const sched::CostModel& cost, int cls) {
   sched::PlannerInput in;
@@ -25,7 +26,11 @@ sched::PlannerInput executor_planner_input(const llama::RunnerFootprint& fp, con
     in.spans.push_back(sched::slot_span(l));
     in.from_file.push_back(l.from_file());
     in.pins.push_back(l.pin);
-    in.host_ok.push_back(host_sites && static_cast<int>(i) != fp.head_layer);
+    const bool host_ok = host_sites && static_cast<int>(i) != fp.head_layer;
+    in.host_ok.push_back(host_ok);
+    uint64_t split = 0;
+    for (const auto& m : fp.matmuls[i]) split += m.bytes;
+    in.split_bytes.push_back(host_ok ? split : 0);
   }
   in.host_policy = eo.host_policy;
   const uint64_t reserve = sched::round_up(eo.reserved_vram, sched::kSlotAlignment);
@@ -110,6 +115,7 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
     if (hidden == 0 && !fp.matmuls[i].empty()) hidden = fp.matmuls[i].front().n_in;
   }
   out.host_factor = sum_dev > 0 ? sum_host / sum_dev : 0;
+  cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores (as the executor says)
   cost.set_link_bw(out.link_gbps * 1e9);
   cost.set_disk_bw(box.disk_gbps * 1e9);
   if (out.link_gbps > 0)
@@ -160,8 +166,9 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
       sp.lower_bound_s = plan->lower_bound_s;
       sp.tokens_per_s = sp.pass_s > 0 ? tokens / sp.pass_s : 0;
       sp.host = plan->count_site(sched::Site::kHost);
+      sp.split = plan->count_site(sched::Site::kSplit);
       for (int i = 0; i < n; ++i) {
-        if (plan->site(i) == sched::Site::kHost) continue;
+        if (plan->site(i) != sched::Site::kDevice) continue;
         if (plan->tiers[i] == sched::Tier::kResident) ++sp.resident;
         else ++sp.streamed;
       }
@@ -186,8 +193,9 @@ std::string format_prediction(const BoxPrediction& p, const std::map<std::string
                    p.model, p.layers, format_bytes(p.weight_bytes), format_bytes(p.vram_budget),
                    format_bytes(p.reserve_bytes), format_bytes(p.ram_budget), p.mode, p.tokens_per_pass);
   const bool m = !measured.empty();
-  o += fmt::format("  {:<9} {:>12} {:>10} {:>11} {:>9} {:>9} {:>5} {:>6}{}\n", "strategy", "predicted ms", "tok/s",
-                   "bound ms", "resident", "streamed", "host", "slots", m ? "  measured ms  pred/meas" : "");
+  o += fmt::format("  {:<9} {:>12} {:>10} {:>11} {:>9} {:>9} {:>5} {:>6} {:>6}{}\n", "strategy", "predicted ms",
+                   "tok/s", "bound ms", "resident", "streamed", "host", "split", "slots",
+                   m ? "  measured ms  pred/meas" : "");
   for (const StrategyPrediction& s : p.strategies) {
     if (!s.error.empty()) {
       o += fmt::format("  {:<9} does not run: {}\n", s.name, s.error);
@@ -201,10 +209,10 @@ std::string format_prediction(const BoxPrediction& p, const std::map<std::string
       else
         meas = fmt::format("  {:>11}  {:>9}", "-", "-");
     }
-    o += fmt::format("  {:<9} {:>12.2f} {:>10.2f} {:>11.2f} {:>9} {:>9} {:>5} {:>6}{}\n", s.name, s.pass_s * 1e3,
-                     s.tokens_per_s, s.lower_bound_s * 1e3, s.resident, s.streamed, s.host, s.plan.slots, meas);
+    o += fmt::format("  {:<9} {:>12.2f} {:>10.2f} {:>11.2f} {:>9} {:>9} {:>5} {:>6} {:>6}{}\n", s.name, s.pass_s * 1e3,
+                     s.tokens_per_s, s.lower_bound_s * 1e3, s.resident, s.streamed, s.host, s.split, s.plan.slots, meas);
   }
-  o += "  sites per layer (R resident, S streamed to the device, H on the host):\n";
+  o += "  sites per layer (R resident, S streamed to the device, H on the host, X split by rows):\n";
   for (const StrategyPrediction& s : p.strategies)
     if (s.error.empty()) o += fmt::format("  {:<9} {}\n", s.name, s.sites);
   return o;
@@ -224,6 +232,7 @@ nlohmann::json to_json(const BoxPrediction& p, const std::map<std::string, doubl
                 {"resident", s.resident},
                 {"streamed", s.streamed},
                 {"host", s.host},
+                {"split", s.split},
                 {"slots", s.plan.slots},
                 {"prefetch_depth", s.plan.prefetch_depth},
                 {"sites", s.sites}});

@@ -41,8 +41,8 @@ struct StrategyPrediction {
   std::string error;  // non-empty: the strategy does not run at these budgets (why)
   sched::Plan plan;   // tiers, sites, slots, predicted pass and bound
   double pass_s = 0, lower_bound_s = 0, tokens_per_s = 0;
-  int resident = 0, streamed = 0, host = 0;
-  std::string sites;  // per layer: R resident, S streamed, H host (sched::site_map)
+  int resident = 0, streamed = 0, host = 0, split = 0;  // layers per site (resident/streamed: on the device)
+  std::string sites;  // per layer: R resident, S streamed, H host, X split by rows (sched::site_map)
 };
 
 struct BoxPrediction {

@@ -1,5 +1,7 @@
 #include "runtime/bench/executor_runner.h"
 
+#include "runtime/scheduler/planner.h"
+
 #include <fmt/format.h>
 
 namespace layerstream::bench {
@@ -28,7 +30,40 @@ Result<PassOutput> ExecutorRunner::run_pass() {
   return out;
 }
 
-std::string ExecutorRunner::plan_description() const { return sched::describe_plan(ex_.plan(), ex_.layer_bytes()); }
+// The plan, then the measured costs that explain its sites (per block, the
+// mean over the blocks: device compute, host compute, the link time of its
+// bytes, and for splits the device fractions).
+std::string ExecutorRunner::plan_description() const {
+  const sched::Plan& p = ex_.plan();
+  std::string out = sched::describe_plan(p, ex_.layer_bytes());
+  const sched::CostModel& c = ex_.cost_model();
+  const int cls = p.batch_class;
+  const sched::PlannerInput in = ex_.planner_input(cls);
+  double dev = 0, host = 0, link = 0;
+  int n = 0, dev_measured = 0, host_measured = 0;
+  for (int i = 0; i < static_cast<int>(in.bytes.size()); ++i) {
+    if (!in.host_ok.empty() && !in.host_ok[i]) continue;
+    dev += c.compute_s(i, cls);
+    host += c.host_compute_s(i, cls);
+    link += c.link_s(in.bytes[i]);
+    dev_measured += c.measured(i, cls);
+    host_measured += c.host_measured(i, cls);
+    ++n;
+  }
+  if (n == 0) return out;
+  out += fmt::format(
+      "\n     costs (class {}, mean of {} {}): device compute {:.2f} ms ({} measured), host compute {:.2f} ms ({} "
+      "measured{}), link {:.2f} ms at {:.2f} GB/s{}",
+      cls, n, in.host_ok.empty() ? "layers" : "blocks", dev / n * 1e3, dev_measured, host / n * 1e3, host_measured,
+      c.host_factor() > 0 ? fmt::format(", else {} x device", c.host_factor()) : std::string(", unknown: never chosen"),
+      link / n * 1e3, c.link_bw() / 1e9,
+      c.shared_compute() ? "; device and host share the cores (no split gain)" : "");
+  std::string fr;
+  for (int i = 0; i < static_cast<int>(p.tiers.size()); ++i)
+    if (p.site(i) == sched::Site::kSplit) fr += fmt::format("{}{}:{:.2f}", fr.empty() ? "" : " ", i, p.device_fraction(i));
+  if (!fr.empty()) out += "; split device fractions " + fr;
+  return out;
+}
 
 std::vector<LayerDesc> ExecutorRunner::layers() const {
   std::vector<LayerDesc> out;

@@ -201,6 +201,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     auto hb = bench::load_box_figures(o.box, ro.reader.path);
     if (hb.ok() && hb->has_host()) host_box = std::move(*hb);
   }
+  cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores on the host backend
   if (host_box) {
     auto host_s = [&](int i, int tokens) {
       double s = 0;
@@ -252,8 +253,13 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     in.disk_direct = disk_direct;
     in.chunk_bytes = disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
     in.max_slots = eo.max_slots;
-    if (host_box) {
-      for (int i = 0; i < n; ++i) in.host_ok.push_back(i != fp.head_layer);
+    if (host_box) {  // blocks may run on the host or split by rows (their matmul weights split)
+      for (int i = 0; i < n; ++i) {
+        in.host_ok.push_back(i != fp.head_layer);
+        uint64_t split = 0;
+        for (const auto& m : fp.matmuls[i]) split += m.bytes;
+        in.split_bytes.push_back(i != fp.head_layer ? split : 0);
+      }
       in.host_policy = sched::HostPolicy::kChoose;
     }
     in.batch_class = decode_cls;

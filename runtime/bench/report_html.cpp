@@ -139,7 +139,7 @@ std::string layer_bars_svg(const StrategyResult& s, double link_gbps) {
     const LayerTiming& l = s.layers[i];
     const int y = i * group_h + 4;
     o += fmt::format("<text x=\"4\" y=\"{}\">{} ({})</text>", y + bar_h + 3, esc(l.name),
-                     esc(l.site == "host" ? l.tier + ", host compute" : l.tier));
+                     esc(l.site == "host" ? l.tier + ", host compute" : l.site == "split" ? l.tier + ", split device/host" : l.tier));
     o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#3b7dd8\"><title>{} compute "
                      "{:.3f} ms</title></rect>",
                      label_w, y, std::max(0.5, comp_ms[i] * scale), bar_h, esc(l.name), comp_ms[i]);

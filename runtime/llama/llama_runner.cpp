@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
@@ -330,6 +331,18 @@ struct LlamaRunner::Impl {
   std::vector<sched::Site> kv_site; // per block: where its KV cache is
   Status init_host_site(sched::ExecutorOptions& eo);
   Status move_kv(const sched::Plan& from, const sched::Plan& to);
+  // Split blocks (sched::Site::kSplit): a matmul's output rows divided
+  // between the device (rows [0, r), from the window) and the host lane
+  // (rows [r, n), from the layer's host bytes), joined on the device.
+  HostBuffer split_tmp;             // per matmul of a group, the halves before the join: [T][r] + [T][n - r]
+  std::unique_ptr<Event> split_x_ev, split_y_ev;  // x on the host / the device half's output on the host
+  Status init_split();
+  struct SplitOut {
+    const GgufTensorInfo* t;
+    float* y;  // [T][n_out] on the device
+  };
+  Status split_matmuls(const LayerRun& run, Stream& s, const float* x, int n_tokens, std::initializer_list<SplitOut> outs);
+  std::vector<sched::SplitTensor> split_tensors(int b, int layer) const;
   char* host_base() const { return static_cast<char*>(host_res.data()); }
   char* site_base(sched::Site s) const { return s == sched::Site::kHost ? host_base() : base(); }
   Kernels& site_kernels(sched::Site s) const { return s == sched::Site::kHost ? *hk : *k; }
@@ -443,6 +456,7 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
   auto kv_plane = [&](int seq, int layer, int which) { return kv_plane_at(B, seq, layer, which); };
   auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
+    if (run.site == sched::Site::kSplit) return split_matmuls(run, st, x, n, {{&t, y}});
     return matmul_at(st, w, t, x, y, n, K, B);
   };
   float *x = f(lay.x), *xb = f(lay.xb), *q = f(lay.q), *kk = f(lay.k), *v = f(lay.v), *att = f(lay.att),
@@ -451,9 +465,13 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
 
   kernels::RmsNormParams n1{x, static_cast<const float*>(tensor(run, L, w.attn_norm)), xb, T, e, h.rms_eps};
   LS_RETURN_IF_ERROR(K.rmsnorm(n1, s));
-  LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_q), w.attn_q, xb, q, T));
-  LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_k), w.attn_k, xb, kk, T));
-  LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_v), w.attn_v, xb, v, T));
+  if (run.site == sched::Site::kSplit) {  // one join for the three
+    LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.attn_q, q}, {&w.attn_k, kk}, {&w.attn_v, v}}));
+  } else {
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_q), w.attn_q, xb, q, T));
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_k), w.attn_k, xb, kk, T));
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_v), w.attn_v, xb, v, T));
+  }
   auto bias = [&](const std::optional<GgufTensorInfo>& bt, float* y, int64_t width) -> Status {
     if (!bt) return Status::OK();
     const auto* bp = static_cast<const float*>(tensor(run, L, *bt));
@@ -520,13 +538,18 @@ Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
   Kernels& K = site_kernels(run.site);
   auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
   auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
+    if (run.site == sched::Site::kSplit) return split_matmuls(run, st, x, n, {{&t, y}});
     return matmul_at(st, w, t, x, y, n, K, B);
   };
   float *x = f(lay.x), *xb = f(lay.xb), *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
   LS_RETURN_IF_ERROR(K.rmsnorm(n2, s));
-  LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
-  LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T));
+  if (run.site == sched::Site::kSplit) {  // one join for both
+    LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.ffn_gate, gate}, {&w.ffn_up, up}}));
+  } else {
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
+    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T));
+  }
   const int64_t n_ff = int64_t{T} * h.n_ff;
   if (h.traits.ffn == FfnActivation::kGeluTanh) {
     LS_RETURN_IF_ERROR(K.gelu_mul({gate, up, gate, n_ff}, s));
@@ -707,6 +730,7 @@ Result<std::vector<LayerSpec>> LlamaRunner::Impl::layer_specs(const RunnerOption
         break;
       case LayerKind::kBlock: {
         const int b = ml.block;
+        if (!o.external_weights) spec.split_tensors = split_tensors(b, static_cast<int>(layers.size()));
         spec.compute = [ip, b](const LayerRun& r, Stream& s) {
           if (ip->opt.external_weights && ip->opt.external_weights->before_layer)
             LS_RETURN_IF_ERROR(ip->opt.external_weights->before_layer(r.layer, s));
@@ -773,9 +797,11 @@ Status LlamaRunner::Impl::create_executor(std::vector<LayerSpec> layers) {
   LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(opt, layers, dev.info(), lay.total));
   // Hybrid execution: blocks may run on the host site (the head stays on the
   // device); the host mirror and the crossing hooks exist before the first plan.
-  if (eo.host_policy != sched::HostPolicy::kNever || (eo.plan && eo.plan->count_site(sched::Site::kHost) > 0)) {
+  if (eo.host_policy != sched::HostPolicy::kNever ||
+      (eo.plan && eo.plan->count_site(sched::Site::kHost) + eo.plan->count_site(sched::Site::kSplit) > 0)) {
     for (size_t i = 0; i < layers.size(); ++i) layers[i].host_ok = static_cast<int>(i) != head_layer;
     LS_RETURN_IF_ERROR(init_host_site(eo));
+    LS_RETURN_IF_ERROR(init_split());
   }
   auto ex = sched::Executor::create(dev, std::move(layers), std::move(eo));
   if (!ex.ok()) return ex.status().WithContext(path);
@@ -1135,14 +1161,20 @@ Status LlamaRunner::Impl::init_host_site(sched::ExecutorOptions& eo) {
 // Called with nothing in flight. Block b is executor layer b (the layers are
 // the blocks in order, then the head).
 Status LlamaRunner::Impl::move_kv(const sched::Plan& from, const sched::Plan& to) {
+  // A block's KV cache is where its attention runs: on the host for a
+  // host-site block, on the device otherwise (a split block's attention is
+  // on the device).
+  auto kv_at = [&](size_t b) {
+    return to.site(static_cast<int>(b)) == sched::Site::kHost ? sched::Site::kHost : sched::Site::kDevice;
+  };
   if (!exec) {  // the first plan: no KV yet
-    for (size_t b = 0; b < kv_site.size(); ++b) kv_site[b] = to.site(static_cast<int>(b));
+    for (size_t b = 0; b < kv_site.size(); ++b) kv_site[b] = kv_at(b);
     return Status::OK();
   }
   (void)from;
   Stream& s = exec->compute_stream();  // nothing in flight (apply_plan drained)
   for (size_t b = 0; b < kv_site.size(); ++b) {
-    const sched::Site want = to.site(static_cast<int>(b));
+    const sched::Site want = kv_at(b);
     if (want == kv_site[b]) continue;
     for (int seq = 0; seq < n_seq; ++seq)
       for (int which = 0; which < 2; ++which) {
@@ -1153,6 +1185,115 @@ Status LlamaRunner::Impl::move_kv(const sched::Plan& from, const sched::Plan& to
     kv_site[b] = want;
   }
   return s.synchronize();
+}
+
+// Split blocks. Every matmul of a split block divides its output rows: the
+// device computes rows [0, r) from the window region (the executor copied
+// only those rows of each weight), the host lane rows [r, n) from the
+// layer's RAM copy, at the same time; the halves join in the host mirror
+// and the whole output goes back to the device, where the rest of the block
+// (norms, RoPE, attention with its KV cache, activations) runs as usual.
+// Matmuls that share an input (Q/K/V, gate/up) join once: four joins per
+// block. Each join waits on this thread for the host lane (LayerRun's
+// contract).
+// Per-row arithmetic does not change with the row range (the same kernels,
+// rows computed independently), so a split block computes what the block
+// computes on either site.
+std::vector<sched::SplitTensor> LlamaRunner::Impl::split_tensors(int b, int layer) const {
+  const LlamaBlock& w = m.blocks[b];
+  std::vector<sched::SplitTensor> v;
+  for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+    const int64_t rows = static_cast<int64_t>(t->dims.size() > 1 ? t->dims[1] : 1);
+    v.push_back({t->offset - span_begin[layer], t->n_bytes, rows});
+  }
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& c) { return a.offset < c.offset; });
+  return v;
+}
+
+Status LlamaRunner::Impl::init_split() {
+  const LlamaHparams& h = m.hparams;
+  // The widest group of matmuls sharing an input: Q+K+V, gate+up, O, down.
+  const uint64_t nq = uint64_t(h.n_head) * h.head_dim, nkv = uint64_t(h.n_head_kv) * h.head_dim;
+  const uint64_t widest = std::max<uint64_t>({nq + 2 * nkv, 2 * uint64_t(h.n_ff), uint64_t(h.n_embd)});
+  LS_ASSIGN_OR_RETURN(split_tmp, dev.alloc_pinned(uint64_t(t_max) * widest * sizeof(float)));
+  LS_ASSIGN_OR_RETURN(split_x_ev, dev.create_event());
+  LS_ASSIGN_OR_RETURN(split_y_ev, dev.create_event());
+  return Status::OK();
+}
+
+// One join for a group of matmuls sharing the input x [T][n_in] (Q/K/V,
+// gate/up, or one): x crosses to the host once, each matmul's halves run at
+// the same time on both sides, and the outputs cross back once joined.
+Status LlamaRunner::Impl::split_matmuls(const LayerRun& run, Stream& s, const float* x, int T,
+                                        std::initializer_list<SplitOut> outs) {
+  if (!run.host_lane || !run.host_data) return Status::Internal("split layer run without its host lane or bytes");
+  Stream& H = *run.host_lane;
+  auto host_of = [&](const void* d) { return host_base() + (static_cast<const char*>(d) - base()); };
+  const int64_t n_in = static_cast<int64_t>(outs.begin()->t->dims[0]);
+  float* xh = reinterpret_cast<float*>(host_of(x));  // the activations live at the same offsets in the host mirror
+  LS_RETURN_IF_ERROR(s.copy_d2h(xh, x, uint64_t(T) * n_in * sizeof(float)));
+  LS_RETURN_IF_ERROR(s.record(*split_x_ev));
+  Event* x_ev = split_x_ev.get();
+  LS_RETURN_IF_ERROR(H.host_func([x_ev] { return x_ev->synchronize(); }));
+  struct Join {
+    float* yh;      // the whole output in the host mirror [T][n]
+    float* dpart;   // the device half, copied back [T][r]
+    float* hpart;   // the host half [T][n - r]
+    int64_t n, r;
+  };
+  std::vector<Join> joins;
+  float* tmp = static_cast<float*>(split_tmp.data());
+  for (const SplitOut& o : outs) {
+    const GgufTensorInfo& t = *o.t;
+    const int64_t n = static_cast<int64_t>(t.dims.size() > 1 ? t.dims[1] : 1);
+    const int64_t r = sched::split_rows(n, run.device_rows);
+    Join j{reinterpret_cast<float*>(host_of(o.y)), tmp, tmp + int64_t{T} * r, n, r};
+    tmp += int64_t{T} * n;
+    // Host half: rows [r, n) of the weight in the layer's host bytes.
+    kernels::MatmulParams hp;
+    hp.w = static_cast<const char*>(run.host_data) + (t.offset - span_begin[run.layer]) +
+           uint64_t(r) * (t.n_bytes / static_cast<uint64_t>(n));
+    hp.w_type = t.type;
+    hp.n_in = n_in;
+    hp.n_out = n - r;
+    hp.x = xh;
+    hp.y = j.hpart;
+    hp.n_tokens = T;
+    if (lay.scratch_bytes) {
+      hp.scratch = host_base() + lay.scratch;
+      hp.scratch_bytes = lay.scratch_bytes;
+    }
+    if (n > r) LS_RETURN_IF_ERROR(hk->matmul(hp, H));
+    // Device half, at the same time: rows [0, r) into y as [T][r], then to the host.
+    if (r > 0) {
+      kernels::MatmulParams dp = hp;
+      dp.w = tensor(run, run.layer, t);
+      dp.n_out = r;
+      dp.x = x;
+      dp.y = o.y;
+      dp.scratch = lay.scratch_bytes ? base() + lay.scratch : nullptr;
+      LS_RETURN_IF_ERROR(k->matmul(dp, s));
+      LS_RETURN_IF_ERROR(s.copy_d2h(j.dpart, o.y, uint64_t(T) * r * sizeof(float)));
+    }
+    joins.push_back(j);
+  }
+  LS_RETURN_IF_ERROR(s.record(*split_y_ev));
+  Event* y_ev = split_y_ev.get();
+  LS_RETURN_IF_ERROR(H.host_func([y_ev, joins, T] {
+    LS_RETURN_IF_ERROR(y_ev->synchronize());
+    for (const Join& j : joins)
+      for (int tok = 0; tok < T; ++tok) {
+        std::memcpy(j.yh + tok * j.n, j.dpart + tok * j.r, uint64_t(j.r) * sizeof(float));
+        std::memcpy(j.yh + tok * j.n + j.r, j.hpart + tok * (j.n - j.r), uint64_t(j.n - j.r) * sizeof(float));
+      }
+    return Status::OK();
+  }));
+  LS_RETURN_IF_ERROR(H.synchronize());  // the join
+  for (const SplitOut& o : outs) {
+    const int64_t n = static_cast<int64_t>(o.t->dims.size() > 1 ? o.t->dims[1] : 1);
+    LS_RETURN_IF_ERROR(s.copy_h2d(o.y, host_of(o.y), uint64_t(T) * n * sizeof(float)));
+  }
+  return Status::OK();
 }
 
 }  // namespace layerstream::llama

@@ -30,7 +30,9 @@ Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
     case Strategy::kSerial: ro.strategy = llama::Strategy::kSerial; break;
     case Strategy::kOverlap: ro.strategy = llama::Strategy::kOverlap; break;
     case Strategy::kPlanned: ro.strategy = llama::Strategy::kPlanned; break;
+    case Strategy::kHost: ro.strategy = llama::Strategy::kHost; break;
   }
+  ro.host_compute_factor = o.host_compute_factor;
   LS_ASSIGN_OR_RETURN(ro.reader.path, io::parse_io_path(name_of(o.io)));
   if (o.progress) {
     LoadProgress progress = o.progress;

@@ -47,6 +47,7 @@ std::string_view name_of(Strategy v) {
     case Strategy::kSerial: return "serial";
     case Strategy::kOverlap: return "overlap";
     case Strategy::kPlanned: return "planned";
+    case Strategy::kHost: return "host";
   }
   return "?";
 }
@@ -63,7 +64,7 @@ Result<KvType> kv_type_from_name(std::string_view n) {
   return from_name(n, std::array{KvType::kF32, KvType::kF16}, "KV cache type");
 }
 Result<Strategy> strategy_from_name(std::string_view n) {
-  return from_name(n, std::array{Strategy::kResident, Strategy::kSerial, Strategy::kOverlap, Strategy::kPlanned},
+  return from_name(n, std::array{Strategy::kResident, Strategy::kSerial, Strategy::kOverlap, Strategy::kPlanned, Strategy::kHost},
                    "strategy");
 }
 

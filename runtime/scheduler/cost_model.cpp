@@ -1,5 +1,7 @@
 #include "runtime/scheduler/cost_model.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 
 #include "layerstream/status.h"
@@ -61,6 +63,11 @@ double CostModel::host_compute_s(int layer, int cls) const {
 
 double CostModel::crossing_s(int cls) const {
   return crossing_s_.empty() ? 0.0 : nearest_class(crossing_s_, cls);
+}
+
+double CostModel::split_compute_s(int layer, int cls, double f) const {
+  const double d = f * compute_s(layer, cls), h = (1 - f) * host_compute_s(layer, cls);
+  return shared_compute_ ? d + h : std::max(d, h);
 }
 
 void CostModel::record_compute(int layer, int cls, double s) {

@@ -49,6 +49,14 @@ class CostModel {
   // batch; set by the executor's owner (0 = free).
   void set_crossing_s(int batch_class, double seconds) { crossing_s_[batch_class] = seconds; }
   double crossing_s(int batch_class) const;
+  // Split layers (Site::kSplit): whether the device and the host lane
+  // compute at the same time on separate hardware (a GPU) or share the same
+  // cores (the host backend: its "device" is the CPU), and the compute time
+  // of a split layer at device fraction f: max(f x device, (1 - f) x host)
+  // when concurrent, their sum when shared.
+  void set_shared_compute(bool shared) { shared_compute_ = shared; }
+  bool shared_compute() const { return shared_compute_; }
+  double split_compute_s(int layer, int batch_class, double device_fraction) const;
 
   void set_link_bw(double bytes_per_s) { link_bw_ = bytes_per_s; }
   void set_disk_bw(double bytes_per_s) { disk_bw_ = bytes_per_s; }
@@ -67,6 +75,7 @@ class CostModel {
   std::vector<std::map<int, double>> host_ema_;  // per layer: class -> seconds
   double host_factor_ = 0;
   std::map<int, double> crossing_s_;
+  bool shared_compute_ = false;
   double link_bw_ = 0;
   double disk_bw_ = 0;
 };

@@ -70,6 +70,9 @@ PlannerInput Executor::planner_input(int cls) const {
     in.from_file.push_back(l.from_file());
     in.pins.push_back(l.pin);
     in.host_ok.push_back(l.host_ok);
+    uint64_t sb = 0;
+    for (const SplitTensor& t : l.split_tensors) sb += t.bytes;
+    in.split_bytes.push_back(l.host_ok ? sb : 0);
   }
   in.host_policy = opt_.host_policy;
   uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
@@ -97,6 +100,7 @@ Status Executor::init() {
   cost_ = CostModel(n_);
   for (int i = 0; i < n_; ++i) cost_.set_hint(i, layers_[i].compute_hint_s);
   cost_.set_host_factor(opt_.host_compute_factor);
+  cost_.set_shared_compute(dev_.info().backend == BackendKind::kHost);  // split halves share the cores
   std::vector<std::string> names;
   for (auto& l : layers_) names.push_back(l.name);
   trace_.set_layer_names(std::move(names));
@@ -368,6 +372,18 @@ Status Executor::check_and_size_plan(Plan& p, const PlannerInput& in) const {
   }
   if (!p.sites.empty() && p.sites.size() != static_cast<size_t>(n_))
     return Status::InvalidArgument(fmt::format("plan has {} sites for {} layers", p.sites.size(), n_));
+  if (!p.device_rows.empty() && p.device_rows.size() != static_cast<size_t>(n_))
+    return Status::InvalidArgument(fmt::format("plan has {} device row fractions for {} layers", p.device_rows.size(), n_));
+  for (int i = 0; i < n_; ++i) {
+    if (p.site(i) != Site::kSplit) continue;
+    const double f = p.device_fraction(i);
+    if (p.tiers[i] != Tier::kRam || !layers_[i].host_ok || layers_[i].split_tensors.empty() || !(f > 0 && f < 1))
+      return Status::InvalidArgument(fmt::format(
+          "plan splits layer {} ({}) but {}", i, layers_[i].name,
+          p.tiers[i] != Tier::kRam ? fmt::format("it is in the {} tier (a split layer is in the ram tier)", tier_name(p.tiers[i]))
+          : !(f > 0 && f < 1)      ? fmt::format("its device fraction {} is not in (0, 1)", f)
+                                   : std::string("its compute cannot split (LayerSpec::host_ok, split_tensors)")));
+  }
   if (p.streams_anything()) {
     if (p.slots < 1) return Status::InvalidArgument("plan streams layers but has no slots");
     p.prefetch_depth = std::clamp(p.prefetch_depth, 0, p.slots - 1);
@@ -413,7 +429,7 @@ void Executor::count_load_total(const Plan& p) {
 // moves, the window and the prefetches already enqueued stay valid.
 bool Executor::same_placement(const Plan& p) const {
   return arena_ && (window_.ptr || !plan_.streams_anything()) && !plan_.tiers.empty() && p.tiers == plan_.tiers &&
-         p.sites == plan_.sites && p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes;
+         p.sites == plan_.sites && p.device_rows == plan_.device_rows && p.slots == plan_.slots && p.prefetch_depth == plan_.prefetch_depth && p.window_bytes == plan_.window_bytes;
 }
 
 void Executor::adopt_unchanged_placement(Plan p) {
@@ -682,8 +698,12 @@ Status Executor::enqueue_copy(uint64_t g) {
   copy_->range_push(l.name.c_str());
   const uint8_t* src = static_cast<const uint8_t*>(ram_[i].data());
   uint8_t* dst = region + data_offset(l);
-  for (uint64_t off = 0; off < l.bytes; off += opt_.copy_chunk_bytes)
-    LS_RETURN_IF_ERROR(copy_->copy_h2d(dst + off, src + off, std::min(opt_.copy_chunk_bytes, l.bytes - off)));
+  // A split layer's device half: only its rows (split_device_ranges) cross.
+  const auto ranges = plan_.site(i) == Site::kSplit ? split_device_ranges(l, plan_.device_fraction(i))
+                                                    : std::vector<std::pair<uint64_t, uint64_t>>{{0, l.bytes}};
+  for (const auto& [begin, len] : ranges)
+    for (uint64_t off = begin; off < begin + len; off += opt_.copy_chunk_bytes)
+      LS_RETURN_IF_ERROR(copy_->copy_h2d(dst + off, src + off, std::min(opt_.copy_chunk_bytes, begin + len - off)));
   copy_->range_pop();
   LS_RETURN_IF_ERROR(copy_->record(*k_end_[par][k]));
   return copy_->record(*loaded_[g % E]);
@@ -1030,10 +1050,13 @@ Status Executor::run_layer(int i, uint64_t pass, int batch_tokens) {
   } else {
     run.data = resident_[i].ptr;
   }
+  const bool split = plan_.site(i) == Site::kSplit;
+  if (split) LS_RETURN_IF_ERROR(begin_split_layer(run));
   LS_RETURN_IF_ERROR(compute_->record(*c_start_[par][i]));
   compute_->range_push(layers_[i].name.c_str());
   Status st = layers_[i].compute(run, *compute_);
   compute_->range_pop();
+  if (st.ok() && split) st = end_split_layer(run);
   if (!st.ok()) {
     (void)drain();
     return st.WithContext(fmt::format("compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
@@ -1102,7 +1125,7 @@ Result<bool> Executor::replan() {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
   ++replans_;
-  bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.slots == plan_.slots &&
+  bool keep = p.tiers == plan_.tiers && p.sites == plan_.sites && p.device_rows == plan_.device_rows && p.slots == plan_.slots &&
               p.prefetch_depth == plan_.prefetch_depth;
   if (!keep && opt_.host_policy != HostPolicy::kNever) {
     // Hybrid plans: many placements predict within noise of each other (a
@@ -1174,8 +1197,12 @@ Status Executor::collect_layer_times(uint64_t pass, int cls, PassStats& st, doub
     }
     double c = std::max(0.0, b - a) * 1e-6;
     st.compute_s[i] = c;
+    const bool split = plan_.site(i) == Site::kSplit;
+    // A split layer's time mixes both sites (and its joins): it is no sample
+    // of either; the trace shows its host half on the host lane.
+    if (split) trace_.add({TraceKind::kHostCompute, i, -1, pass, host_ts_[par][2 * i], host_ts_[par][2 * i + 1], 0});
     if (pass > 0 && on_host) cost_.record_host_compute(i, cls, c);
-    else if (pass > 0) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
+    else if (pass > 0 && !split) cost_.record_compute(i, cls, c);  // pass 0 is cold (first touch): not a sample
     st.summary.sum_compute_s += c;
     double stall = std::max(0.0, a - prev_end);
     st.summary.stall_s[i] = stall * 1e-6;
@@ -1184,16 +1211,17 @@ Status Executor::collect_layer_times(uint64_t pass, int cls, PassStats& st, doub
     trace_.add({on_host ? TraceKind::kHostCompute : TraceKind::kCompute, i, slot, pass, a, b, 0});
     if (stall > 1.0) trace_.add({TraceKind::kStall, i, -1, pass, prev_end, a, 0});
     if (k >= 0) {
-      st.summary.streamed_bytes += bytes_[i];
+      const uint64_t moved = split ? split_device_bytes(layers_[i], plan_.device_fraction(i)) : bytes_[i];
+      st.summary.streamed_bytes += moved;
       const bool copied = plan_.tiers[i] == Tier::kRam || !disk_direct_;  // direct reads have no copy events
       if (copied) {
         LS_ASSIGN_OR_RETURN(double ka, event_us(*k_start_[par][k]));
         LS_ASSIGN_OR_RETURN(double kb, event_us(*k_end_[par][k]));
         if (plan_.tiers[i] == Tier::kRam) {
-          ram_bytes += bytes_[i];
-          if (pass > 0) cost_.record_link(bytes_[i], (kb - ka) * 1e-6);
+          ram_bytes += moved;
+          if (pass > 0) cost_.record_link(moved, (kb - ka) * 1e-6);
         }
-        trace_.add({TraceKind::kCopy, i, slot, pass, ka, kb, bytes_[i]});
+        trace_.add({TraceKind::kCopy, i, slot, pass, ka, kb, moved});
       }
     }
     prev_end = b;

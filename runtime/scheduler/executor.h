@@ -219,6 +219,10 @@ class Executor {
   Status prepare_host_lane();
   Status run_host_layer(LayerRun& run, bool entering);
   Status leave_host_lane(int batch_tokens);
+  // A split layer (Site::kSplit): the host lane, its host bytes and fraction
+  // in `run`, a start mark on the host lane; after its compute, an end mark.
+  Status begin_split_layer(LayerRun& run);
+  Status end_split_layer(const LayerRun& run);
   double host_us() const;
   // Every layer has a compute sample in `cls` at the site the plan gives it.
   bool measured_at_sites(int cls) const;

@@ -26,15 +26,19 @@ double Executor::host_us() const {
 
 bool Executor::measured_at_sites(int cls) const {
   for (int i = 0; i < n_; ++i) {
-    const bool host = !plan_.tiers.empty() && plan_.site(i) == Site::kHost;
-    if (host ? !cost_.host_measured(i, cls) : !cost_.measured(i, cls)) return false;
+    const Site site = plan_.tiers.empty() ? Site::kDevice : plan_.site(i);
+    // A split layer's time is no sample of either site (collect_layer_times):
+    // its estimates come from the layer's other sites (or the hints).
+    if (site == Site::kSplit) continue;
+    if (site == Site::kHost ? !cost_.host_measured(i, cls) : !cost_.measured(i, cls)) return false;
   }
   return true;
 }
 
 Status Executor::prepare_host_lane() {
-  if (plan_.count_site(Site::kHost) == 0) return Status::OK();
-  if (!opt_.activations_to_host || !opt_.activations_to_device)
+  const bool host_sites = plan_.count_site(Site::kHost) > 0;
+  if (!host_sites && plan_.count_site(Site::kSplit) == 0) return Status::OK();
+  if (host_sites && (!opt_.activations_to_host || !opt_.activations_to_device))
     return Status::InvalidArgument("the plan puts layers on the host site but the executor has no activation crossing hooks");
   if (!host_lane_) {
     DeviceOptions o;
@@ -115,6 +119,35 @@ Status Executor::run_host_layer(LayerRun& run, bool entering) {
 Status Executor::leave_host_lane(int batch_tokens) {
   LS_RETURN_IF_ERROR(host_lane_->synchronize());
   return opt_.activations_to_device(*compute_, batch_tokens);
+}
+
+// Split layers: the callback enqueues its host half on the host lane between
+// these marks (the trace's host-lane span of the layer) and joins the halves
+// itself; when it returns, the host lane may still run the last host work,
+// which the next join, host layer or the pass end waits for.
+Status Executor::begin_split_layer(LayerRun& run) {
+  const int i = run.layer;
+  run.site = Site::kSplit;
+  run.host_lane = host_lane_.get();
+  run.host_data = ram_copy(i) ? ram_copy(i) : layers_[i].host_data;
+  run.device_rows = plan_.device_fraction(i);
+  if (!run.host_data || !run.host_lane) return Status::Internal(fmt::format("split layer {} has no host bytes or lane", i));
+  double* ts = &host_ts_[run.pass & 1][2 * static_cast<size_t>(i)];
+  return host_lane_->host_func([this, ts] {
+    ts[0] = host_us();
+    return Status::OK();
+  });
+}
+
+Status Executor::end_split_layer(const LayerRun& run) {
+  double* ts = &host_ts_[run.pass & 1][2 * static_cast<size_t>(run.layer)];
+  LS_RETURN_IF_ERROR(host_lane_->host_func([this, ts] {
+    ts[1] = host_us();
+    return Status::OK();
+  }));
+  // The host half's outputs are joined on the device before the callback
+  // returns (it waits at each join), so this only keeps the marks in order.
+  return host_lane_->synchronize();
 }
 
 }  // namespace layerstream::sched

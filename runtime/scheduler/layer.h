@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "layerstream/status.h"
 
@@ -35,8 +37,33 @@ std::string_view tier_name(Tier tier);  // "resident", "ram", "disk"
 //            (tier kDisk). Its bytes never enter the device window; only
 //            activations cross (the executor's activations_to_host /
 //            activations_to_device hooks). Never with tier kResident.
-enum class Site : uint8_t { kDevice, kHost };
-std::string_view site_name(Site site);  // "device", "host"
+//   kSplit:  split by output rows (tier kRam only). Each matmul weight the
+//            layer lists in LayerSpec::split_tensors has rows [0, r) computed
+//            on the device, rows [r, n) on the host lane from the RAM copy
+//            (r = split_rows(n, Plan::device_rows)); only rows [0, r) of
+//            those tensors, and every byte outside them (norms, biases),
+//            cross the link, into a window region laid out as the whole
+//            layer. Everything else of the layer (norms, attention and its
+//            KV cache, activations) stays on the device. The callback joins
+//            the halves' outputs (LayerRun::host_lane, host_data).
+enum class Site : uint8_t { kDevice, kHost, kSplit };
+std::string_view site_name(Site site);  // "device", "host", "split"
+
+// A row-major weight in a layer whose output rows can split: `rows` rows of
+// bytes / rows bytes each, starting `offset` bytes into the layer's bytes.
+// Quantised rows are whole blocks, so a row range is a byte range.
+struct SplitTensor {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  int64_t rows = 0;
+};
+
+// Rows computed on the device for `rows` output rows at device fraction f:
+// f * rows rounded to a multiple of kSplitRowAlign (the kernels' row tiles
+// then line up on both halves), clamped to [0, rows]. The executor (which
+// bytes to copy) and the compute callback (which rows to compute) both use it.
+inline constexpr int64_t kSplitRowAlign = 32;
+int64_t split_rows(int64_t rows, double device_fraction);
 
 // What a compute callback is given for one layer in one pass.
 struct LayerRun {
@@ -52,6 +79,14 @@ struct LayerRun {
   // whatever the device backend; the activations are where
   // ExecutorOptions::activations_to_host put them.
   Site site = Site::kDevice;
+  // kSplit: `data` is the device region (rows [0, split_rows(n, device_rows))
+  // of each split tensor are valid there), `host_data` the layer's whole
+  // bytes in host memory, `host_lane` the executor's host lane (a host-
+  // backend stream) for the host half. The callback enqueues both halves and
+  // joins them; it may wait on this thread for the host lane at a join.
+  const void* host_data = nullptr;
+  Stream* host_lane = nullptr;
+  double device_rows = 1.0;
 };
 
 // Enqueues the layer's work on `compute` (kernels, or host_func on the host
@@ -74,6 +109,10 @@ struct LayerSpec {
   // The compute callback can run this layer on the host site (LayerRun::site);
   // false keeps the layer on the device whatever the plan policy.
   bool host_ok = false;
+  // Weights whose output rows the layer's compute can split between device
+  // and host (Site::kSplit); empty = the layer never splits. Sorted by
+  // offset, not overlapping.
+  std::vector<SplitTensor> split_tensors;
   ComputeFn compute;
 
   bool from_file() const { return !file.empty(); }

@@ -24,6 +24,11 @@ bool host_candidate(const PlannerInput& in, int i) {
   return i < static_cast<int>(in.host_ok.size()) && in.host_ok[i] && in.cost->host_known(i, in.batch_class);
 }
 
+bool split_candidate(const PlannerInput& in, int i) {
+  return host_candidate(in, i) && i < static_cast<int>(in.split_bytes.size()) && in.split_bytes[i] > 0 &&
+         in.cost->compute_s(i, in.batch_class) > 0;
+}
+
 uint64_t resident_bytes(const PlannerInput& in, const std::vector<Tier>& t) {
   uint64_t b = 0;
   for (size_t i = 0; i < t.size(); ++i)
@@ -92,10 +97,16 @@ Trial try_tiers(const PlannerInput& in, std::vector<Tier> t, int slots, int dept
     for (size_t i = 0; i < s.size(); ++i) {
       const int l = static_cast<int>(i);
       if (all_host && p.tiers[i] != Tier::kResident && host_candidate(in, l)) s[i] = Site::kHost;
-      if (s[i] == Site::kHost && p.tiers[i] == Tier::kResident) return r;
-      any = any || s[i] == Site::kHost;
+      if (s[i] != Site::kDevice && p.tiers[i] == Tier::kResident) return r;
+      if (s[i] == Site::kSplit && p.tiers[i] != Tier::kRam) return r;  // splits stream from the RAM tier
+      any = any || s[i] != Site::kDevice;
     }
     if (any) p.sites = std::move(s);
+  }
+  if (p.count_site(Site::kSplit) > 0) {
+    p.device_rows.assign(p.tiers.size(), 1.0);
+    for (size_t i = 0; i < p.tiers.size(); ++i)
+      if (p.sites[i] == Site::kSplit) p.device_rows[i] = balanced_split(in, static_cast<int>(i));
   }
   bool streams = p.streams_anything();
   p.slots = streams ? slots : 0;
@@ -161,7 +172,8 @@ Status no_fit_error(const PlannerInput& in, int slots) {
 
 SimResult evaluate_plan(const PlannerInput& in, Plan& p) {
   std::vector<SimLayer> sl =
-      make_sim_layers(in.bytes, in.spans, p.tiers, *in.cost, in.batch_class, in.disk_direct, p.sites);
+      make_sim_layers(in.bytes, in.spans, p.tiers, *in.cost, in.batch_class, in.disk_direct, p.sites, p.device_rows,
+                      in.split_bytes);
   SimOptions o;
   o.slots = p.slots;
   o.prefetch_depth = p.prefetch_depth;
@@ -177,21 +189,26 @@ SimResult evaluate_plan(const PlannerInput& in, Plan& p) {
 
 namespace {
 
-// Greedy single-layer site flips from `start` while one improves the
-// predicted pass time (host candidates only; tiers re-assigned as usual).
+// Greedy single-layer site changes from `start` while one improves the
+// predicted pass time (host candidates only, to any other site: device,
+// host, split where the layer can; tiers re-assigned as usual).
 Plan refine_sites(const PlannerInput& in, Plan cur) {
   const int n = n_layers(in);
   for (;;) {
     std::optional<Trial> pick;
     for (int i = 0; i < n; ++i) {
       if (cur.tiers[i] == Tier::kResident || !host_candidate(in, i)) continue;
-      std::vector<Site> s = cur.sites.empty() ? std::vector<Site>(n, Site::kDevice) : cur.sites;
-      s[i] = s[i] == Site::kHost ? Site::kDevice : Site::kHost;
-      const int slots = cur.slots > 0 ? cur.slots : std::max(1, in.fixed_slots > 0 ? in.fixed_slots : 2);
-      const int depth = in.fixed_depth >= 0 ? in.fixed_depth : slots - 1;
-      Trial tr = try_tiers(in, cur.tiers, slots, depth, false, &s);
-      if (!tr.ok || tr.plan.predicted_pass_s >= cur.predicted_pass_s * (1 - 1e-6)) continue;
-      if (!pick || tr.plan.predicted_pass_s < pick->plan.predicted_pass_s) pick = std::move(tr);
+      for (Site to : {Site::kDevice, Site::kHost, Site::kSplit}) {
+        if (to == cur.site(i) || (to == Site::kSplit && (!split_candidate(in, i) || balanced_split(in, i) <= 0)))
+          continue;
+        std::vector<Site> s = cur.sites.empty() ? std::vector<Site>(n, Site::kDevice) : cur.sites;
+        s[i] = to;
+        const int slots = cur.slots > 0 ? cur.slots : std::max(1, in.fixed_slots > 0 ? in.fixed_slots : 2);
+        const int depth = in.fixed_depth >= 0 ? in.fixed_depth : slots - 1;
+        Trial tr = try_tiers(in, cur.tiers, slots, depth, false, &s);
+        if (!tr.ok || tr.plan.predicted_pass_s >= cur.predicted_pass_s * (1 - 1e-6)) continue;
+        if (!pick || tr.plan.predicted_pass_s < pick->plan.predicted_pass_s) pick = std::move(tr);
+      }
     }
     if (!pick) return cur;
     cur = std::move(pick->plan);
@@ -296,6 +313,28 @@ Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
   return *best;
 }
 }  // namespace
+
+double balanced_split(const PlannerInput& in, int i) {
+  if (!split_candidate(in, i)) return 0;
+  const CostModel& c = *in.cost;
+  const int cls = in.batch_class;
+  const double host = c.host_compute_s(i, cls);
+  // Halves that share the cores (the host backend) never finish sooner than
+  // the host site alone: no split.
+  if (host <= 0 || c.shared_compute()) return 0;
+  // Device half minus host half grows with f: bisect for where they meet.
+  auto gap = [&](double f) {
+    const double link = c.link_s(split_device_bytes_estimate(in.bytes[i], in.split_bytes[i], f));
+    return std::max(link, f * c.compute_s(i, cls)) - (1 - f) * host;
+  };
+  double lo = 0, hi = 1;
+  for (int it = 0; it < 30; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (gap(mid) < 0 ? lo : hi) = mid;
+  }
+  const double f = 0.5 * (lo + hi);
+  return f > 0.01 && f < 0.99 ? f : 0;
+}
 
 Result<Plan> plan_first_fit(const PlannerInput& in, int slots) {
   LS_RETURN_IF_ERROR(check_input(in));

@@ -29,7 +29,9 @@ namespace layerstream::sched {
 //            host cost) on the host; the residency search runs as usual.
 //   kChoose: per layer the site with the better predicted pass time: the
 //            best device-only and all-host plans, each refined by greedy
-//            single-layer site flips, the best of them wins.
+//            single-layer site changes (device, host, or split by rows at
+//            the fraction that makes both halves finish together:
+//            balanced_split), the best of them wins.
 enum class HostPolicy : uint8_t { kNever, kAll, kChoose };
 
 struct PlannerInput {
@@ -49,6 +51,9 @@ struct PlannerInput {
   int fixed_depth = -1;       // >= 0: use this prefetch depth (clamped to slots - 1)
   bool serial = false;        // baseline: one slot, no prefetch
   std::vector<bool> host_ok;  // per layer (or empty = none): may run on the host site
+  // Per layer (or empty = none): bytes of its row-splittable matmul weights
+  // (LayerSpec::split_tensors); > 0 and host_ok: it may split (kChoose).
+  std::vector<uint64_t> split_bytes;
   HostPolicy host_policy = HostPolicy::kNever;
 };
 
@@ -59,6 +64,12 @@ Result<Plan> make_plan(const PlannerInput& in);
 
 // Fills slot_bytes, vram/ram bytes, predicted pass time and bound of `plan`.
 SimResult evaluate_plan(const PlannerInput& in, Plan& plan);
+
+// The device fraction of a split of layer i that makes its device half
+// (the copy of its device bytes, or its device compute, whichever is longer)
+// and its host half finish together, from the cost model; in (0, 1), or 0
+// when the layer cannot split or a cost is unknown.
+double balanced_split(const PlannerInput& in, int layer);
 
 // Baseline: keep the first layers (in order) resident while they fit next to
 // `slots` slots; stream the rest.

@@ -21,7 +21,7 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
   for (int i = 0; i < n; ++i) {
     const SimLayer& l = layers[i];
     r.sum_compute_s += l.compute_s;
-    if (l.tier != Tier::kResident && l.site == Site::kDevice) {
+    if (l.tier != Tier::kResident && l.site != Site::kHost) {
       streamed.push_back(i);
       r.sum_link_s += l.link_s;
       r.sum_disk_s += l.disk_s;
@@ -70,7 +70,7 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
     for (int i = 0; i < n; ++i) {
       const SimLayer& l = layers[i];
       double start = t;
-      if (l.tier != Tier::kResident && l.site == Site::kDevice) {
+      if (l.tier != Tier::kResident && l.site != Site::kHost) {
         int g = p * m + k++;
         while (next_copy <= g) load(next_copy++);
         start = std::max(t, loaded[g]);
@@ -89,7 +89,8 @@ SimResult simulate(const std::vector<SimLayer>& layers, const SimOptions& o) {
 std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
                                       const std::vector<uint64_t>& spans,
                                       const std::vector<Tier>& tiers, const CostModel& cost,
-                                      int cls, bool disk_direct, const std::vector<Site>& sites) {
+                                      int cls, bool disk_direct, const std::vector<Site>& sites,
+                                      const std::vector<double>& device_rows, const std::vector<uint64_t>& split_bytes) {
   std::vector<SimLayer> v(bytes.size());
   const int n = static_cast<int>(bytes.size());
   auto site = [&](int i) { return i < 0 || i >= n || sites.empty() ? Site::kDevice : sites[i]; };
@@ -103,8 +104,16 @@ std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
       // Host compute from host memory (a disk-tier host layer reads first),
       // plus the crossings into and out of the host lane.
       v[i].compute_s = cost.host_compute_s(l, cls) + (tiers[i] == Tier::kDisk ? cost.disk_s(spans[i]) : 0) +
-                       (site(l - 1) == Site::kDevice ? cost.crossing_s(cls) : 0) +
-                       (site(l + 1) == Site::kDevice ? cost.crossing_s(cls) : 0);
+                       (site(l - 1) != Site::kHost ? cost.crossing_s(cls) : 0) +
+                       (site(l + 1) != Site::kHost ? cost.crossing_s(cls) : 0);
+      continue;
+    }
+    if (v[i].site == Site::kSplit) {
+      // Both halves, and per matmul group (QKV, O, gate/up, down) the
+      // activations to the host and the joined outputs back.
+      const double f = device_rows.empty() ? 0.5 : device_rows[i];
+      v[i].compute_s = cost.split_compute_s(l, cls, f) + 8 * cost.crossing_s(cls);
+      v[i].link_s = cost.link_s(split_device_bytes_estimate(bytes[i], split_bytes.empty() ? 0 : split_bytes[i], f));
       continue;
     }
     if (tiers[i] == Tier::kRam) v[i].link_s = cost.link_s(bytes[i]);

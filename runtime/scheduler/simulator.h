@@ -39,6 +39,8 @@ struct SimLayer {
   uint64_t span = 0;   // bytes the layer takes in the window (window_bytes > 0)
   // kHost: computed on the host lane in pass order; no copy and no window
   // region (the copy stream keeps loading streamed layers meanwhile).
+  // kSplit: streamed like a device layer (its span in the window, link_s for
+  // its device bytes only); compute_s covers both halves and their joins.
   Site site = Site::kDevice;
 };
 
@@ -69,6 +71,8 @@ std::vector<SimLayer> make_sim_layers(const std::vector<uint64_t>& bytes,
                                       const std::vector<uint64_t>& spans,
                                       const std::vector<Tier>& tiers, const CostModel& cost,
                                       int batch_class, bool disk_direct,
-                                      const std::vector<Site>& sites = {});
+                                      const std::vector<Site>& sites = {},
+                                      const std::vector<double>& device_rows = {},
+                                      const std::vector<uint64_t>& split_bytes = {});
 
 }  // namespace layerstream::sched

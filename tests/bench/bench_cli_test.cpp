@@ -266,6 +266,31 @@ TEST_F(BenchCli, DecodeWritesJsonTraceAndReport) {
   check_bench_outputs(a, t, h, "decode", 2);
 }
 
+// Hybrid execution (issue 16): `host` and `planned --host-factor` print each
+// plan's sites and the measured per-block costs that explain them; the JSON
+// has a site per layer.
+TEST_F(BenchCli, HostStrategyPrintsSitesAndCosts) {
+  const uint64_t bytes = std::filesystem::file_size(model_);
+  const std::string a = dir_->file("h.json");
+  CliResult b = run_cli("bench " + model_ + " --backend host --vram " + std::to_string(bytes * 4 / 5) +
+                        " --ram 64MiB --ctx 64 --mode decode --strategies host,planned --host-factor 1 --passes 2 "
+                        "--warmup 1 --json " + a);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_NE(b.out.find("plan host:"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("on the host site"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("sites "), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("costs (class 0"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("host compute"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("no split gain"), std::string::npos) << b.out;  // the host backend's halves share cores
+  std::ifstream in(a);
+  const auto j = nlohmann::json::parse(in);
+  int host_layers = 0;
+  for (const auto& s : j["strategies"])
+    if (s["name"] == "host")
+      for (const auto& l : s["layers"]) host_layers += l["site"] == "host";
+  EXPECT_GT(host_layers, 0);
+}
+
 TEST_F(BenchCli, PrefillWritesJsonTraceAndReport) {
   const uint64_t bytes = std::filesystem::file_size(model_);
   const std::string a = dir_->file("p.json"), t = dir_->file("p.trace.json"), h = dir_->file("p.html");

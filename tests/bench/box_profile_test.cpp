@@ -202,7 +202,7 @@ TEST(BoxPredict, SitesFollowTheFigures) {
     SCOPED_TRACE(s.name);
     ASSERT_TRUE(s.error.empty()) << s.error;
     EXPECT_EQ(s.sites.size(), 13u);
-    EXPECT_EQ(s.resident + s.streamed + s.host, 13);
+    EXPECT_EQ(s.resident + s.streamed + s.host + s.split, 13);
     EXPECT_NEAR(s.tokens_per_s, 1 / s.pass_s, 1e-9 / s.pass_s);
     by[s.name] = &s;
   }

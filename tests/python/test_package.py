@@ -23,7 +23,7 @@ def test_imports_the_installed_package():
 
 def test_enums_are_python_enums():
     assert ls.Backend.HOST.name == "HOST"
-    assert {s.name for s in ls.Strategy} == {"RESIDENT", "SERIAL", "OVERLAP", "PLANNED"}
+    assert {s.name for s in ls.Strategy} == {"RESIDENT", "SERIAL", "OVERLAP", "PLANNED", "HOST"}
     assert ls.KvType.F16 != ls.KvType.F32
 
 

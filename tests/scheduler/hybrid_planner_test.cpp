@@ -93,3 +93,110 @@ TEST(HybridPlanner, CrossingsAreCharged) {
 
 }  // namespace
 }  // namespace layerstream::sched
+
+namespace layerstream::sched {
+namespace {
+
+// Split sites (Site::kSplit): with the link and the host about equally slow
+// and the device fast (a GPU box in decode), splitting a layer's rows lets
+// both work at once; the fraction makes both halves finish together; on a
+// box whose "device" shares the host's cores no split is ever chosen.
+struct SplitSetup : HybridSetup {
+  SplitSetup(double device_ms, double link_gbps, double host_ms) : HybridSetup(device_ms, link_gbps) {
+    for (int i = 0; i < 8; ++i) {
+      cost.record_host_compute(i, 0, host_ms * 1e-3);
+      in.split_bytes.push_back(in.bytes[i]);  // every byte is in splittable matmuls
+    }
+    in.host_policy = HostPolicy::kChoose;
+  }
+};
+
+TEST(SplitPlanner, BalancedFractionMakesBothHalvesFinishTogether) {
+  const double link_ms = (16 << 20) / 4e9 * 1e3;  // ~4.19 ms for the whole layer at 4 GB/s
+  SplitSetup s(/*device_ms=*/0.1, /*link_gbps=*/4.0, /*host_ms=*/2 * link_ms);
+  const double f = balanced_split(s.in, 3);
+  EXPECT_NEAR(f, 2.0 / 3.0, 1e-3);  // f x link = (1 - f) x host
+  // Device compute longer than the link: the device half is its compute.
+  SplitSetup c(/*device_ms=*/10.0, /*link_gbps=*/40.0, /*host_ms=*/30.0);
+  EXPECT_NEAR(balanced_split(c.in, 3), 0.75, 1e-3);  // f x 10 = (1 - f) x 30
+  // Not splittable, or no host cost: 0.
+  s.in.split_bytes[3] = 0;
+  EXPECT_EQ(balanced_split(s.in, 3), 0);
+}
+
+TEST(SplitPlanner, SplitsWhenLinkAndHostBothLimit) {
+  const double link_ms = (16 << 20) / 4e9 * 1e3;
+  SplitSetup s(/*device_ms=*/0.1, /*link_gbps=*/4.0, /*host_ms=*/link_ms);
+  auto p = make_plan(s.in);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_GT(p->count_site(Site::kSplit), 0) << site_map(*p);
+  ASSERT_EQ(p->device_rows.size(), 8u);
+  for (int i = 0; i < 8; ++i)
+    if (p->site(i) == Site::kSplit) {
+      EXPECT_EQ(p->tiers[i], Tier::kRam);
+      EXPECT_NEAR(p->device_rows[i], 0.5, 0.01);
+    }
+  // Streaming only and host only each cost ~link_ms per non-resident layer;
+  // the split plan predicts well under either.
+  SplitSetup h(0.1, 4.0, link_ms);
+  h.in.host_policy = HostPolicy::kAll;
+  auto all_host = make_plan(h.in);
+  ASSERT_TRUE(all_host.ok());
+  h.in.host_policy = HostPolicy::kNever;
+  auto dev = make_plan(h.in);
+  ASSERT_TRUE(dev.ok());
+  EXPECT_LT(p->predicted_pass_s, 0.8 * std::min(all_host->predicted_pass_s, dev->predicted_pass_s))
+      << site_map(*p) << " vs host " << site_map(*all_host) << " and device " << site_map(*dev);
+  // The simulator charges a split layer its device bytes on the link.
+  std::vector<SimLayer> sl = make_sim_layers(s.in.bytes, s.in.spans, p->tiers, s.cost, 0, false, p->sites,
+                                             p->device_rows, s.in.split_bytes);
+  for (int i = 0; i < 8; ++i)
+    if (p->site(i) == Site::kSplit) {
+      EXPECT_NEAR(sl[i].link_s, p->device_rows[i] * link_ms * 1e-3, 1e-6);
+      EXPECT_NEAR(sl[i].compute_s, std::max(p->device_rows[i] * 0.1e-3, (1 - p->device_rows[i]) * link_ms * 1e-3), 1e-9);
+    }
+}
+
+TEST(SplitPlanner, NoSplitWhenHalvesShareTheCores) {
+  const double link_ms = (16 << 20) / 4e9 * 1e3;
+  SplitSetup s(0.1, 4.0, link_ms);
+  s.cost.set_shared_compute(true);  // the host backend: "device" compute is the same CPU
+  EXPECT_EQ(balanced_split(s.in, 3), 0);
+  auto p = make_plan(s.in);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->count_site(Site::kSplit), 0) << site_map(*p);
+  EXPECT_NEAR(s.cost.split_compute_s(3, 0, 0.25), 0.25 * 0.1e-3 + 0.75 * link_ms * 1e-3, 1e-12);
+}
+
+}  // namespace
+}  // namespace layerstream::sched
+
+namespace layerstream::sched {
+namespace {
+
+// The bytes a split layer's device half needs: rows [0, r) of each split
+// tensor (r = f x rows rounded to 32) and every byte outside them.
+TEST(SplitRanges, RowsOfEachTensorAndEverythingElse) {
+  EXPECT_EQ(split_rows(192, 0.5), 96);
+  EXPECT_EQ(split_rows(192, 0.2), 32);   // 38.4 -> 32
+  EXPECT_EQ(split_rows(64, 0.3), 32);    // 19.2 rows round to one 32-row group
+  EXPECT_EQ(split_rows(32, 0.4), 0);
+  EXPECT_EQ(split_rows(100, 0.99), 96);
+  EXPECT_EQ(split_rows(20, 0.9), 20);     // one 32-row group, clamped to the rows there are
+  EXPECT_EQ(split_rows(100, 1.0), 100);
+  LayerSpec l;
+  l.bytes = 1000;
+  // [0,100) norm | [100,500) 8 rows of 50 B | [500,520) bias | [520,1000) 96 rows of 5 B
+  l.split_tensors = {{100, 400, 8}, {520, 480, 96}};
+  auto r = split_device_ranges(l, 0.5);
+  // split_rows(8, .5) = 0 (rounds to 32-row groups), split_rows(96, .5) = 64
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0], (std::pair<uint64_t, uint64_t>{0, 100}));
+  EXPECT_EQ(r[1], (std::pair<uint64_t, uint64_t>{500, 20 + 64 * 5}));
+  EXPECT_EQ(split_device_bytes(l, 0.5), 100u + 20 + 320);
+  // The estimate from bytes alone: the rest plus f x the split bytes.
+  EXPECT_EQ(split_device_bytes_estimate(1000, 880, 0.5), 120u + 440);
+}
+
+}  // namespace
+}  // namespace layerstream::sched

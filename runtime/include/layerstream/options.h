@@ -21,8 +21,16 @@ enum class KvType { kF32, kF16 };
 //   kResident: every layer resident (OutOfBudget when they do not fit);
 //   kSerial:   one window slot, load then compute (the baseline);
 //   kOverlap:  a fixed window of two slots, first layers resident;
-//   kPlanned:  the planner, from measured costs, re-planning on drift.
-enum class Strategy { kResident, kSerial, kOverlap, kPlanned };
+//   kPlanned:  the planner, from measured costs, re-planning on drift; with
+//              ModelOptions::host_compute_factor > 0 it also chooses where
+//              each block computes: on the device (resident or streamed to
+//              it), on the host from RAM (only activations cross), or split
+//              by output rows between the two (the device half streamed, the
+//              host half from RAM, in the proportion that makes both finish
+//              together).
+//   kHost:     every block that is not resident computes on the host from
+//              RAM (or the file); only activations cross the link.
+enum class Strategy { kResident, kSerial, kOverlap, kPlanned, kHost };
 // How disk reads reach device memory:
 //   kAuto:   straight into device memory when the CPU can address it (host backend);
 //   kAlways: the host backend's device memory is reached only by copies, and disk
@@ -30,7 +38,7 @@ enum class Strategy { kResident, kSerial, kOverlap, kPlanned };
 enum class Staging { kAuto, kAlways };
 
 // "auto", "host", "cuda" / "auto", "uring", "pread", "buffered" / "f32",
-// "f16" / "resident", "serial", "overlap", "planned".
+// "f16" / "resident", "serial", "overlap", "planned", "host".
 std::string_view name_of(Backend value);
 std::string_view name_of(IoPath value);
 std::string_view name_of(KvType value);
@@ -65,6 +73,11 @@ struct ModelOptions {
   int prefill_chunk = 256;         // max tokens of one pass
   KvType kv_type = KvType::kF32;
   Strategy strategy = Strategy::kPlanned;
+  // Hybrid execution: a block's host compute time before it is measured, as
+  // a multiple of its device time (1 on the host backend, where both sites
+  // run the same CPU kernels). 0 = unknown: kPlanned keeps every block on the
+  // device; kHost uses max(1, this).
+  double host_compute_factor = 0;
   Staging staging = Staging::kAuto;
   bool trace = false;              // record a trace (Context::write_trace)
   LoadProgress progress;           // optional
