@@ -10,14 +10,24 @@
 #      a failure here;
 #   3. cuda_cpu_agreement (every op and type, CUDA vs CPU kernels);
 #   4. bench_cuda (H2D by chunk, D2D, matmul of every type vs memory bandwidth);
-#   5. layerstream probe, then layerstream bench (serial/overlap/planned/uvm, one
-#      runner at a time) on a 1 GiB example model with a 384 MiB --vram budget.
+#   5. layerstream probe --quick: the box profile of this GPU box (link, disk,
+#      device matmul rates, and the host site: RAM bandwidth and CPU matmul
+#      rates; docs/BOX_PROFILE.md) -> probe.json; with it, the prediction for
+#      a 70B-class Q4_K_M layer stack on a 24 GiB budget (bench --shape, in the
+#      log and traces.tar.gz); then layerstream bench (serial/overlap/host/
+#      planned/uvm, one runner at a time; hybrid execution: `host` computes the
+#      streamed blocks on the CPU, `planned` picks each block's site) on a 1 GiB
+#      example model with a 384 MiB --vram budget, with the profile's
+#      prediction next to the measured medians.
+# Rehearsals only (bench/gpu/dry-run.sh, or by hand on a build machine):
+# LS_GPU_CHECK_BACKEND=host runs step 5 on the host backend and
+# LS_GPU_CHECK_MODEL_SIZE (default 1GiB) sizes its example model.
 # Hard deadline: LS_GPU_CHECK_DEADLINE_S (default 450 s = 7.5 min) for the
 # whole run; every step runs under `timeout` with a limit cut to the time
 # left (a step with under 5 s left is not started and counts as failed).
 # Results go to $OUT as they are made (at most 8 files, the device tool's cap):
 #   gpu-check.log  summary.json  agreement.json  bench-cuda.json  probe.json
-#   stream-decode.json  stream-prefill.json  traces.tar.gz
+#   stream-decode.json  stream-prefill.json  traces.tar.gz (also predict-70b-*.json)
 # At the end, bench/gpu/summarize.py prints the figures as Markdown tables
 # (when python3 is there). Exit status: 0 when every step passed; 2 no CUDA device; 3 a carried binary
 # cannot load; 1 any other failure (summary.json lists them).
@@ -211,20 +221,32 @@ run_step bench-cuda 150 "$BIN/bench_cuda" --benchmark_min_time=0.03 --benchmark_
 
 # ---- 5. the box and layer streaming -------------------------------------------
 MODEL=$WORK/example-1g.gguf
-run_step probe 60 "$BIN/layerstream" probe --backend cuda --no-disk --seconds 0.1 --json "$OUT/probe.json"
-run_step example-model 90 "$BIN/layerstream" example-model "$MODEL" --size 1GiB --dtype q8_0 --threads 8
+BACKEND=${LS_GPU_CHECK_BACKEND:-cuda}
+run_step probe 60 "$BIN/layerstream" probe --backend "$BACKEND" --quick --scratch-size 256MiB --types q8_0,q4_k,q6_k \
+  --host-types q8_0,q4_k,q6_k --json "$OUT/probe.json"
+if [ -s "$OUT/probe.json" ]; then
+  for mode in decode prefill; do
+    run_step "predict-70b-$mode" 20 "$BIN/layerstream" bench --shape llama-70b-q4_k_m --box "$OUT/probe.json" \
+      --vram 24GiB --ram 64GiB --mode "$mode" --prompt-len 512 --strategies overlap,host,serial,planned \
+      --json "$WORK/predict-70b-$mode.json"
+  done
+fi
+run_step example-model 90 "$BIN/layerstream" example-model "$MODEL" --size "${LS_GPU_CHECK_MODEL_SIZE:-1GiB}" --dtype q8_0 --threads 8
 if [ -s "$MODEL" ]; then
   box=()
   [ -s "$OUT/probe.json" ] && box=(--box "$OUT/probe.json")
-  run_step stream-decode 90 "$BIN/layerstream" bench "$MODEL" --backend cuda --vram 384MiB --ram 256MiB \
-    --mode decode --ctx 256 --passes 5 --warmup 2 --strategies serial,overlap,planned,uvm --blocks "${box[@]}" \
+  run_step stream-decode 100 "$BIN/layerstream" bench "$MODEL" --backend "$BACKEND" --vram 384MiB --ram 1GiB \
+    --mode decode --ctx 256 --passes 5 --warmup 2 --strategies serial,overlap,host,planned,uvm --blocks "${box[@]}" \
     --json "$OUT/stream-decode.json" --trace "$WORK/trace-decode.json" --report "$WORK/report-decode.html"
-  run_step stream-prefill 90 "$BIN/layerstream" bench "$MODEL" --backend cuda --vram 384MiB --ram 256MiB \
-    --mode prefill --prompt-len 256 --passes 3 --warmup 1 --strategies serial,overlap,planned,uvm --blocks "${box[@]}" \
+  run_step stream-prefill 100 "$BIN/layerstream" bench "$MODEL" --backend "$BACKEND" --vram 384MiB --ram 1GiB \
+    --mode prefill --prompt-len 256 --passes 3 --warmup 1 --strategies serial,overlap,host,planned,uvm --blocks "${box[@]}" \
     --json "$OUT/stream-prefill.json" --trace "$WORK/trace-prefill.json" --report "$WORK/report-prefill.html"
   rm -f "$MODEL"
-  (cd "$WORK" && ls trace-*.json report-*.html >/dev/null 2>&1 &&
-    timeout 10 tar -czf "$OUT/traces.tar.gz" trace-*.json report-*.html) || true
+fi
+keep=$(cd "$WORK" && ls trace-*.json report-*.html predict-*.json 2>/dev/null | tr '\n' ' ')
+if [ -n "$keep" ]; then
+  # shellcheck disable=SC2086  # the names are ours, no spaces
+  (cd "$WORK" && timeout 10 tar -czf "$OUT/traces.tar.gz" $keep) || true
 fi
 
 if ((${#failures[@]})); then finish 1; fi

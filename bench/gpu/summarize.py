@@ -4,12 +4,16 @@ as Markdown tables, ready for bench/RESULTS.md:
 
     python3 bench/gpu/summarize.py OUT_DIR
 
-Reads summary.json, bench-cuda.json, agreement.json, probe.json,
-stream-decode.json and stream-prefill.json; a missing or unreadable file is
+Reads summary.json, bench-cuda.json, agreement.json, probe.json (the box
+profile: link, disk, device and host-site rates), stream-decode.json and
+stream-prefill.json (measured strategies, and the profile's prediction next
+to them), and predict-70b-*.json inside traces.tar.gz (the 70B-class
+prediction from this box's profile); a missing or unreadable file is
 reported and skipped. Standard library only (runs on the GPU machine too)."""
 import json
 import os
 import sys
+import tarfile
 
 
 def load(out, name):
@@ -88,6 +92,42 @@ def agreement(a):
     print()
 
 
+def probe(p):
+    box = p.get("box", {})
+    print(f"Box profile (probe.json): {box.get('device')} ({box.get('backend')}); link {p.get('link_gbps', 0):.1f} GB/s "
+          f"pinned H2D, disk {p.get('disk_gbps', 0):.2f} GB/s\n")
+    if p.get("compute"):
+        print("| device matmul | shape | tokens | weight GB/s | GFLOP/s |\n|---|---|---|---|---|")
+        for c in p["compute"]:
+            print(f"| {c['type']} | {c['shape']} | {c.get('n_tokens')} | {c.get('weight_gbps', 0):.0f} | {c.get('gflops', 0):.0f} |")
+    h = p.get("host")
+    if h:
+        print(f"\nHost site: {h.get('cpu')}, {h.get('threads')} threads, RAM read {h.get('ram_read_gbps', 0):.1f} GB/s\n")
+        print("| host matmul | shape | tokens | weight GB/s | GMAC/s |\n|---|---|---|---|---|")
+        for c in h.get("compute", []):
+            print(f"| {c['type']} | {c['shape']} | {c.get('n_tokens')} | {c.get('weight_gbps', 0):.1f} | {c.get('gmacs', 0):.1f} |")
+    print()
+
+
+def prediction(title, pr):
+    m, w, b = pr.get("model", {}), pr.get("workload", {}), pr.get("budgets", {})
+    box = pr.get("box", {})
+    print(f"{title}: {m.get('source')}, {m.get('layers')} layers, {m.get('weight_bytes', 0) / 2**30:.2f} GiB; "
+          f"VRAM {b.get('vram_bytes', 0) / 2**30:.2f} GiB, RAM {b.get('ram_bytes', 0) / 2**30:.2f} GiB; "
+          f"{w.get('mode')}, {w.get('tokens_per_pass')} token(s) per pass; link {box.get('link_gbps', 0):.1f} GB/s, "
+          f"host RAM {box.get('ram_read_gbps', 0):.1f} GB/s\n")
+    print("| strategy | predicted ms | tokens/s | measured ms | resident | streamed | host | split | sites |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+    for s in pr.get("strategies", []):
+        if "error" in s:
+            print(f"| {s['name']} | does not run: {s['error']} | | | | | | | |")
+            continue
+        meas = f"{1e3 * s['measured_median_s']:.2f}" if "measured_median_s" in s else "-"
+        print(f"| {s['name']} | {1e3 * s['predicted_pass_s']:.2f} | {s['tokens_per_s']:.2f} | {meas} | {s['resident']} | "
+              f"{s['streamed']} | {s['host']} | {s.get('split', 0)} | `{s['sites']}` |")
+    print()
+
+
 def stream(mode, d):
     m = d.get("model", {})
     bud = d.get("budget", {})
@@ -102,6 +142,12 @@ def stream(mode, d):
         print(f"| {s['name']} | {s['pass_ms']['median']:.2f} | {s['tokens_per_s']:.1f} | {s['stall_ms']:.2f} | "
               f"{s['streamed_bytes'] / 2**20:.0f} | {s['lower_bound_ms']:.2f} | {100 * s['overlap_efficiency']:.0f}% |")
     print()
+    for s in d.get("strategies", []):
+        if not s.get("skipped") and ("host site" in s.get("plan", "") or "split" in s.get("plan", "")):
+            print(f"- {s['name']} plan: {s['plan']}")
+    print()
+    if d.get("prediction"):
+        prediction(f"Prediction from the box profile, {mode}", d["prediction"])
 
 
 def main():
@@ -118,6 +164,19 @@ def main():
     a = load(out, "agreement.json")
     if a:
         agreement(a)
+    p = load(out, "probe.json")
+    if p:
+        probe(p)
+    try:
+        with tarfile.open(os.path.join(out, "traces.tar.gz")) as tar:
+            for mode in ("decode", "prefill"):
+                try:
+                    pr = json.load(tar.extractfile(f"predict-70b-{mode}.json"))
+                    prediction(f"70B-class Q4_K_M on this box's profile, {mode}", pr.get("prediction", {}))
+                except (KeyError, AttributeError, ValueError) as e:
+                    print(f"_predict-70b-{mode}.json: not in traces.tar.gz ({e})_\n")
+    except (OSError, tarfile.TarError) as e:
+        print(f"_traces.tar.gz: unreadable ({e})_\n")
     for mode in ("decode", "prefill"):
         d = load(out, f"stream-{mode}.json")
         if d:

@@ -6,14 +6,22 @@
 // efficiency, predicted vs measured and each strategy's ratio to the best.
 // --json / --trace / --report write the machine-readable result, a Chrome
 // trace and a self-contained HTML report.
+// --box FILE (a box profile, docs/BOX_PROFILE.md) also predicts each
+// strategy's pass from the profile's figures (box_predict.h): next to the
+// measured table when the profile is this machine's, instead of running when
+// it is another box's, when --shape gives a model without a file, or with
+// --predict-only.
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
+#include "runtime/bench/box_predict.h"
 #include "runtime/bench/box_probe.h"
+#include "runtime/bench/box_profile.h"
 #include "runtime/bench/llama_bench.h"
 #include "runtime/bench/report_html.h"
 #include "runtime/bench/session.h"
@@ -21,6 +29,7 @@
 #include "runtime/bench/uvm_runner.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/llama_model.h"
+#include "runtime/model/model_shape.h"
 
 namespace layerstream::cli {
 namespace {
@@ -28,7 +37,11 @@ namespace {
 class BenchCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file")->required();
+    sub.add_option("model", model_, "GGUF model file (or --shape)");
+    sub.add_option("--shape", shape_,
+                   "With --box: predict for a model described by its shape, no file (llama-70b-q4_k_m, or "
+                   "layers=80,hidden=8192,ffn=28672,heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m)");
+    sub.add_flag("--predict-only", predict_only_, "With --box: print the profile's prediction, run nothing");
     sub.add_option("--vram", vram_, "Device memory budget (default: half the model)");
     sub.add_option("--ram", ram_, "Pinned host RAM budget for RAM-tier layers and staging")->capture_default_str();
     device_.add_to(sub);
@@ -54,12 +67,15 @@ class BenchCommand : public Command {
         ->capture_default_str();
     sub.add_option("--host-factor", host_factor_,
                    "Hybrid execution: a block's host compute time before it is measured, relative to its device "
-                   "time; > 0 lets `planned` choose each block's site: device, host or split by rows (1 on the host backend, where both are the "
-                   "same CPU kernels). 0 = `planned` keeps every block on the device; `host` uses max(1, this)")
+                   "time; > 0 lets `planned` choose each block's site: device, host or split by rows (1 on the host "
+                   "backend, where both are the same CPU kernels). 0 = `planned` keeps every block on the device "
+                   "(unless --box has host figures: then their ratio to the device's); `host` uses max(1, this)")
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");
-    sub.add_option("--box", box_, "Probe JSON (`layerstream probe --json`) seeding link/disk GB/s");
+    sub.add_option("--box", box_,
+                   "Box profile (`layerstream probe --json`, or written by hand: docs/BOX_PROFILE.md): seeds link/disk "
+                   "GB/s and predicts each strategy from its figures");
     sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
     sub.add_option("--trace", trace_path_, "Write a Chrome trace-event JSON (Perfetto) to FILE");
     sub.add_option("--report", report_path_, "Write a self-contained HTML report to FILE");
@@ -70,10 +86,26 @@ class BenchCommand : public Command {
   int run() override {
     Flags f;
     if (int rc = parse_flags(f); rc != kExitOk) return rc;
-    auto file = read_gguf_file(model_);
+    if (model_.empty() == shape_.empty()) return usage_error("give a GGUF model file or --shape (one of them)");
+    if ((!shape_.empty() || predict_only_) && box_.empty())
+      return usage_error(std::string(shape_.empty() ? "--predict-only" : "--shape") +
+                         " needs --box FILE (the figures to predict with)");
+    std::optional<bench::BoxFigures> figures;
+    if (!box_.empty()) {
+      auto fig = bench::load_box_figures(box_, f.io);
+      if (!fig.ok()) return fail(fig.status());
+      figures = std::move(*fig);
+    }
+    std::optional<ExampleModelSpec> shape;
+    if (!shape_.empty()) {
+      auto spec = parse_model_shape(shape_);
+      if (!spec.ok()) return usage_error("--shape: " + spec.status().message());
+      shape = *spec;
+    }
+    auto file = shape ? model_shape_file(*shape, "shape " + shape_) : read_gguf_file(model_);
     if (!file.ok()) return fail(file.status());
     auto model = load_llama_model(*file);
-    if (!model.ok()) return fail(model.status().WithContext(model_));
+    if (!model.ok()) return fail(model.status().WithContext(file->path()));
     uint64_t weight_bytes = 0;
     for (const ModelLayer& l : model->layers) weight_bytes += l.aligned_bytes();
     uint64_t vram = weight_bytes / 2;
@@ -83,12 +115,41 @@ class BenchCommand : public Command {
       vram = *v;
     }
 
-    auto dev = open_device(f.device);
-    if (!dev.ok()) return fail(dev.status());
+    // A profile of another box (or a model without a file): predict, run nothing.
+    std::string predict_why = !shape_.empty() ? "--shape: no model file to run" : predict_only_ ? "--predict-only" : "";
+    std::unique_ptr<Device> device;
+    if (figures && predict_why.empty()) {
+      auto dev = open_device(f.device);
+      if (!dev.ok()) return fail(dev.status());
+      const DeviceInfo& info = (*dev)->info();
+      if (!bench::box_is_this_machine(*figures, std::string(backend_name(info.backend)), info.name))
+        predict_why = fmt::format("the profile describes {} ({} backend{}), this run is on {} ({} backend)",
+                                  figures->device_name, figures->backend,
+                                  figures->host_cpu.empty() ? "" : ", " + figures->host_cpu, info.name,
+                                  backend_name(info.backend));
+      device = std::move(*dev);
+    }
+    std::optional<bench::BoxPrediction> prediction;
+    if (figures) {
+      auto pr = predict(*figures, *file, f, vram);
+      if (!pr.ok()) return fail(pr.status());
+      prediction = std::move(*pr);
+    }
+    if (!predict_why.empty()) return print_prediction_only(*prediction, predict_why);
+    if (prediction && host_factor_ <= 0 && prediction->host_factor > 0) {
+      host_factor_ = prediction->host_factor;
+      std::cerr << fmt::format("bench: --host-factor {:.3f} from the box profile (blocks' host / device compute)\n",
+                               host_factor_);
+    }
+    if (!device) {
+      auto dev = open_device(f.device);
+      if (!dev.ok()) return fail(dev.status());
+      device = std::move(*dev);
+    }
     Prior prior;
-    if (int rc = read_prior((*dev)->info(), f, prior); rc != kExitOk) return rc;
+    if (int rc = read_prior(device->info(), f, prior); rc != kExitOk) return rc;
 
-    const DeviceInfo& info = (*dev)->info();
+    const DeviceInfo& info = device->info();
     bench::SessionOptions so;
     so.warmup = warmup_;
     so.passes = passes_;
@@ -97,12 +158,16 @@ class BenchCommand : public Command {
     // pinned buffers come out of the same free memory; keep a fifth spare.
     so.memory_available = info.free_memory_bytes / 5 * 4;
     so.progress = [](const std::string& s) { std::cerr << s << "\n"; };
-    auto out = bench::run_session(strategy_specs(**dev, f, prior, vram, weight_bytes), so);
+    auto out = bench::run_session(strategy_specs(*device, f, prior, vram, weight_bytes), so);
     if (!out.ok()) return fail(out.status());
 
     bench::BenchResult r = make_result(*model, f, prior, vram, weight_bytes, *out);
     std::cout << bench::format_table(r);
-    return write_outputs(r, out->trace);
+    std::map<std::string, double> measured;
+    for (const bench::StrategyResult& s : r.strategies)
+      if (!s.skipped && s.pass_ms.median > 0) measured[s.name] = s.pass_ms.median * 1e-3;
+    if (prediction) std::cout << "\n" << bench::format_prediction(*prediction, measured);
+    return write_outputs(r, out->trace, prediction ? bench::to_json(*prediction, measured) : nlohmann::json());
   }
 
  private:
@@ -154,6 +219,61 @@ class BenchCommand : public Command {
     return kExitOk;
   }
 
+  // Prints (and writes with --json) a prediction made instead of running;
+  // fails when no strategy runs at the budgets.
+  int print_prediction_only(const bench::BoxPrediction& p, const std::string& why) const {
+    std::cout << "not running (" << why << "): predicting from the box profile\n" << bench::format_prediction(p);
+    std::string why_none;
+    for (const auto& s : p.strategies)
+      if (!s.error.empty()) why_none += (why_none.empty() ? "" : "; ") + s.name + ": " + s.error;
+    if (std::all_of(p.strategies.begin(), p.strategies.end(), [](const auto& s) { return !s.error.empty(); }))
+      return fail(Status::OutOfBudget("no strategy runs at these budgets (" + why_none + ")"));
+    if (!json_path_.empty())
+      if (Status s = write_json_file(json_path_, {{"prediction", bench::to_json(p)}}); !s.ok()) return fail(s);
+    return kExitOk;
+  }
+
+  // The box profile's prediction for the strategies asked (uvm aside), with
+  // the runners' options; --sim-link replaces the link of a host profile.
+  Result<bench::BoxPrediction> predict(const bench::BoxFigures& box, const GgufFile& file, const Flags& f,
+                                       uint64_t vram) const {
+    bench::PredictOptions po;
+    po.runner = runner_options(f, Prior{}, vram);
+    po.work = workload(f);
+    for (const std::string& s : f.strategies)
+      if (s != "uvm") po.strategies.push_back(s);
+    if (f.device.sim_link_gbps > 0 && box.backend == "host") po.link_gbps = f.device.sim_link_gbps;
+    return bench::predict_with_box(box, file, po);
+  }
+
+  bench::LlamaWorkload workload(const Flags& f) const {
+    bench::LlamaWorkload work;
+    work.mode = f.mode;
+    work.tokens = work.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
+    work.decode_pos = decode_pos_;
+    return work;
+  }
+
+  // The options every strategy's runner shares (the strategy aside).
+  llama::RunnerOptions runner_options(const Flags& f, const Prior& p, uint64_t vram) const {
+    llama::RunnerOptions ro;
+    ro.vram_budget = vram;
+    ro.ram_budget = f.ram;
+    ro.overlap_slots = overlap_slots_;
+    ro.link_gbps = p.link_gbps;
+    ro.disk_gbps = p.disk_gbps;
+    ro.reader.path = f.io;
+    ro.staging_buffer_bytes = p.staging_chunk;
+    ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
+    ro.trace = true;
+    ro.host_compute_factor = host_factor_;
+    ro.host_threads = device_.host_threads;
+    ro.exact = exact_;
+    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
+    if (f.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
+    return ro;
+  }
+
   // Link and disk rates from --box (else measured by the runners), the
   // staging chunk from --staging-chunk or the box, --sim-link on the host.
   int read_prior(const DeviceInfo& info, const Flags& f, Prior& p) const {
@@ -188,25 +308,8 @@ class BenchCommand : public Command {
   // but the strategy; resident is skipped when the layers exceed the budget.
   std::vector<bench::StrategySpec> strategy_specs(Device& device, const Flags& f, const Prior& p, uint64_t vram,
                                                   uint64_t weight_bytes) const {
-    bench::LlamaWorkload work;
-    work.mode = f.mode;
-    work.tokens = work.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
-    work.decode_pos = decode_pos_;
-    llama::RunnerOptions ro;
-    ro.vram_budget = vram;
-    ro.ram_budget = f.ram;
-    ro.overlap_slots = overlap_slots_;
-    ro.link_gbps = p.link_gbps;
-    ro.disk_gbps = p.disk_gbps;
-    ro.reader.path = f.io;
-    ro.staging_buffer_bytes = p.staging_chunk;
-    ro.staging_buffers = static_cast<unsigned>(staging_buffers_);
-    ro.trace = true;
-    ro.host_compute_factor = host_factor_;
-    ro.host_threads = device_.host_threads;
-    ro.exact = exact_;
-    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
-    if (work.mode == bench::BenchMode::kDecode) ro.n_ctx = std::max(ctx_, decode_pos_ + 1);
+    const bench::LlamaWorkload work = workload(f);
+    const llama::RunnerOptions ro = runner_options(f, p, vram);
     const uint64_t footprint = device.info().backend == BackendKind::kHost ? vram + f.ram : vram;
     std::vector<bench::StrategySpec> specs;
     Device* dev = &device;
@@ -267,9 +370,12 @@ class BenchCommand : public Command {
   }
 
   // --json, --trace, --report.
-  int write_outputs(const bench::BenchResult& r, const std::vector<std::vector<sched::TraceEvent>>& trace) const {
+  int write_outputs(const bench::BenchResult& r, const std::vector<std::vector<sched::TraceEvent>>& trace,
+                    const nlohmann::json& prediction) const {
     if (!json_path_.empty()) {
-      if (Status s = write_json_file(json_path_, bench::to_json(r)); !s.ok()) return fail(s);
+      nlohmann::json doc = bench::to_json(r);
+      if (!prediction.is_null()) doc["prediction"] = prediction;
+      if (Status s = write_json_file(json_path_, doc); !s.ok()) return fail(s);
     }
     if (!trace_path_.empty()) {
       if (Status s = bench::write_text_file(trace_path_, bench::bench_chrome_json(r, trace)); !s.ok()) return fail(s);
@@ -281,6 +387,8 @@ class BenchCommand : public Command {
   }
 
  private:
+  std::string shape_;
+  bool predict_only_ = false;
   std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode", kv_type_ = "f32";
   std::string strategies_ = "resident,serial,overlap,planned";
   double host_factor_ = 0;

@@ -17,7 +17,10 @@ namespace {
 class PlanCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file")->required();
+    sub.add_option("model", model_, "GGUF model file (or --shape)");
+    sub.add_option("--shape", po_.shape,
+                   "With --box: plan a model described by its shape, no file (llama-70b-q4_k_m, or "
+                   "layers=80,hidden=8192,ffn=28672,heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m)");
     sub.add_option("--ctx", po_.context, "Context length (0: min(model, 2048))");
     sub.add_option("--batch", po_.sequences, "Sequences decoded together")->capture_default_str();
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
@@ -37,6 +40,9 @@ class PlanCommand : public Command {
 
   int run() override {
     if (Status s = parse_flags(); !s.ok()) return usage_error(s.message());
+    if (model_.empty() == po_.shape.empty()) return usage_error("give a GGUF model file or --shape (one of them)");
+    if (!po_.shape.empty() && po_.box.empty()) return usage_error("--shape needs --box FILE (the figures to plan with)");
+    if (model_.empty()) model_ = "shape " + po_.shape;
     auto plan = Model::plan(model_, po_);
     if (!plan.ok()) return fail(plan.status());
     print(*plan);

@@ -1,7 +1,8 @@
 // `layerstream probe`: measures the box (H2D bandwidth pinned/pageable per
 // chunk size, disk read bandwidth per I/O path, matmul rate per weight type,
-// device memory), prints a table and optionally writes JSON that `bench
-// --box` (and `run --box`) take as the planner's prior.
+// device memory, and the host site: RAM read bandwidth and CPU matmul rates
+// per type), prints a table and optionally writes the box profile JSON
+// (docs/BOX_PROFILE.md) that `bench --box`, `plan --box` and `run --box` take.
 #include <iostream>
 
 #include "examples/cli/cli_common.h"
@@ -14,6 +15,7 @@ namespace {
 class ProbeCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
+    sub_ = &sub;
     sub.add_option("--disk", disk_, "File to read for the disk figures (default: a scratch file in the temp dir)");
     sub.add_option("--disk-bytes", disk_bytes_, "Read at most this much of the file per I/O path")->capture_default_str();
     sub.add_option("--scratch-size", scratch_bytes_, "Size of the scratch file when no --disk is given")
@@ -25,7 +27,25 @@ class ProbeCommand : public Command {
     sub.add_option("--types", types_, "Weight types, comma separated (f32,f16,bf16,q8_0,q4_0,q4_1)")
         ->capture_default_str();
     sub.add_flag("--no-disk", no_disk_, "Skip the disk figures");
-    sub.add_flag("--no-compute", no_compute_, "Skip the matmul figures");
+    sub.add_flag("--no-compute", no_compute_, "Skip the device matmul figures");
+    sub.add_option("--host-types", host_types_,
+                   "Host site: weight types of the CPU matmul figures, comma separated")
+        ->capture_default_str();
+    sub.add_option("--host-matmul", host_matmul_,
+                   "Host site: prefill GEMM weight shape N_OUTxN_IN (N_IN, a multiple of 256, is the decode matrix's "
+                   "too)")
+        ->capture_default_str();
+    sub.add_option("--host-decode-bytes", host_decode_bytes_,
+                   "Host site: weight bytes of the decode matrix (above the caches: RAM-bound)")
+        ->capture_default_str();
+    sub.add_option("--host-prefill-tokens", host_prefill_tokens_, "Host site: tokens of the prefill GEMM")
+        ->capture_default_str();
+    sub.add_option("--ram-bytes", ram_bytes_, "Host site: buffer of the RAM read bandwidth figure")
+        ->capture_default_str();
+    sub.add_flag("--no-host", no_host_, "Skip the host site's figures (RAM bandwidth, CPU matmul rates)");
+    sub.add_flag("--quick", quick_,
+                 "Fewer, shorter points (~15 s): 0.1 s each, 2 H2D chunk sizes, 256 MiB of disk, no staging sweep, "
+                 "device types q8_0,q4_0 and host types q8_0,q4_k,q6_k unless given");
     sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
   }
 
@@ -53,17 +73,39 @@ class ProbeCommand : public Command {
     o.matmul_n_out = n_out;
     o.matmul_n_in = n_in;
     o.prefill_tokens = prefill_tokens_;
-    o.types.clear();
-    for (size_t pos = 0; pos <= types_.size();) {
-      size_t end = types_.find(',', pos);
-      if (end == std::string::npos) end = types_.size();
-      std::string name = types_.substr(pos, end - pos);
-      if (!name.empty()) {
-        auto t = parse_ggml_type(name);
-        if (!t) return usage_error("--types: unknown type '" + name + "'");
-        o.types.push_back(*t);
-      }
-      pos = end + 1;
+    auto types = parse_types("--types", types_);
+    if (!types.ok()) return usage_error(types.status().message());
+    o.types = *types;
+    o.host = !no_host_;
+    auto host_types = parse_types("--host-types", host_types_);
+    if (!host_types.ok()) return usage_error(host_types.status().message());
+    o.host_types = *host_types;
+    long long h_out = 0, h_in = 0;
+    char hx = 0;
+    if (std::sscanf(host_matmul_.c_str(), "%lld%c%lld", &h_out, &hx, &h_in) != 3 || (hx != 'x' && hx != 'X') ||
+        h_out <= 0 || h_in <= 0 || h_in % 256 != 0)
+      return usage_error("--host-matmul: expected N_OUTxN_IN with N_IN a multiple of 256, got '" + host_matmul_ + "'");
+    o.host_prefill_n_out = h_out;
+    o.host_n_in = h_in;
+    if (host_prefill_tokens_ < 2) return usage_error("--host-prefill-tokens must be >= 2");
+    o.host_prefill_tokens = host_prefill_tokens_;
+    auto hdb = parse_size_flag("--host-decode-bytes", host_decode_bytes_);
+    if (!hdb.ok()) return usage_error(hdb.status().message());
+    o.host_decode_bytes = *hdb;
+    auto rb = parse_size_flag("--ram-bytes", ram_bytes_);
+    if (!rb.ok()) return usage_error(rb.status().message());
+    if (*rb < (1 << 20)) return usage_error("--ram-bytes must be at least 1MiB");
+    o.ram_bytes = *rb;
+    if (quick_) {
+      if (!seconds_given(sub_)) o.seconds_per_point = 0.1;
+      o.chunk_bytes = {1 << 20, 16 << 20};
+      o.disk_region_bytes = std::min<uint64_t>(o.disk_region_bytes, 256ull << 20);
+      o.disk_seconds_per_path = 1.0;
+      o.staging_sweep = false;
+      if (sub_->count("--host-decode-bytes") == 0) o.host_decode_bytes = 128ull << 20;
+      if (sub_->count("--ram-bytes") == 0) o.ram_bytes = 512ull << 20;
+      if (sub_->count("--types") == 0) o.types = {GgmlType::Q8_0, GgmlType::Q4_0};
+      if (sub_->count("--host-types") == 0) o.host_types = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
     }
     o.progress = [](const std::string& s) { std::cerr << "probe: " << s << "\n"; };
     auto r = bench::probe_box(o);
@@ -77,12 +119,33 @@ class ProbeCommand : public Command {
   }
 
  private:
+  static Result<std::vector<GgmlType>> parse_types(const std::string& flag, const std::string& list) {
+    std::vector<GgmlType> out;
+    for (size_t pos = 0; pos <= list.size();) {
+      size_t end = list.find(',', pos);
+      if (end == std::string::npos) end = list.size();
+      std::string name = list.substr(pos, end - pos);
+      if (!name.empty()) {
+        auto t = parse_ggml_type(name);
+        if (!t) return Status::InvalidArgument(flag + ": unknown type '" + name + "'");
+        out.push_back(*t);
+      }
+      pos = end + 1;
+    }
+    return out;
+  }
+  static bool seconds_given(CLI::App* app) { return app->count("--seconds") > 0; }
+
+  CLI::App* sub_ = nullptr;
   DeviceFlags device_;
   std::string disk_, json_path_, matmul_ = "8192x4096", types_ = "f32,f16,bf16,q8_0,q4_0,q4_1";
   std::string disk_bytes_ = "1GiB", scratch_bytes_ = "256MiB";
   double seconds_ = 0.25;
   int prefill_tokens_ = 0;
-  bool no_disk_ = false, no_compute_ = false;
+  std::string host_matmul_ = "4096x4096", host_decode_bytes_ = "256MiB", ram_bytes_ = "1GiB";
+  int host_prefill_tokens_ = 64;
+  std::string host_types_ = "q8_0,q4_0,q4_1,q5_0,q4_k,q5_k,q6_k";
+  bool no_disk_ = false, no_compute_ = false, no_host_ = false, quick_ = false;
 };
 
 }  // namespace

@@ -8,14 +8,21 @@
 //    and reported; reads are bounded in bytes and in time;
 //  - matmul rate per weight type, decode-shaped (1 token) and prefill-shaped
 //    (n tokens): GB/s of weights and GFLOP/s, timed by device events;
-//  - device memory.
+//  - device memory;
+//  - the host site of hybrid execution, whatever the device backend: RAM
+//    read bandwidth (all compute threads reading one large buffer) and the
+//    CPU kernels' fast-path matmul rate per weight type on host memory:
+//    decode (1 token, a matrix well above the caches: weight GB/s) and
+//    prefill (a cache-blocked GEMM: multiply-adds per second).
 // Units: GB/s = 1e9 bytes per second; GFLOP/s = 1e9 flop per second (2 per
-// multiply-add).
+// multiply-add); GMAC/s = 1e9 multiply-adds per second. The JSON written by
+// to_json is the box profile documented in docs/BOX_PROFILE.md.
 // Thread safety: probe_box() uses its own device; call from one thread.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -49,6 +56,16 @@ struct ProbeOptions {
   int64_t matmul_n_out = 8192;   // weight rows
   int64_t matmul_n_in = 4096;    // weight columns (multiple of 32)
   int prefill_tokens = 0;        // 0: 32 on the host backend, 512 on cuda
+  // Host site: RAM bandwidth and CPU matmul rates with device.host_threads
+  // threads (0: all cores), measured on a host device of its own.
+  bool host = true;
+  std::vector<GgmlType> host_types = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                                      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+  uint64_t host_decode_bytes = 256ull << 20;  // decode matrix per type: about this many weight bytes
+  int64_t host_n_in = 4096;                   // weight columns of both shapes (multiple of 256)
+  int64_t host_prefill_n_out = 4096;          // prefill matrix rows
+  int host_prefill_tokens = 64;
+  uint64_t ram_bytes = 1ull << 30;            // RAM read buffer (at most a quarter of free memory)
   std::function<void(const std::string&)> progress;  // one line per finished measurement
 };
 
@@ -80,6 +97,17 @@ struct ComputePoint {
   double ms = 0;            // per matmul
   double weight_gbps = 0;   // weight bytes / time
   double gflops = 0;
+  double gmacs() const { return gflops / 2; }  // 1e9 multiply-adds per second
+};
+
+// The host site's figures (probe_host): what a layer computed on the CPU from
+// RAM costs.
+struct HostFigures {
+  std::string cpu;             // /proc/cpuinfo "model name" ("" when unknown)
+  int threads = 0;             // compute threads used for every figure below
+  uint64_t ram_read_bytes = 0; // size of the buffer read
+  double ram_read_gbps = 0;    // best multi-threaded read rate
+  std::vector<ComputePoint> compute;  // fast path, per type: "decode" and "prefill"
 };
 
 struct BoxProfile {
@@ -100,13 +128,19 @@ struct BoxProfile {
   uint64_t staging_chunk_bytes = 0;
   std::vector<std::pair<uint64_t, double>> staging_gbps_by_chunk;  // (chunk bytes, GB/s)
   std::vector<ComputePoint> compute;
+  std::optional<HostFigures> host;  // measured when ProbeOptions::host
 };
 
 Result<BoxProfile> probe_box(const ProbeOptions& options);
 
-// {"probe_version": 1, "box": {...}, "link_gbps", "pageable_link_gbps",
+// This machine's CPU model as /proc/cpuinfo names it ("" when unknown).
+std::string host_cpu_name();
+
+// {"probe_version": 2, "box": {...}, "link_gbps", "pageable_link_gbps",
 //  "disk_gbps", "disk_gbps_by_path": {"uring": x, ...}, "h2d": [...],
-//  "disk": {"file", "file_bytes", "scratch", "points": [...]}, "compute": [...]}
+//  "disk": {"file", "file_bytes", "scratch", "points": [...]}, "compute": [...],
+//  "host": {"cpu", "threads", "ram_read_gbps", "ram_read_bytes", "compute": [...]}}
+// (docs/BOX_PROFILE.md; version 1 files have no "host").
 nlohmann::json to_json(const BoxProfile& profile);
 std::string format_probe_table(const BoxProfile& profile);
 

@@ -6,9 +6,7 @@
 
 namespace layerstream::bench {
 
-Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, const std::string& path,
-                                                             llama::RunnerOptions o, const LlamaWorkload& work) {
-  if (work.tokens < 1) return Status::InvalidArgument("bench: tokens per pass must be >= 1");
+llama::RunnerOptions workload_runner_options(llama::RunnerOptions o, const LlamaWorkload& work) {
   if (work.mode == BenchMode::kDecode) {
     o.n_seq = std::max(o.n_seq, work.tokens);
     if (work.decode_pos >= 0) o.n_ctx = std::max(o.n_ctx, work.decode_pos + 1);
@@ -17,6 +15,13 @@ Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, con
     if (o.n_ctx == 0) o.n_ctx = work.tokens;
     o.n_ctx = std::max(o.n_ctx, work.tokens);
   }
+  return o;
+}
+
+Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, const std::string& path,
+                                                             llama::RunnerOptions o, const LlamaWorkload& work) {
+  if (work.tokens < 1) return Status::InvalidArgument("bench: tokens per pass must be >= 1");
+  o = workload_runner_options(std::move(o), work);
   LS_ASSIGN_OR_RETURN(auto runner, llama::LlamaRunner::create(device, path, o));
   std::shared_ptr<llama::LlamaRunner> owner(std::move(runner));
   std::vector<std::string> names = owner->executor().layer_names();

@@ -24,6 +24,11 @@ struct LlamaWorkload {
   int decode_pos = -1;
 };
 
+// The runner options a workload runs with: n_seq / prefill_chunk / n_ctx
+// raised to what it needs (what make_llama_bench_runner uses; the box
+// prediction sizes its footprint with the same).
+llama::RunnerOptions workload_runner_options(llama::RunnerOptions options, const LlamaWorkload& work);
+
 // Creates the runner (device must outlive it). `options.strategy` selects the
 // strategy; the workload sizes n_seq / prefill_chunk / n_ctx when they are 0.
 Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, const std::string& path,

@@ -24,9 +24,11 @@
 #include "layerstream/units.h"
 #include "runtime/bench/block_probe.h"
 #include "runtime/bench/box_probe.h"
+#include "runtime/bench/box_profile.h"
 #include "runtime/core/log.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/llama/model_impl.h"
+#include "runtime/model/model_shape.h"
 #include "runtime/scheduler/planner.h"
 
 namespace layerstream {
@@ -55,26 +57,16 @@ struct Figures {
   std::optional<bench::BlockTimes> block;  // one block and the head, run now (host backend)
 };
 
+// The figures of a box profile (box_profile.h: hand-written points may give
+// only weight_gbps or only gflops/gmacs; a host profile's device rates are
+// its host figures).
 Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
-  std::ifstream f(path);
-  if (!f) return Status::NotFound("box file " + path + " cannot be opened");
-  json doc = json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Status::Corruption("box file " + path + " is not JSON");
-  LS_ASSIGN_OR_RETURN(bench::BoxPrior prior, bench::box_prior_from_json(doc, "box file " + path, io));
+  LS_ASSIGN_OR_RETURN(bench::BoxFigures box, bench::load_box_figures(path, io));
   Figures fig;
-  fig.link_gbps = prior.link_gbps;
-  fig.disk_gbps = prior.disk_gbps;
-  fig.source = prior.source;
-  if (doc.contains("compute") && doc["compute"].is_array())
-    for (const json& c : doc["compute"]) {
-      bench::ComputePoint p;
-      p.type = c.value("type", "");
-      p.shape = c.value("shape", "");
-      p.n_tokens = c.value("n_tokens", 0);
-      p.weight_gbps = c.value("weight_gbps", 0.0);
-      p.gflops = c.value("gflops", 0.0);
-      if (p.weight_gbps > 0 && p.gflops > 0) fig.rates.points[{p.type, p.shape}] = p;
-    }
+  fig.link_gbps = box.link_gbps;
+  fig.disk_gbps = box.disk_gbps;
+  fig.source = box.source;
+  fig.rates.points = box.device_rates().points;
   if (fig.rates.points.empty())
     return Status::Corruption("box file " + path + " has no compute figures (run `layerstream probe --json` with compute)");
   return fig;
@@ -217,7 +209,15 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
   BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
   if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
-  LS_ASSIGN_OR_RETURN(llama::RunnerFootprint fp, llama::LlamaRunner::footprint(path, ro, backend));
+  llama::RunnerFootprint fp;
+  if (!o.shape.empty()) {  // a shape, no file: figures must come from a box profile
+    if (o.box.empty()) return Status::InvalidArgument("a model shape needs a box profile (box) to plan with");
+    LS_ASSIGN_OR_RETURN(ExampleModelSpec spec, parse_model_shape(o.shape));
+    LS_ASSIGN_OR_RETURN(GgufFile file, model_shape_file(spec, "shape " + o.shape));
+    LS_ASSIGN_OR_RETURN(fp, llama::LlamaRunner::footprint(file, ro, backend));
+  } else {
+    LS_ASSIGN_OR_RETURN(fp, llama::LlamaRunner::footprint(path, ro, backend));
+  }
 
   MemoryPlan plan;
   plan.model = path;
@@ -265,6 +265,27 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     plan.copy_beside_compute_gbps = fig.block->copy_gbps_contended;
     plan.copy_compute_ns_per_byte = cost.copy_contention() * 1e9;
   }
+  // Host site (hybrid execution): a box profile with host figures (RAM
+  // bandwidth, CPU matmul rates) gives each block a host compute time, and
+  // the planner chooses each block's site (the head stays on the device).
+  std::optional<bench::BoxFigures> host_box;
+  if (!o.box.empty()) {
+    auto hb = bench::load_box_figures(o.box, ro.reader.path);
+    if (hb.ok() && hb->has_host()) host_box = std::move(*hb);
+  }
+  cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores on the host backend
+  if (host_box) {
+    auto host_s = [&](int i, int tokens) {
+      double s = 0;
+      for (const auto& m : fp.matmuls[i])
+        s += bench::matmul_seconds(host_box->host, m.type, m.n_out, m.n_in, m.bytes, tokens, host_box->ram_read_gbps);
+      return s;
+    };
+    for (int i = 0; i < n; ++i) {
+      cost.record_host_compute(i, decode_cls, host_s(i, fp.n_seq));
+      if (prefill_cls != decode_cls) cost.record_host_compute(i, prefill_cls, host_s(i, fp.max_pass_tokens));
+    }
+  }
 
   // The budgets: the one asked for, or a range from the minimum to all resident.
   std::vector<uint64_t> budgets;
@@ -304,6 +325,15 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     in.disk_direct = disk_direct;
     in.chunk_bytes = disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
     in.max_slots = eo.max_slots;
+    if (host_box) {  // blocks may run on the host or split by rows (their matmul weights split)
+      for (int i = 0; i < n; ++i) {
+        in.host_ok.push_back(i != fp.head_layer);
+        uint64_t split = 0;
+        for (const auto& m : fp.matmuls[i]) split += m.bytes;
+        in.split_bytes.push_back(i != fp.head_layer ? split : 0);
+      }
+      in.host_policy = sched::HostPolicy::kChoose;
+    }
     in.batch_class = decode_cls;
     auto decode_plan = sched::make_plan(in);
     if (!decode_plan.ok()) {

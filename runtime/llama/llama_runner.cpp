@@ -854,6 +854,11 @@ Status LlamaRunner::Impl::load_reserve_tensors() {
 
 Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const RunnerOptions& o, BackendKind backend) {
   LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
+  return footprint(file, o, backend);
+}
+
+Result<RunnerFootprint> LlamaRunner::footprint(const GgufFile& file, const RunnerOptions& o, BackendKind backend) {
+  const std::string& path = file.path();
   auto mm = load_llama_model(file);
   if (!mm.ok()) return mm.status().WithContext(path);
   const LlamaModel& m = *mm;
@@ -887,6 +892,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const Ru
         add(*t);
     } else if (ml.kind == LayerKind::kHead) {
       add(m.output);
+      f.head_layer = static_cast<int>(f.layers.size());
     }
     f.layers.push_back(std::move(spec));
     f.matmuls.push_back(std::move(mats));

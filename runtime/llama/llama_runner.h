@@ -156,6 +156,7 @@ struct RunnerFootprint {
     uint64_t bytes = 0;
   };
   std::vector<std::vector<Matmul>> matmuls;  // per layer: the weight matrices it multiplies
+  int head_layer = -1;  // index in `layers` of the head (never on the host site); -1: none
   // The smallest budget create() accepts: the reserve plus the least the
   // strategy's placement needs (the planner: usually two window slots).
   uint64_t min_vram_budget = 0;
@@ -177,6 +178,9 @@ class LlamaRunner {
   // The footprint create() would work from for these options on `backend`.
   static Result<RunnerFootprint> footprint(const std::string& path, const RunnerOptions& options,
                                            BackendKind backend);
+  // The same from a parsed file (its path() names the layers' file; a shape
+  // file of model_shape.h works: nothing is read).
+  static Result<RunnerFootprint> footprint(const GgufFile& file, const RunnerOptions& options, BackendKind backend);
   ~LlamaRunner();
   LlamaRunner(const LlamaRunner&) = delete;
   LlamaRunner& operator=(const LlamaRunner&) = delete;

@@ -187,6 +187,7 @@ std::vector<uint8_t> encode_header(const std::vector<GgufKeyValue>& kvs, const s
 }
 }  // namespace
 
+std::vector<uint8_t> GgufWriter::header() const { return encode_header(kvs_, tensors_); }
 uint64_t GgufWriter::data_offset() const { return align_up(encode_header(kvs_, tensors_).size(), alignment_); }
 uint64_t GgufWriter::file_size() const {
   // The last tensor is padded too, so the file ends on an alignment boundary.

@@ -44,7 +44,9 @@ class GgufWriter {
 
   const std::vector<GgufKeyValue>& metadata() const { return kvs_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
-  // Layout of the file that write() will produce.
+  // Layout of the file that write() will produce: its header (magic to the
+  // last tensor info, before the alignment padding), where its data starts.
+  std::vector<uint8_t> header() const;
   uint64_t data_offset() const;
   uint64_t file_size() const;
 

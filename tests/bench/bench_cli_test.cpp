@@ -53,7 +53,8 @@ TEST_F(BenchCli, ProbeWritesAPriorThatBenchAccepts) {
   const std::string probe = dir_->file("probe.json");
   CliResult p = run_cli("probe --backend host --disk " + model_ +
                         " --disk-bytes 2MiB --seconds 0.01 --matmul 64x256 --prefill-tokens 4 --types f32,q8_0,q4_0"
-                        " --json " + probe);
+                        " --host-types q8_0,q4_k --host-matmul 64x256 --host-decode-bytes 1MiB --host-prefill-tokens 4"
+                        " --ram-bytes 4MiB --host-threads 2 --json " + probe);
   ASSERT_EQ(p.exit_code, 0) << p.out;
   EXPECT_NE(p.out.find("planner prior"), std::string::npos) << p.out;
   const auto j = nlohmann::json::parse(slurp(probe));
@@ -84,6 +85,25 @@ TEST_F(BenchCli, ProbeWritesAPriorThatBenchAccepts) {
     EXPECT_GT(c["weight_gbps"].get<double>(), 0) << c.dump();
     EXPECT_EQ(c["n_tokens"].get<int>(), c["shape"] == "decode" ? 1 : 4);
   }
+  // The host site's figures: RAM read bandwidth and the CPU rates per type, with the threads used.
+  ASSERT_TRUE(j.contains("host")) << j.dump();
+  EXPECT_EQ(j["probe_version"].get<int>(), 2);
+  EXPECT_EQ(j["host"]["threads"].get<int>(), 2);
+  EXPECT_GT(j["host"]["ram_read_gbps"].get<double>(), 0);
+  EXPECT_EQ(j["host"]["ram_read_bytes"].get<uint64_t>(), 4u << 20);
+  ASSERT_EQ(j["host"]["compute"].size(), 4u);  // 2 types x (decode, prefill)
+  for (const auto& c : j["host"]["compute"]) {
+    EXPECT_GT(c["weight_gbps"].get<double>(), 0) << c.dump();
+    EXPECT_NEAR(c["gmacs"].get<double>(), c["gflops"].get<double>() / 2, 1e-9 * c["gflops"].get<double>());
+    EXPECT_EQ(c["n_in"].get<int>(), 256);
+    if (c["shape"] == "decode") {  // about 1 MiB of weights
+      EXPECT_EQ(c["n_tokens"].get<int>(), 1);
+      EXPECT_NEAR(c["weight_bytes"].get<double>(), 1 << 20, 64 * 1024) << c.dump();
+    } else {
+      EXPECT_EQ(c["n_tokens"].get<int>(), 4);
+      EXPECT_EQ(c["n_out"].get<int>(), 64);
+    }
+  }
 
   // The prior seeds bench's link and disk rates (decode, a budget that holds everything: resident runs).
   const std::string out = dir_->file("b0.json");
@@ -94,6 +114,58 @@ TEST_F(BenchCli, ProbeWritesAPriorThatBenchAccepts) {
   EXPECT_DOUBLE_EQ(r["box"]["link_gbps"].get<double>(), j["link_gbps"].get<double>());
   EXPECT_NE(r["box"]["link_source"].get<std::string>().find(probe), std::string::npos);
   EXPECT_FALSE(r["strategies"][0]["skipped"].get<bool>()) << r["strategies"][0].dump();  // resident fits 64 MiB
+  // The profile is this machine's: the strategies ran, and its prediction sits next to the measured medians.
+  EXPECT_NE(b.out.find("prediction from box file"), std::string::npos) << b.out;
+  ASSERT_TRUE(r.contains("prediction")) << r.dump();
+  ASSERT_EQ(r["prediction"]["strategies"].size(), r["strategies"].size());
+  for (const auto& s : r["prediction"]["strategies"]) {
+    SCOPED_TRACE(s.dump());
+    EXPECT_GT(s["predicted_pass_s"].get<double>(), 0);
+    EXPECT_GT(s["measured_median_s"].get<double>(), 0);
+  }
+}
+
+// A hand-written profile of a GPU box and a model given by its shape: bench
+// predicts each strategy (sites, pass times) and runs nothing.
+TEST_F(BenchCli, ShapeAndOtherBoxPredictWithoutRunning) {
+  const std::string box = dir_->file("gpu-box.json");
+  {
+    std::ofstream f(box);
+    f << R"({"probe_version": 2, "notes": "hand-written",
+             "box": {"backend": "cuda", "device": "Some GPU"}, "link_gbps": 25, "disk_gbps": 3,
+             "compute": [{"type": "Q8_0", "shape": "decode", "weight_gbps": 1000},
+                         {"type": "Q8_0", "shape": "prefill", "gflops": 100000}],
+             "host": {"threads": 8, "ram_read_gbps": 80,
+                      "compute": [{"type": "Q8_0", "shape": "decode", "weight_gbps": 60},
+                                  {"type": "Q8_0", "shape": "prefill", "gmacs": 100}]}})";
+  }
+  const std::string shape = "layers=6,hidden=1024,ffn=2048,heads=8,kv_heads=2,vocab=600,dtype=q8_0";
+  const std::string out = dir_->file("pred.json");
+  CliResult b = run_cli("bench --shape " + shape + " --box " + box +
+                        " --vram 40MiB --ram 1GiB --strategies overlap,host,serial,planned --json " + out);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_NE(b.out.find("not running (--shape"), std::string::npos) << b.out;
+  const auto j = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(j["prediction"]["strategies"].size(), 4u) << j.dump();
+  EXPECT_EQ(j["prediction"]["model"]["layers"].get<int>(), 7);  // 6 blocks + head
+  for (const auto& s : j["prediction"]["strategies"]) {
+    SCOPED_TRACE(s.dump());
+    EXPECT_GT(s["predicted_pass_s"].get<double>(), 0);
+    EXPECT_EQ(s["sites"].get<std::string>().size(), 7u);
+  }
+  // The same box with this machine's model file: another box's profile, nothing runs either.
+  CliResult m = run_cli("bench " + model_ + " --box " + box + " --vram 16MiB --strategies overlap,planned");
+  ASSERT_EQ(m.exit_code, 0) << m.out;
+  EXPECT_NE(m.out.find("the profile describes Some GPU"), std::string::npos) << m.out;
+  // Bad uses say what is missing.
+  CliResult no_box = run_cli("bench --shape " + shape);
+  EXPECT_NE(no_box.exit_code, 0);
+  EXPECT_NE(no_box.out.find("--box"), std::string::npos) << no_box.out;
+  CliResult both = run_cli("bench " + model_ + " --shape " + shape + " --box " + box);
+  EXPECT_NE(both.exit_code, 0);
+  CliResult bad = run_cli("bench --shape layers=x --box " + box);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("layers=x"), std::string::npos) << bad.out;
 }
 
 void check_bench_outputs(const std::string& json_path, const std::string& trace_path, const std::string& report_path,

@@ -127,5 +127,45 @@ TEST(CliExampleModel, LargerThanTheFreeDiskIsRefusedBeforeWriting) {
   EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
 }
 
+// A model given by its shape and a box whose host reads RAM much faster than
+// the link: the plan computes the non-resident blocks on the host; without
+// host figures it streams them.
+TEST(CliPlan, ShapeWithHostFiguresPutsBlocksOnTheHost) {
+  TempDir dir;
+  nlohmann::json box = {
+      {"probe_version", 2},
+      {"box", {{"backend", "cuda"}, {"device", "Some GPU"}}},
+      {"link_gbps", 5.0},
+      {"disk_gbps", 2.0},
+      {"compute",
+       {{{"type", "Q8_0"}, {"shape", "decode"}, {"weight_gbps", 1000.0}},
+        {{"type", "Q8_0"}, {"shape", "prefill"}, {"gflops", 100000.0}}}},
+      {"host",
+       {{"threads", 8},
+        {"ram_read_gbps", 100.0},
+        {"compute",
+         {{{"type", "Q8_0"}, {"shape", "decode"}, {"weight_gbps", 80.0}},
+          {{"type", "Q8_0"}, {"shape", "prefill"}, {"gmacs", 50.0}}}}}}};
+  const std::string with_host = dir.file("host.json"), without = dir.file("nohost.json");
+  std::ofstream(with_host) << box.dump();
+  box.erase("host");
+  std::ofstream(without) << box.dump();
+  const std::string shape = "layers=8,hidden=1024,ffn=2048,heads=8,kv_heads=2,vocab=600,dtype=q8_0";
+  auto placement = [&](const std::string& b) {
+    const std::string json = dir.file("p.json");
+    CliResult p = run_cli("plan --shape " + shape + " --box " + b + " --ctx 64 --vram 48MiB --ram 1GiB --json " + json);
+    EXPECT_EQ(p.exit_code, 0) << p.out << p.err;
+    const auto j = nlohmann::json::parse(std::ifstream(json));
+    EXPECT_EQ(j["model"], "shape " + shape);
+    return j["budgets"][0]["placement"].get<std::string>();
+  };
+  const std::string h = placement(with_host), n = placement(without);
+  EXPECT_NE(h.find("on the host site"), std::string::npos) << h;
+  EXPECT_EQ(n.find("on the host site"), std::string::npos) << n;
+  CliResult no_box = run_cli("plan --shape " + shape);
+  EXPECT_NE(no_box.exit_code, 0);
+  EXPECT_NE((no_box.out + no_box.err).find("--box"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace layerstream

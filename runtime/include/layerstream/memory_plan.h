@@ -23,6 +23,10 @@ struct PlanOptions {
   // A `layerstream probe --json` file with the box's figures; empty: measure
   // them now (link and disk bandwidth, matmul rates of the model's types).
   std::string box;
+  // A model shape instead of a file (needs `box`; nothing of a file is read):
+  // a preset ("llama-70b-q4_k_m") or "layers=80,hidden=8192,ffn=28672,
+  // heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m" (docs/BOX_PROFILE.md).
+  std::string shape;
   uint64_t vram_budget = 0;   // > 0: answer for this one budget only
   uint64_t ram_budget = 0;    // pinned RAM for RAM-tier layers in every row
   int budgets = 8;            // rows between the minimum and all-resident budgets

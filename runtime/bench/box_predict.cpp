@@ -1,0 +1,261 @@
+#include "runtime/bench/box_predict.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "layerstream/units.h"
+#include "runtime/core/log.h"
+#include "runtime/scheduler/cost_model.h"
+#include "runtime/scheduler/planner.h"
+
+namespace layerstream::bench {
+namespace {
+
+// The planner input the executor builds from its options (mirrors
+// Executor::planner_input; the runner marks every layer but the head
+// host_ok when the policy may use the host site, and gives each block its
+// matmul weights as split tensors: their bytes are the footprint's matmuls).
+sched::PlannerInput executor_planner_input(const llama::RunnerFootprint& fp, const sched::ExecutorOptions& eo,
+                                           bool host_addressable, const sched::CostModel& cost, int cls) {
+  sched::PlannerInput in;
+  const bool host_sites = eo.host_policy != sched::HostPolicy::kNever;
+  for (size_t i = 0; i < fp.layers.size(); ++i) {
+    const sched::LayerSpec& l = fp.layers[i];
+    in.bytes.push_back(l.bytes);
+    in.spans.push_back(sched::slot_span(l));
+    in.from_file.push_back(l.from_file());
+    in.pins.push_back(l.pin);
+    const bool host_ok = host_sites && static_cast<int>(i) != fp.head_layer;
+    in.host_ok.push_back(host_ok);
+    uint64_t split = 0;
+    for (const auto& m : fp.matmuls[i]) split += m.bytes;
+    in.split_bytes.push_back(host_ok ? split : 0);
+  }
+  in.host_policy = eo.host_policy;
+  const uint64_t reserve = sched::round_up(eo.reserved_vram, sched::kSlotAlignment);
+  in.vram_budget = eo.vram_budget > reserve ? eo.vram_budget - reserve : 0;
+  in.ram_budget = eo.ram_budget;
+  in.staging_bytes = 0;
+  in.cost = &cost;
+  in.batch_class = cls;
+  in.disk_direct = host_addressable && !eo.force_staging;
+  in.chunk_bytes = in.disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
+  in.max_slots = eo.max_slots;
+  in.fixed_slots = eo.slots;
+  in.fixed_depth = eo.prefetch_depth;
+  in.serial = eo.serial;
+  return in;
+}
+
+// Seconds of a layer's matmuls for `tokens` tokens on a rate table.
+double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, const RateTable& r, int tokens,
+                     double decode_fallback_gbps) {
+  double s = 0;
+  for (const auto& m : mats) s += matmul_seconds(r, m.type, m.n_out, m.n_in, m.bytes, tokens, decode_fallback_gbps);
+  return s;
+}
+
+}  // namespace
+
+Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& file, const PredictOptions& o) {
+  if (o.work.tokens < 1) return Status::InvalidArgument("predict: tokens per pass must be >= 1");
+  const llama::RunnerOptions ro = workload_runner_options(o.runner, o.work);
+  BackendKind backend = box.backend == "cuda" ? BackendKind::kCuda : BackendKind::kHost;
+  auto fpr = llama::LlamaRunner::footprint(file, ro, backend);
+  if (!fpr.ok() && backend == BackendKind::kCuda) {
+    // Without CUDA here the host kernels size the scratch (a few MiB of the reserve).
+    LS_LOG_INFO("predict: sizing the reserve with the host kernels ({})", fpr.status().message());
+    fpr = llama::LlamaRunner::footprint(file, ro, BackendKind::kHost);
+  }
+  if (!fpr.ok()) return fpr.status();
+  const llama::RunnerFootprint& fp = *fpr;
+  const int n = static_cast<int>(fp.layers.size());
+
+  BoxPrediction out;
+  out.box_source = box.source;
+  out.box_backend = box.backend;
+  out.box_device = box.device_name;
+  out.link_gbps = o.link_gbps > 0 ? o.link_gbps : box.link_gbps;
+  out.disk_gbps = box.disk_gbps;
+  out.ram_read_gbps = box.ram_read_gbps;
+  out.host_threads = box.host_threads;
+  out.host_figures = box.has_host();
+  out.model = file.path();
+  out.layers = n;
+  for (const auto& l : fp.layers) {
+    out.weight_bytes += l.bytes;
+    out.layer_names.push_back(l.name);
+    out.layer_bytes.push_back(l.bytes);
+  }
+  out.reserve_bytes = fp.reserve.total();
+  out.vram_budget = ro.vram_budget;
+  out.ram_budget = ro.ram_budget;
+  const bool decode = o.work.mode == BenchMode::kDecode;
+  out.mode = decode ? "decode" : "prefill";
+  out.tokens_per_pass = o.work.tokens;
+
+  // The cost model of this pass size, from the profile.
+  const int tokens = o.work.tokens;
+  const int cls = sched::batch_class(tokens);
+  sched::CostModel cost(n);
+  const RateTable& dev_rates = box.device_rates();
+  int64_t hidden = 0;
+  double sum_dev = 0, sum_host = 0;
+  for (int i = 0; i < n; ++i) {
+    // A prefill pass computes logits for the last token of its sequence only.
+    const int t = i == fp.head_layer && !decode ? 1 : tokens;
+    const double dev_s = layer_seconds(fp.matmuls[i], dev_rates, t, 0);
+    cost.record_compute(i, cls, dev_s);
+    if (box.has_host()) {
+      const double host_s = layer_seconds(fp.matmuls[i], box.host, t, box.ram_read_gbps);
+      cost.record_host_compute(i, cls, host_s);
+      if (i != fp.head_layer) sum_dev += dev_s, sum_host += host_s;
+    }
+    if (hidden == 0 && !fp.matmuls[i].empty()) hidden = fp.matmuls[i].front().n_in;
+  }
+  out.host_factor = sum_dev > 0 ? sum_host / sum_dev : 0;
+  cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores (as the executor says)
+  cost.set_link_bw(out.link_gbps * 1e9);
+  cost.set_disk_bw(box.disk_gbps * 1e9);
+  if (out.link_gbps > 0)
+    cost.set_crossing_s(cls, static_cast<double>(tokens) * hidden * 4 / (out.link_gbps * 1e9) +
+                                 (backend == BackendKind::kCuda ? 10e-6 : 0));
+
+  DeviceInfo info;
+  info.backend = backend;
+  info.host_addressable = backend == BackendKind::kHost;
+  for (const std::string& name : o.strategies) {
+    LS_ASSIGN_OR_RETURN(llama::Strategy strategy, llama::parse_strategy(name));
+    StrategyPrediction sp;
+    sp.name = name;
+    llama::RunnerOptions so = ro;
+    so.strategy = strategy;
+    // A profile with host figures makes host costs known, as measuring them would.
+    if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host())
+      so.host_compute_factor = 1;
+    if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
+      sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
+                 "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
+      out.strategies.push_back(std::move(sp));
+      continue;
+    }
+    llama::RunnerFootprint lf = fp;
+    if (strategy == llama::Strategy::kResident)
+      for (auto& l : lf.layers) l.pin = sched::Tier::kResident;
+    auto eo = llama::executor_options_for(so, lf.layers, info, fp.reserve.total());
+    Result<sched::Plan> plan = eo.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(eo.status());
+    if (eo.ok()) {
+      sched::CostModel c = cost;
+      c.set_host_factor(eo->host_compute_factor);
+      sched::PlannerInput in = executor_planner_input(lf, *eo, info.host_addressable, c, cls);
+      if (eo->plan) {
+        sched::Plan p = *eo->plan;
+        p.batch_class = cls;
+        sched::evaluate_plan(in, p);
+        plan = p;
+      } else {
+        plan = sched::make_plan(in);
+      }
+    }
+    if (!plan.ok()) {
+      sp.error = plan.status().message();
+    } else {
+      sp.plan = *plan;
+      sp.pass_s = plan->predicted_pass_s;
+      sp.lower_bound_s = plan->lower_bound_s;
+      sp.tokens_per_s = sp.pass_s > 0 ? tokens / sp.pass_s : 0;
+      sp.host = plan->count_site(sched::Site::kHost);
+      sp.split = plan->count_site(sched::Site::kSplit);
+      for (int i = 0; i < n; ++i) {
+        if (plan->site(i) != sched::Site::kDevice) continue;
+        if (plan->tiers[i] == sched::Tier::kResident) ++sp.resident;
+        else ++sp.streamed;
+      }
+      sp.sites = sched::site_map(*plan);
+    }
+    out.strategies.push_back(std::move(sp));
+  }
+  return out;
+}
+
+std::string format_prediction(const BoxPrediction& p, const std::map<std::string, double>& measured) {
+  std::string o;
+  o += fmt::format("prediction from {} ({} backend: {}; link {:.2f} GB/s, disk {:.2f} GB/s", p.box_source,
+                   p.box_backend, p.box_device, p.link_gbps, p.disk_gbps);
+  if (p.host_figures)
+    o += fmt::format(", host {} threads, RAM read {:.2f} GB/s; host/device compute {:.2f}x)\n", p.host_threads,
+                     p.ram_read_gbps, p.host_factor);
+  else
+    o += ", no host figures: the host site is never chosen)\n";
+  o += fmt::format("model {}: {} layers, {} of weights; VRAM budget {} (reserve {}), RAM budget {}; {}, {} token(s) "
+                   "per pass\n",
+                   p.model, p.layers, format_bytes(p.weight_bytes), format_bytes(p.vram_budget),
+                   format_bytes(p.reserve_bytes), format_bytes(p.ram_budget), p.mode, p.tokens_per_pass);
+  const bool m = !measured.empty();
+  o += fmt::format("  {:<9} {:>12} {:>10} {:>11} {:>9} {:>9} {:>5} {:>6} {:>6}{}\n", "strategy", "predicted ms",
+                   "tok/s", "bound ms", "resident", "streamed", "host", "split", "slots",
+                   m ? "  measured ms  pred/meas" : "");
+  for (const StrategyPrediction& s : p.strategies) {
+    if (!s.error.empty()) {
+      o += fmt::format("  {:<9} does not run: {}\n", s.name, s.error);
+      continue;
+    }
+    std::string meas;
+    if (m) {
+      auto it = measured.find(s.name);
+      if (it != measured.end() && it->second > 0)
+        meas = fmt::format("  {:>11.2f}  {:>9.2f}", it->second * 1e3, s.pass_s / it->second);
+      else
+        meas = fmt::format("  {:>11}  {:>9}", "-", "-");
+    }
+    o += fmt::format("  {:<9} {:>12.2f} {:>10.2f} {:>11.2f} {:>9} {:>9} {:>5} {:>6} {:>6}{}\n", s.name, s.pass_s * 1e3,
+                     s.tokens_per_s, s.lower_bound_s * 1e3, s.resident, s.streamed, s.host, s.split, s.plan.slots, meas);
+  }
+  o += "  sites per layer (R resident, S streamed to the device, H on the host, X split by rows):\n";
+  for (const StrategyPrediction& s : p.strategies)
+    if (s.error.empty()) o += fmt::format("  {:<9} {}\n", s.name, s.sites);
+  return o;
+}
+
+nlohmann::json to_json(const BoxPrediction& p, const std::map<std::string, double>& measured) {
+  using nlohmann::json;
+  json strategies = json::array();
+  for (const StrategyPrediction& s : p.strategies) {
+    json j = {{"name", s.name}};
+    if (!s.error.empty()) {
+      j["error"] = s.error;
+    } else {
+      j.update({{"predicted_pass_s", s.pass_s},
+                {"lower_bound_s", s.lower_bound_s},
+                {"tokens_per_s", s.tokens_per_s},
+                {"resident", s.resident},
+                {"streamed", s.streamed},
+                {"host", s.host},
+                {"split", s.split},
+                {"slots", s.plan.slots},
+                {"prefetch_depth", s.plan.prefetch_depth},
+                {"sites", s.sites}});
+      auto it = measured.find(s.name);
+      if (it != measured.end()) j["measured_median_s"] = it->second;
+    }
+    strategies.push_back(std::move(j));
+  }
+  return {{"box",
+           {{"source", p.box_source},
+            {"backend", p.box_backend},
+            {"device", p.box_device},
+            {"link_gbps", p.link_gbps},
+            {"disk_gbps", p.disk_gbps},
+            {"ram_read_gbps", p.ram_read_gbps},
+            {"host_threads", p.host_threads},
+            {"host_figures", p.host_figures},
+            {"host_factor", p.host_factor}}},
+          {"model",
+           {{"source", p.model}, {"layers", p.layers}, {"weight_bytes", p.weight_bytes}, {"layer_names", p.layer_names}}},
+          {"budgets", {{"vram_bytes", p.vram_budget}, {"ram_bytes", p.ram_budget}, {"reserve_bytes", p.reserve_bytes}}},
+          {"workload", {{"mode", p.mode}, {"tokens_per_pass", p.tokens_per_pass}}},
+          {"strategies", strategies}};
+}
+
+}  // namespace layerstream::bench
