@@ -8,6 +8,7 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_kquant_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qgemm_amx.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx512.cpp

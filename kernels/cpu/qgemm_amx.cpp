@@ -1,0 +1,258 @@
+// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0 and Q4_1 weights.
+//
+// One tile multiply (TDPBSSD) is 16 tokens x 16 weight rows x one 32-element
+// block: C[m][n] = sum_j a[m][j] * b[n][j] in int32, where a is the tokens'
+// quantised activations (QBlock.qs, read in place: tile rows are tokens, the
+// row stride is one token's blocks) and b the weight rows' codes as signed
+// bytes. The per-block scales are applied outside the tiles, in AVX-512:
+//   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0, Q4_0: codes - 8)
+//            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1: codes 0..15, offset m)
+// so the numbers are those of the VNNI kernels (exact integer block sums, f32
+// accumulation of the block terms, in the same block order).
+//
+// Weights are repacked per call, 16 rows (a panel) at a time, into the tile
+// layout B (8 rows of 64 bytes: byte 4n + j % 4 of row j / 4 is row n's code
+// j) with their scales beside: a panel's repack is reused by every token of
+// the call, so it costs 1/n_tokens of the multiply. Up to 4 panels (64 rows)
+// are repacked together, then the tokens go by 16 at a time over them (the
+// 16 tokens' activations stay in L1 across the 4 panels). Tokens left over
+// (n_tok % 16) take the AVX-512 VNNI kernel.
+//
+// Run time: needs AMX-TILE, AMX-INT8 and AVX-512 VNNI in CPUID, the tile
+// state enabled in XCR0, and Linux's per-process permission for it
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), asked once; without
+// any of these supported() is false and callers take the VNNI kernels.
+// Each call loads the tile configuration and releases the tiles on return, so
+// a thread holds no tile state between calls.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/qdot.h"
+#include "kernels/math/fp16.h"
+#include "kernels/math/quant_blocks.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#if !defined(__clang__)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
+// source and then warn that it is uninitialised (a false positive).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define LS_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+namespace layerstream::kernels::cpu::amx {
+namespace {
+
+using math::kQK;
+constexpr int kTok = 16;       // tokens per A tile (C rows)
+constexpr int kPanel = 16;     // weight rows per B tile (C columns)
+constexpr int kPanels = 4;     // panels repacked together
+constexpr int kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+
+// Block k of a 16-row panel: the B tile, then the rows' scales and offsets.
+struct alignas(64) PanelBlock {
+  int8_t b[8 * 64];
+  float d[kPanel];
+  float m[kPanel];  // Q4_1 only
+};
+
+// The tile configuration (ldtilecfg's 64-byte layout).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles 0, 1: C (int32, 16 x 16); 2, 3: A (16 tokens x 32 bytes); 4, 5: B
+// (8 x 64 bytes). Two of each: block k uses (0, 2, 4) or (1, 3, 5) by parity,
+// so block k + 1's multiply runs while block k's result is scaled.
+TileConfig make_config() {
+  TileConfig c;
+  for (int t : {0, 1}) c.rows[t] = kTok, c.colsb[t] = kPanel * 4;
+  for (int t : {2, 3}) c.rows[t] = kTok, c.colsb[t] = kQK;
+  for (int t : {4, 5}) c.rows[t] = kQK / 4, c.colsb[t] = kPanel * 4;
+  return c;
+}
+
+// Row codes of one block as 32 signed bytes, and its scale/offset.
+template <class Block>
+struct Codes;
+template <>
+struct Codes<math::BlockQ8_0> {
+  static constexpr bool kOffset = false;
+  LS_AMX static __m256i get(const math::BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+  static float m(const math::BlockQ8_0&) { return 0.0f; }
+};
+LS_AMX inline __m256i nibbles(const uint8_t* qs) {  // elements 0..15 low nibbles, 16..31 high
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+template <>
+struct Codes<math::BlockQ4_0> {
+  static constexpr bool kOffset = false;
+  LS_AMX static __m256i get(const math::BlockQ4_0& b) { return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8)); }
+  static float m(const math::BlockQ4_0&) { return 0.0f; }
+};
+template <>
+struct Codes<math::BlockQ4_1> {
+  static constexpr bool kOffset = true;
+  LS_AMX static __m256i get(const math::BlockQ4_1& b) { return nibbles(b.qs); }
+  static float m(const math::BlockQ4_1& b) { return math::f16_to_f32(b.m); }
+};
+
+// Rows [0, n_rows) (n_rows <= 16) of a panel into out[0 .. nb); missing rows
+// are zero (their results are not stored).
+template <class Block>
+LS_AMX void repack(const uint8_t* rows, uint64_t row_bytes, int n_rows, int64_t nb, PanelBlock* out) {
+  alignas(64) int32_t t[kPanel][8];  // row n's 32 codes as 8 groups of 4
+  const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  for (int64_t k = 0; k < nb; ++k) {
+    PanelBlock& pb = out[k];
+    for (int n = 0; n < kPanel; ++n) {
+      if (n < n_rows) {
+        const Block& b = reinterpret_cast<const Block*>(rows + n * row_bytes)[k];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), Codes<Block>::get(b));
+        pb.d[n] = math::f16_to_f32(b.d);
+        pb.m[n] = Codes<Block>::m(b);
+      } else {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), _mm256_setzero_si256());
+        pb.d[n] = pb.m[n] = 0.0f;
+      }
+    }
+    // B row g = group g of rows 0..15: a 16 x 8 transpose of 4-byte groups.
+    for (int g = 0; g < 8; ++g)
+      _mm512_store_si512(pb.b + g * 64, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(g)), &t[0][0], 4));
+  }
+}
+
+// Scales block k's C tile (in c) into the 16 tokens' accumulators.
+template <bool kOffset>
+LS_AMX inline void scale_into(const int32_t* c, const PanelBlock& pb, const QBlock* a, int64_t nb, __m512 (&acc)[kTok]) {
+  const __m512 dw = _mm512_load_ps(pb.d);
+  const __m512 mw = kOffset ? _mm512_load_ps(pb.m) : _mm512_setzero_ps();
+  for (int m = 0; m < kTok; ++m) {
+    const QBlock& q = a[m * nb];
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(c + m * kPanel));
+    acc[m] = _mm512_fmadd_ps(v, _mm512_mul_ps(dw, _mm512_set1_ps(q.d)), acc[m]);
+    if (kOffset) acc[m] = _mm512_fmadd_ps(mw, _mm512_set1_ps(q.d * static_cast<float>(q.sum)), acc[m]);
+  }
+}
+
+// 16 tokens (xq, each nb blocks) x one panel; results for n_rows <= 16 rows
+// into y[m * ldy + n].
+template <bool kOffset>
+LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, int64_t nb, int n_rows, float* y, int64_t ldy) {
+  alignas(64) int32_t c[2][kTok * kPanel];
+  __m512 acc[kTok];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  const auto* a = reinterpret_cast<const uint8_t*>(xq) + offsetof(QBlock, qs);
+  const int64_t stride = nb * static_cast<int64_t>(sizeof(QBlock));
+  const auto a_at = [&](int64_t k) { return a + k * sizeof(QBlock); };
+  // Block k's multiply into C (k & 1); then block k - 1's result is scaled.
+  _tile_zero(0);
+  _tile_loadd(2, a_at(0), stride);
+  _tile_loadd(4, panel[0].b, 64);
+  _tile_dpbssd(0, 2, 4);
+  int64_t k = 0;
+  for (;;) {
+    // C0 holds block k (even).
+    if (k + 1 < nb) {
+      _tile_zero(1);
+      _tile_loadd(3, a_at(k + 1), stride);
+      _tile_loadd(5, panel[k + 1].b, 64);
+      _tile_dpbssd(1, 3, 5);
+    }
+    _tile_stored(0, c[0], kPanel * 4);
+    scale_into<kOffset>(c[0], panel[k], xq + k, nb, acc);
+    if (++k == nb) break;
+    // C1 holds block k (odd).
+    if (k + 1 < nb) {
+      _tile_zero(0);
+      _tile_loadd(2, a_at(k + 1), stride);
+      _tile_loadd(4, panel[k + 1].b, 64);
+      _tile_dpbssd(0, 2, 4);
+    }
+    _tile_stored(1, c[1], kPanel * 4);
+    scale_into<kOffset>(c[1], panel[k], xq + k, nb, acc);
+    if (++k == nb) break;
+  }
+  const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
+  for (int m = 0; m < kTok; ++m) _mm512_mask_storeu_ps(y + m * ldy, keep, acc[m]);
+}
+
+template <class Block, GgmlType kType>
+LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n,
+                 float* y, int64_t ldy) {
+  const int64_t nb = n / kQK;
+  thread_local std::vector<PanelBlock> buf;  // kPanels panels of nb blocks
+  if (buf.size() < static_cast<size_t>(kPanels * nb)) buf.resize(kPanels * nb);
+  static const TileConfig config = make_config();
+  const auto* base = static_cast<const uint8_t*>(rows);
+  const int64_t tok16 = n_tok / kTok * kTok;
+  _tile_loadconfig(&config);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kPanels * kPanel) {
+    const int64_t group = std::min<int64_t>(kPanels * kPanel, n_rows - r0);
+    const int panels = static_cast<int>((group + kPanel - 1) / kPanel);
+    for (int p = 0; p < panels; ++p) {
+      const int pr = static_cast<int>(std::min<int64_t>(kPanel, group - p * kPanel));
+      repack<Block>(base + (r0 + p * kPanel) * row_bytes, row_bytes, pr, nb, buf.data() + p * nb);
+    }
+    for (int64_t t = 0; t < tok16; t += kTok)
+      for (int p = 0; p < panels; ++p) {
+        const int pr = static_cast<int>(std::min<int64_t>(kPanel, group - p * kPanel));
+        tile_16x16<Codes<Block>::kOffset>(buf.data() + p * nb, xq + t * nb, nb, pr, y + t * ldy + r0 + p * kPanel, ldy);
+      }
+  }
+  _tile_release();
+  if (tok16 < n_tok)
+    avx512::quant_kernels(kType).gemm(rows, row_bytes, n_rows, xq + tok16 * nb, n_tok - tok16, n, y + tok16 * ldy, ldy);
+}
+
+}  // namespace
+
+bool supported() {
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 25 AMX-INT8.
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) || !(edx & (1u << 25))) return false;
+    if (!avx512::vnni_supported()) return false;  // the scaling is AVX-512 (and implies OSXSAVE)
+    // XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS manages tile state.
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    // Linux hands out the tile data state per process on request (5.16+).
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return yes;
+}
+
+QGemmFn gemm_fn(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return gemm<math::BlockQ8_0, GgmlType::Q8_0>;
+    case GgmlType::Q4_0: return gemm<math::BlockQ4_0, GgmlType::Q4_0>;
+    case GgmlType::Q4_1: return gemm<math::BlockQ4_1, GgmlType::Q4_1>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace layerstream::kernels::cpu::amx
+
+#else  // not x86-64 Linux GCC/Clang
+
+namespace layerstream::kernels::cpu::amx {
+bool supported() { return false; }
+QGemmFn gemm_fn(GgmlType) { return nullptr; }
+}  // namespace layerstream::kernels::cpu::amx
+
+#endif
