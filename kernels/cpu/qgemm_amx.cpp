@@ -1,12 +1,14 @@
-// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0 and Q4_1 weights.
+// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0, Q4_1, Q5_0 and Q4_K weights.
 //
 // One tile multiply (TDPBSSD) is 16 tokens x 16 weight rows x one 32-element
 // block: C[m][n] = sum_j a[m][j] * b[n][j] in int32, where a is the tokens'
 // quantised activations (QBlock.qs, read in place: tile rows are tokens, the
 // row stride is one token's blocks) and b the weight rows' codes as signed
 // bytes. The per-block scales are applied outside the tiles, in AVX-512:
-//   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0, Q4_0: codes - 8)
-//            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1: codes 0..15, offset m)
+//   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0, Q4_0: codes - 8, Q5_0: - 16)
+//            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1, Q4_K: codes 0..15, offset m)
+// (a Q4_K super-block is 8 such 32-element blocks, each its own scale and
+// offset; Q6_K's 16-element scales do not fit a 32-deep tile and stay VNNI).
 // so the numbers are those of the VNNI kernels (exact integer block sums, f32
 // accumulation of the block terms, in the same block order).
 //
@@ -31,6 +33,7 @@
 
 #include "kernels/cpu/qdot.h"
 #include "kernels/math/fp16.h"
+#include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
@@ -84,47 +87,88 @@ TileConfig make_config() {
   return c;
 }
 
-// Row codes of one block as 32 signed bytes, and its scale/offset.
+// Sub-block s (32 elements) of a weight block as 32 signed codes, with its
+// scale d and offset m (element = d * code + m). kPer: sub-blocks per block.
 template <class Block>
 struct Codes;
-template <>
-struct Codes<math::BlockQ8_0> {
-  static constexpr bool kOffset = false;
-  LS_AMX static __m256i get(const math::BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-  static float m(const math::BlockQ8_0&) { return 0.0f; }
-};
 LS_AMX inline __m256i nibbles(const uint8_t* qs) {  // elements 0..15 low nibbles, 16..31 high
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 template <>
+struct Codes<math::BlockQ8_0> {
+  static constexpr bool kOffset = false;
+  static constexpr int kPer = 1;
+  LS_AMX static __m256i get(const math::BlockQ8_0& b, int, float* d, float* m) {
+    *d = math::f16_to_f32(b.d);
+    *m = 0.0f;
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  }
+};
+template <>
 struct Codes<math::BlockQ4_0> {
   static constexpr bool kOffset = false;
-  LS_AMX static __m256i get(const math::BlockQ4_0& b) { return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8)); }
-  static float m(const math::BlockQ4_0&) { return 0.0f; }
+  static constexpr int kPer = 1;
+  LS_AMX static __m256i get(const math::BlockQ4_0& b, int, float* d, float* m) {
+    *d = math::f16_to_f32(b.d);
+    *m = 0.0f;
+    return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
+  }
 };
 template <>
 struct Codes<math::BlockQ4_1> {
   static constexpr bool kOffset = true;
-  LS_AMX static __m256i get(const math::BlockQ4_1& b) { return nibbles(b.qs); }
-  static float m(const math::BlockQ4_1& b) { return math::f16_to_f32(b.m); }
+  static constexpr int kPer = 1;
+  LS_AMX static __m256i get(const math::BlockQ4_1& b, int, float* d, float* m) {
+    *d = math::f16_to_f32(b.d);
+    *m = math::f16_to_f32(b.m);
+    return nibbles(b.qs);
+  }
+};
+// Q5_0: nibble | (bit j of qh) << 4, minus 16.
+template <>
+struct Codes<math::BlockQ5_0> {
+  static constexpr bool kOffset = false;
+  static constexpr int kPer = 1;
+  LS_AMX static __m256i get(const math::BlockQ5_0& b, int, float* d, float* m) {
+    *d = math::f16_to_f32(b.d);
+    *m = 0.0f;
+    uint32_t h;
+    std::memcpy(&h, b.qh, 4);
+    const __m256i hi = _mm256_and_si256(_mm256_movm_epi8(h), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), hi), _mm256_set1_epi8(16));
+  }
+};
+// Q4_K: sub-block s is the low (s even) or high (s odd) nibbles of
+// qs[32 (s / 2) ..], scale d * sc(s), offset -dmin * min(s).
+template <>
+struct Codes<math::BlockQ4_K> {
+  static constexpr bool kOffset = true;
+  static constexpr int kPer = 8;
+  LS_AMX static __m256i get(const math::BlockQ4_K& b, int s, float* d, float* m) {
+    int sc = 0, mn = 0;
+    math::k4_scale_min(b.scales, s, &sc, &mn);
+    *d = math::f16_to_f32(b.d) * static_cast<float>(sc);
+    *m = -(math::f16_to_f32(b.dmin) * static_cast<float>(mn));
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
+    return _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (s % 2)), _mm256_set1_epi8(0x0F));
+  }
 };
 
-// Rows [0, n_rows) (n_rows <= 16) of a panel into out[0 .. nb); missing rows
-// are zero (their results are not stored).
+// Rows [0, n_rows) (n_rows <= 16) of a panel into out[0 .. nb) (nb 32-element
+// blocks); missing rows are zero (their results are not stored).
 template <class Block>
 LS_AMX void repack(const uint8_t* rows, uint64_t row_bytes, int n_rows, int64_t nb, PanelBlock* out) {
+  using C = Codes<Block>;
   alignas(64) int32_t t[kPanel][8];  // row n's 32 codes as 8 groups of 4
   const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
   for (int64_t k = 0; k < nb; ++k) {
     PanelBlock& pb = out[k];
     for (int n = 0; n < kPanel; ++n) {
       if (n < n_rows) {
-        const Block& b = reinterpret_cast<const Block*>(rows + n * row_bytes)[k];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), Codes<Block>::get(b));
-        pb.d[n] = math::f16_to_f32(b.d);
-        pb.m[n] = Codes<Block>::m(b);
+        const Block& b = reinterpret_cast<const Block*>(rows + n * row_bytes)[k / C::kPer];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), C::get(b, static_cast<int>(k % C::kPer), &pb.d[n], &pb.m[n]));
       } else {
         _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), _mm256_setzero_si256());
         pb.d[n] = pb.m[n] = 0.0f;
@@ -242,6 +286,8 @@ QGemmFn gemm_fn(GgmlType type) {
     case GgmlType::Q8_0: return gemm<math::BlockQ8_0, GgmlType::Q8_0>;
     case GgmlType::Q4_0: return gemm<math::BlockQ4_0, GgmlType::Q4_0>;
     case GgmlType::Q4_1: return gemm<math::BlockQ4_1, GgmlType::Q4_1>;
+    case GgmlType::Q5_0: return gemm<math::BlockQ5_0, GgmlType::Q5_0>;
+    case GgmlType::Q4_K: return gemm<math::BlockQ4_K, GgmlType::Q4_K>;
     default: return nullptr;
   }
 }
