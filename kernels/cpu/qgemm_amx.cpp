@@ -91,6 +91,7 @@ TileConfig make_config() {
 // scale d and offset m (element = d * code + m). kPer: sub-blocks per block.
 template <class Block>
 struct Codes;
+LS_AMX inline float f16(uint16_t h) { return _cvtsh_ss(h); }  // F16C: exact, as math::f16_to_f32
 LS_AMX inline __m256i nibbles(const uint8_t* qs) {  // elements 0..15 low nibbles, 16..31 high
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
@@ -101,7 +102,7 @@ struct Codes<math::BlockQ8_0> {
   static constexpr bool kOffset = false;
   static constexpr int kPer = 1;
   LS_AMX static __m256i get(const math::BlockQ8_0& b, int, float* d, float* m) {
-    *d = math::f16_to_f32(b.d);
+    *d = f16(b.d);
     *m = 0.0f;
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
   }
@@ -111,7 +112,7 @@ struct Codes<math::BlockQ4_0> {
   static constexpr bool kOffset = false;
   static constexpr int kPer = 1;
   LS_AMX static __m256i get(const math::BlockQ4_0& b, int, float* d, float* m) {
-    *d = math::f16_to_f32(b.d);
+    *d = f16(b.d);
     *m = 0.0f;
     return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
   }
@@ -121,8 +122,8 @@ struct Codes<math::BlockQ4_1> {
   static constexpr bool kOffset = true;
   static constexpr int kPer = 1;
   LS_AMX static __m256i get(const math::BlockQ4_1& b, int, float* d, float* m) {
-    *d = math::f16_to_f32(b.d);
-    *m = math::f16_to_f32(b.m);
+    *d = f16(b.d);
+    *m = f16(b.m);
     return nibbles(b.qs);
   }
 };
@@ -132,7 +133,7 @@ struct Codes<math::BlockQ5_0> {
   static constexpr bool kOffset = false;
   static constexpr int kPer = 1;
   LS_AMX static __m256i get(const math::BlockQ5_0& b, int, float* d, float* m) {
-    *d = math::f16_to_f32(b.d);
+    *d = f16(b.d);
     *m = 0.0f;
     uint32_t h;
     std::memcpy(&h, b.qh, 4);
@@ -149,12 +150,49 @@ struct Codes<math::BlockQ4_K> {
   LS_AMX static __m256i get(const math::BlockQ4_K& b, int s, float* d, float* m) {
     int sc = 0, mn = 0;
     math::k4_scale_min(b.scales, s, &sc, &mn);
-    *d = math::f16_to_f32(b.d) * static_cast<float>(sc);
-    *m = -(math::f16_to_f32(b.dmin) * static_cast<float>(mn));
+    *d = f16(b.d) * static_cast<float>(sc);
+    *m = -(f16(b.dmin) * static_cast<float>(mn));
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
     return _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (s % 2)), _mm256_set1_epi8(0x0F));
   }
 };
+
+// Index vectors of the transpose below (permutex2var: 0-15 first source,
+// 16-31 second).
+struct TransposeIdx {
+  alignas(64) int32_t s1[2][16], s2[2][16], s3[2][16];
+  TransposeIdx() {
+    for (int h = 0; h < 2; ++h)
+      for (int g = 0; g < 4; ++g)
+        for (int j = 0; j < 4; ++j) s1[h][4 * g + j] = (j < 2 ? j * 8 : 16 + (j - 2) * 8) + g + 4 * h;
+    for (int a = 0; a < 2; ++a)
+      for (int gg = 0; gg < 2; ++gg)
+        for (int n = 0; n < 8; ++n) s2[a][8 * gg + n] = (n < 4 ? 0 : 16 - 4) + 4 * (2 * a + gg) + n;
+    for (int gg = 0; gg < 2; ++gg)
+      for (int n = 0; n < 16; ++n) s3[gg][n] = (n < 8 ? 0 : 16 - 8) + 8 * gg + n;
+  }
+};
+
+// out[g][n] = m[n][g] for a 16 x 8 matrix of 4-byte groups m (row n: row n's
+// 32 codes): three rounds of two-source permutes (4-row, 8-row, 16-row
+// groups), 24 in all, instead of 8 gathers.
+LS_AMX inline void transpose_16x8(const int32_t* m, int8_t* out) {
+  static const TransposeIdx ix;
+  __m512i z[8], u[4][2];
+  for (int i = 0; i < 8; ++i) z[i] = _mm512_load_si512(m + 16 * i);
+  const __m512i s1[2] = {_mm512_load_si512(ix.s1[0]), _mm512_load_si512(ix.s1[1])};
+  const __m512i s2[2] = {_mm512_load_si512(ix.s2[0]), _mm512_load_si512(ix.s2[1])};
+  const __m512i s3[2] = {_mm512_load_si512(ix.s3[0]), _mm512_load_si512(ix.s3[1])};
+  for (int i = 0; i < 4; ++i)
+    for (int h = 0; h < 2; ++h) u[i][h] = _mm512_permutex2var_epi32(z[2 * i], s1[h], z[2 * i + 1]);
+  for (int h = 0; h < 2; ++h)
+    for (int a = 0; a < 2; ++a) {
+      const __m512i v = _mm512_permutex2var_epi32(u[0][h], s2[a], u[1][h]);
+      const __m512i w = _mm512_permutex2var_epi32(u[2][h], s2[a], u[3][h]);
+      for (int gg = 0; gg < 2; ++gg)
+        _mm512_store_si512(out + 64 * (4 * h + 2 * a + gg), _mm512_permutex2var_epi32(v, s3[gg], w));
+    }
+}
 
 // Rows [0, n_rows) (n_rows <= 16) of a panel into out[0 .. nb) (nb 32-element
 // blocks); missing rows are zero (their results are not stored).
@@ -162,21 +200,15 @@ template <class Block>
 LS_AMX void repack(const uint8_t* rows, uint64_t row_bytes, int n_rows, int64_t nb, PanelBlock* out) {
   using C = Codes<Block>;
   alignas(64) int32_t t[kPanel][8];  // row n's 32 codes as 8 groups of 4
-  const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  if (n_rows < kPanel) std::memset(t, 0, sizeof t);
   for (int64_t k = 0; k < nb; ++k) {
     PanelBlock& pb = out[k];
-    for (int n = 0; n < kPanel; ++n) {
-      if (n < n_rows) {
-        const Block& b = reinterpret_cast<const Block*>(rows + n * row_bytes)[k / C::kPer];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), C::get(b, static_cast<int>(k % C::kPer), &pb.d[n], &pb.m[n]));
-      } else {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), _mm256_setzero_si256());
-        pb.d[n] = pb.m[n] = 0.0f;
-      }
+    for (int n = 0; n < n_rows; ++n) {
+      const Block& b = reinterpret_cast<const Block*>(rows + n * row_bytes)[k / C::kPer];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t[n]), C::get(b, static_cast<int>(k % C::kPer), &pb.d[n], &pb.m[n]));
     }
-    // B row g = group g of rows 0..15: a 16 x 8 transpose of 4-byte groups.
-    for (int g = 0; g < 8; ++g)
-      _mm512_store_si512(pb.b + g * 64, _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(g)), &t[0][0], 4));
+    for (int n = n_rows; n < kPanel; ++n) pb.d[n] = pb.m[n] = 0.0f;
+    transpose_16x8(&t[0][0], pb.b);  // B row g = group g of rows 0..15
   }
 }
 
