@@ -90,7 +90,8 @@ int register_all() {
   for (GgmlType t : {GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const Shape s = t == GgmlType::Q5_0 ? Shape{"2048x640", 2048, 640} : Shape{"640x2048", 640, 2048};
     for (int64_t tok : {1, 32, 512})
-      for (int isa : {-1, int(cpu::CpuIsa::kAvx512), int(cpu::CpuIsa::kAvx2)}) add(t, s, tok, isa);
+      for (int isa : {-1, int(cpu::CpuIsa::kAmx), int(cpu::CpuIsa::kAvx512), int(cpu::CpuIsa::kAvx2)})
+        if (isa != int(cpu::CpuIsa::kAmx) || tok > 1) add(t, s, tok, isa);
   }
   return 0;
 }
