@@ -12,7 +12,9 @@
 #   bench: tokens / median pass time, the pass timed by the executor's events
 #          (first layer's start to the head's end), --strategies resident.
 # Both decode one sequence from position ~0 to ~TOKENS (run: after a short
-# prompt), so attention covers the same context.
+# prompt), so attention covers the same context. Also printed: run's wall
+# time per decoded token over the mean pass time its own executor measured
+# in the same run (the per-token overhead of run; the load cancels there).
 #
 # Usage: bench/peer/run-vs-bench.sh [--rounds N] [--tokens N] [--threads T] [--exact] MODEL.gguf
 #   LAYERSTREAM=path/to/layerstream (default build/dev/bin/layerstream).
@@ -56,12 +58,17 @@ def run_json(cmd):
                      f"{(out.stderr.strip() or 'no message').splitlines()[-1]}")
         return json.load(open(f.name))
 
+overheads = []  # per run: wall time per decoded token / the executor's mean pass time - 1
+
 def run_side():
     # -n TOKENS + 1: the first generated token comes from the prefill, the
     # TOKENS after it from decode passes.
     j = run_json([ls, "run", model, "-p", "Once upon a time", "-n", str(int(tokens) + 1), "--ignore-eog",
                   "--strategy", "resident", "--temp", "0"] + common)
-    return float(j["decode_tokens_per_s"])
+    tps, pass_ms = float(j["decode_tokens_per_s"]), float(j["mean_decode_pass_ms"])
+    if tps > 0 and pass_ms > 0:
+        overheads.append(1000.0 / tps / pass_ms - 1)
+    return tps
 
 def bench_side():
     j = run_json([ls, "bench", model, "--strategies", "resident", "--mode", "decode", "--passes", tokens,
@@ -82,4 +89,10 @@ for i in range(rounds):
 mr, mb = statistics.median(r), statistics.median(b)
 print(f"{os.path.basename(model)} decode, {threads} threads, {tokens} tokens, medians of {rounds} interleaved rounds: "
       f"run {mr:.1f} tok/s, bench {mb:.1f} tok/s, run / bench = {mr / mb:.3f}")
+if overheads:
+    # Within one run, so the machine's load cancels: what run spends per token
+    # beyond the executor's pass (embedding, sampling, text, synchronisation).
+    print(f"run's per-token overhead over its own passes (median of {len(overheads)}): "
+          f"{100 * statistics.median(overheads):.1f}%  (per round: "
+          + ", ".join(f"{100 * o:.1f}%" for o in overheads) + ")")
 EOF
