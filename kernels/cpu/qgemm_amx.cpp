@@ -212,23 +212,26 @@ LS_AMX void repack(const uint8_t* rows, uint64_t row_bytes, int n_rows, int64_t 
   }
 }
 
-// Scales block k's C tile (in c) into the 16 tokens' accumulators.
+// Scales block k's C tile (in c) into the 16 tokens' accumulators; a: the
+// tokens' block k, ds (kOffset): their d * sum, precomputed per call.
 template <bool kOffset>
-LS_AMX inline void scale_into(const int32_t* c, const PanelBlock& pb, const QBlock* a, int64_t nb, __m512 (&acc)[kTok]) {
+LS_AMX inline void scale_into(const int32_t* c, const PanelBlock& pb, const QBlock* a, const float* ds, int64_t nb,
+                              __m512 (&acc)[kTok]) {
   const __m512 dw = _mm512_load_ps(pb.d);
   const __m512 mw = kOffset ? _mm512_load_ps(pb.m) : _mm512_setzero_ps();
   for (int m = 0; m < kTok; ++m) {
     const QBlock& q = a[m * nb];
     const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(c + m * kPanel));
     acc[m] = _mm512_fmadd_ps(v, _mm512_mul_ps(dw, _mm512_set1_ps(q.d)), acc[m]);
-    if (kOffset) acc[m] = _mm512_fmadd_ps(mw, _mm512_set1_ps(q.d * static_cast<float>(q.sum)), acc[m]);
+    if (kOffset) acc[m] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ds[m * nb]), acc[m]);
   }
 }
 
 // 16 tokens (xq, each nb blocks) x one panel; results for n_rows <= 16 rows
 // into y[m * ldy + n].
 template <bool kOffset>
-LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, int64_t nb, int n_rows, float* y, int64_t ldy) {
+LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* ds, int64_t nb, int n_rows, float* y,
+                       int64_t ldy) {
   alignas(64) int32_t c[2][kTok * kPanel];
   __m512 acc[kTok];
   for (auto& v : acc) v = _mm512_setzero_ps();
@@ -250,7 +253,7 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, int64_t nb, in
       _tile_dpbssd(1, 3, 5);
     }
     _tile_stored(0, c[0], kPanel * 4);
-    scale_into<kOffset>(c[0], panel[k], xq + k, nb, acc);
+    scale_into<kOffset>(c[0], panel[k], xq + k, ds + k, nb, acc);
     if (++k == nb) break;
     // C1 holds block k (odd).
     if (k + 1 < nb) {
@@ -260,7 +263,7 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, int64_t nb, in
       _tile_dpbssd(0, 2, 4);
     }
     _tile_stored(1, c[1], kPanel * 4);
-    scale_into<kOffset>(c[1], panel[k], xq + k, nb, acc);
+    scale_into<kOffset>(c[1], panel[k], xq + k, ds + k, nb, acc);
     if (++k == nb) break;
   }
   const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
@@ -276,6 +279,11 @@ LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBl
   static const TileConfig config = make_config();
   const auto* base = static_cast<const uint8_t*>(rows);
   const int64_t tok16 = n_tok / kTok * kTok;
+  thread_local std::vector<float> ds;  // offset types: d * sum per token block (the same f32 product as before)
+  if (Codes<Block>::kOffset) {
+    if (ds.size() < static_cast<size_t>(tok16 * nb)) ds.resize(tok16 * nb);
+    for (int64_t i = 0; i < tok16 * nb; ++i) ds[i] = xq[i].d * static_cast<float>(xq[i].sum);
+  }
   _tile_loadconfig(&config);
   for (int64_t r0 = 0; r0 < n_rows; r0 += kPanels * kPanel) {
     const int64_t group = std::min<int64_t>(kPanels * kPanel, n_rows - r0);
@@ -287,7 +295,8 @@ LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBl
     for (int64_t t = 0; t < tok16; t += kTok)
       for (int p = 0; p < panels; ++p) {
         const int pr = static_cast<int>(std::min<int64_t>(kPanel, group - p * kPanel));
-        tile_16x16<Codes<Block>::kOffset>(buf.data() + p * nb, xq + t * nb, nb, pr, y + t * ldy + r0 + p * kPanel, ldy);
+        tile_16x16<Codes<Block>::kOffset>(buf.data() + p * nb, xq + t * nb, ds.data() + t * nb, nb, pr,
+                                          y + t * ldy + r0 + p * kPanel, ldy);
       }
   }
   _tile_release();
