@@ -7,10 +7,10 @@
 // bytes. The per-block scales are applied outside the tiles, in AVX-512:
 //   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0, Q4_0: codes - 8, Q5_0: - 16)
 //            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1, Q4_K: codes 0..15, offset m)
-// (a Q4_K super-block is 8 such 32-element blocks, each its own scale and
-// offset; Q6_K's 16-element scales do not fit a 32-deep tile and stay VNNI).
-// so the numbers are those of the VNNI kernels (exact integer block sums, f32
-// accumulation of the block terms, in the same block order).
+// so the numbers are those of the VNNI kernels up to f32 rounding (exact
+// integer block sums, f32 accumulation of the block terms in block order).
+// A Q4_K super-block is 8 such 32-element blocks, each with its own scale and
+// offset; Q6_K's 16-element scales do not fit a 32-deep tile (it stays VNNI).
 //
 // Weights are repacked per call, 16 rows (a panel) at a time, into the tile
 // layout B (8 rows of 64 bytes: byte 4n + j % 4 of row j / 4 is row n's code
@@ -253,7 +253,7 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* d
       _tile_dpbssd(1, 3, 5);
     }
     _tile_stored(0, c[0], kPanel * 4);
-    scale_into<kOffset>(c[0], panel[k], xq + k, ds + k, nb, acc);
+    scale_into<kOffset>(c[0], panel[k], xq + k, kOffset ? ds + k : nullptr, nb, acc);
     if (++k == nb) break;
     // C1 holds block k (odd).
     if (k + 1 < nb) {
@@ -263,7 +263,7 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* d
       _tile_dpbssd(0, 2, 4);
     }
     _tile_stored(1, c[1], kPanel * 4);
-    scale_into<kOffset>(c[1], panel[k], xq + k, ds + k, nb, acc);
+    scale_into<kOffset>(c[1], panel[k], xq + k, kOffset ? ds + k : nullptr, nb, acc);
     if (++k == nb) break;
   }
   const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
@@ -279,7 +279,7 @@ LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBl
   static const TileConfig config = make_config();
   const auto* base = static_cast<const uint8_t*>(rows);
   const int64_t tok16 = n_tok / kTok * kTok;
-  thread_local std::vector<float> ds;  // offset types: d * sum per token block (the same f32 product as before)
+  thread_local std::vector<float> ds;  // offset types: d * sum of each token's blocks
   if (Codes<Block>::kOffset) {
     if (ds.size() < static_cast<size_t>(tok16 * nb)) ds.resize(tok16 * nb);
     for (int64_t i = 0; i < tok16 * nb; ++i) ds[i] = xq[i].d * static_cast<float>(xq[i].sum);
@@ -295,7 +295,8 @@ LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBl
     for (int64_t t = 0; t < tok16; t += kTok)
       for (int p = 0; p < panels; ++p) {
         const int pr = static_cast<int>(std::min<int64_t>(kPanel, group - p * kPanel));
-        tile_16x16<Codes<Block>::kOffset>(buf.data() + p * nb, xq + t * nb, ds.data() + t * nb, nb, pr,
+        tile_16x16<Codes<Block>::kOffset>(buf.data() + p * nb, xq + t * nb,
+                                          Codes<Block>::kOffset ? ds.data() + t * nb : nullptr, nb, pr,
                                           y + t * ldy + r0 + p * kPanel, ldy);
       }
   }
