@@ -5,7 +5,7 @@
 // quantised activations (QBlock.qs, read in place: tile rows are tokens, the
 // row stride is one token's blocks) and b the weight rows' codes as signed
 // bytes. The per-block scales are applied outside the tiles, in AVX-512:
-//   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0, Q4_0: codes - 8, Q5_0: - 16)
+//   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0; Q4_0, Q5_0: codes minus 8, 16)
 //            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1, Q4_K: codes 0..15, offset m)
 // so the numbers are those of the VNNI kernels up to f32 rounding (exact
 // integer block sums, f32 accumulation of the block terms in block order).
