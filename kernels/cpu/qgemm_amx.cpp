@@ -1,4 +1,4 @@
-// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0, Q4_1, Q5_0 and Q4_K weights.
+// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0, Q4_1, Q5_0, Q4_K and Q6_K weights.
 //
 // One tile multiply (TDPBSSD) is 16 tokens x 16 weight rows x one 32-element
 // block: C[m][n] = sum_j a[m][j] * b[n][j] in int32, where a is the tokens'
@@ -10,7 +10,8 @@
 // so the numbers are those of the VNNI kernels up to f32 rounding (exact
 // integer block sums, f32 accumulation of the block terms in block order).
 // A Q4_K super-block is 8 such 32-element blocks, each with its own scale and
-// offset; Q6_K's 16-element scales do not fit a 32-deep tile (it stays VNNI).
+// offset; a Q6_K 32-element block, with a scale per 16, is two tile
+// multiplies, each with half of the codes zero.
 //
 // Weights are repacked per call, 16 rows (a panel) at a time, into the tile
 // layout B (8 rows of 64 bytes: byte 4n + j % 4 of row j / 4 is row n's code
@@ -101,6 +102,7 @@ template <>
 struct Codes<math::BlockQ8_0> {
   static constexpr bool kOffset = false;
   static constexpr int kPer = 1;
+  static constexpr int kSplit = 1;
   LS_AMX static __m256i get(const math::BlockQ8_0& b, int, float* d, float* m) {
     *d = f16(b.d);
     *m = 0.0f;
@@ -111,6 +113,7 @@ template <>
 struct Codes<math::BlockQ4_0> {
   static constexpr bool kOffset = false;
   static constexpr int kPer = 1;
+  static constexpr int kSplit = 1;
   LS_AMX static __m256i get(const math::BlockQ4_0& b, int, float* d, float* m) {
     *d = f16(b.d);
     *m = 0.0f;
@@ -121,6 +124,7 @@ template <>
 struct Codes<math::BlockQ4_1> {
   static constexpr bool kOffset = true;
   static constexpr int kPer = 1;
+  static constexpr int kSplit = 1;
   LS_AMX static __m256i get(const math::BlockQ4_1& b, int, float* d, float* m) {
     *d = f16(b.d);
     *m = f16(b.m);
@@ -132,6 +136,7 @@ template <>
 struct Codes<math::BlockQ5_0> {
   static constexpr bool kOffset = false;
   static constexpr int kPer = 1;
+  static constexpr int kSplit = 1;
   LS_AMX static __m256i get(const math::BlockQ5_0& b, int, float* d, float* m) {
     *d = f16(b.d);
     *m = 0.0f;
@@ -147,6 +152,7 @@ template <>
 struct Codes<math::BlockQ4_K> {
   static constexpr bool kOffset = true;
   static constexpr int kPer = 8;
+  static constexpr int kSplit = 1;
   LS_AMX static __m256i get(const math::BlockQ4_K& b, int s, float* d, float* m) {
     int sc = 0, mn = 0;
     math::k4_scale_min(b.scales, s, &sc, &mn);
@@ -194,8 +200,31 @@ LS_AMX inline void transpose_16x8(const int32_t* m, int8_t* out) {
     }
 }
 
-// Rows [0, n_rows) (n_rows <= 16) of a panel into out[0 .. nb) (nb 32-element
-// blocks); missing rows are zero (their results are not stored).
+// Q6_K: 16-element scales. Each 32-element block j becomes two tile blocks
+// (kSplit): its first 16 codes with zeros after them (scale d * sc[2j]),
+// then zeros and its last 16 codes (d * sc[2j + 1]), both multiplied by the
+// same 32 activations. Codes: (ql nibble | 2 qh bits << 4) - 32.
+template <>
+struct Codes<math::BlockQ6_K> {
+  static constexpr bool kOffset = false;
+  static constexpr int kPer = 16;  // tile blocks per super-block
+  static constexpr int kSplit = 2;
+  LS_AMX static __m256i get(const math::BlockQ6_K& b, int s, float* d, float* m) {
+    const int j = s / 2, h = s % 2, n = j / 4, k = j % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32 * (k % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, 4 * (k / 2)), _mm256_set1_epi8(0x0F));
+    const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * k), 4), _mm256_set1_epi8(0x30));
+    const __m256i codes = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+    *d = f16(b.d) * static_cast<float>(b.scales[s]);  // scales[2 j + h]
+    *m = 0.0f;
+    return _mm256_maskz_mov_epi8(h ? 0xFFFF0000u : 0x0000FFFFu, codes);
+  }
+};
+
+// Rows [0, n_rows) (n_rows <= 16) of a panel into out[0 .. nb) (nb tile
+// blocks: 32-element blocks times kSplit); missing rows are zero (their
+// results are not stored).
 template <class Block>
 LS_AMX void repack(const uint8_t* rows, uint64_t row_bytes, int n_rows, int64_t nb, PanelBlock* out) {
   using C = Codes<Block>;
@@ -229,15 +258,17 @@ LS_AMX inline void scale_into(const int32_t* c, const PanelBlock& pb, const QBlo
 
 // 16 tokens (xq, each nb blocks) x one panel; results for n_rows <= 16 rows
 // into y[m * ldy + n].
-template <bool kOffset>
+// nt = nb * kSplit tile blocks; tile block v multiplies activation block v / kSplit.
+template <bool kOffset, int kSplit>
 LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* ds, int64_t nb, int n_rows, float* y,
                        int64_t ldy) {
+  const int64_t nt = nb * kSplit;
   alignas(64) int32_t c[2][kTok * kPanel];
   __m512 acc[kTok];
   for (auto& v : acc) v = _mm512_setzero_ps();
   const auto* a = reinterpret_cast<const uint8_t*>(xq) + offsetof(QBlock, qs);
   const int64_t stride = nb * static_cast<int64_t>(sizeof(QBlock));
-  const auto a_at = [&](int64_t k) { return a + k * sizeof(QBlock); };
+  const auto a_at = [&](int64_t v) { return a + v / kSplit * sizeof(QBlock); };
   // Block k's multiply into C (k & 1); then block k - 1's result is scaled.
   _tile_zero(0);
   _tile_loadd(2, a_at(0), stride);
@@ -246,25 +277,25 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* d
   int64_t k = 0;
   for (;;) {
     // C0 holds block k (even).
-    if (k + 1 < nb) {
+    if (k + 1 < nt) {
       _tile_zero(1);
       _tile_loadd(3, a_at(k + 1), stride);
       _tile_loadd(5, panel[k + 1].b, 64);
       _tile_dpbssd(1, 3, 5);
     }
     _tile_stored(0, c[0], kPanel * 4);
-    scale_into<kOffset>(c[0], panel[k], xq + k, kOffset ? ds + k : nullptr, nb, acc);
-    if (++k == nb) break;
+    scale_into<kOffset>(c[0], panel[k], xq + k / kSplit, kOffset ? ds + k : nullptr, nb, acc);
+    if (++k == nt) break;
     // C1 holds block k (odd).
-    if (k + 1 < nb) {
+    if (k + 1 < nt) {
       _tile_zero(0);
       _tile_loadd(2, a_at(k + 1), stride);
       _tile_loadd(4, panel[k + 1].b, 64);
       _tile_dpbssd(0, 2, 4);
     }
     _tile_stored(1, c[1], kPanel * 4);
-    scale_into<kOffset>(c[1], panel[k], xq + k, kOffset ? ds + k : nullptr, nb, acc);
-    if (++k == nb) break;
+    scale_into<kOffset>(c[1], panel[k], xq + k / kSplit, kOffset ? ds + k : nullptr, nb, acc);
+    if (++k == nt) break;
   }
   const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
   for (int m = 0; m < kTok; ++m) _mm512_mask_storeu_ps(y + m * ldy, keep, acc[m]);
@@ -273,9 +304,10 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* d
 template <class Block, GgmlType kType>
 LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n,
                  float* y, int64_t ldy) {
-  const int64_t nb = n / kQK;
-  thread_local std::vector<PanelBlock> buf;  // kPanels panels of nb blocks
-  if (buf.size() < static_cast<size_t>(kPanels * nb)) buf.resize(kPanels * nb);
+  using C = Codes<Block>;
+  const int64_t nb = n / kQK, nt = nb * C::kSplit;
+  thread_local std::vector<PanelBlock> buf;  // kPanels panels of nt tile blocks
+  if (buf.size() < static_cast<size_t>(kPanels * nt)) buf.resize(kPanels * nt);
   static const TileConfig config = make_config();
   const auto* base = static_cast<const uint8_t*>(rows);
   const int64_t tok16 = n_tok / kTok * kTok;
@@ -290,12 +322,12 @@ LS_AMX void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBl
     const int panels = static_cast<int>((group + kPanel - 1) / kPanel);
     for (int p = 0; p < panels; ++p) {
       const int pr = static_cast<int>(std::min<int64_t>(kPanel, group - p * kPanel));
-      repack<Block>(base + (r0 + p * kPanel) * row_bytes, row_bytes, pr, nb, buf.data() + p * nb);
+      repack<Block>(base + (r0 + p * kPanel) * row_bytes, row_bytes, pr, nt, buf.data() + p * nt);
     }
     for (int64_t t = 0; t < tok16; t += kTok)
       for (int p = 0; p < panels; ++p) {
         const int pr = static_cast<int>(std::min<int64_t>(kPanel, group - p * kPanel));
-        tile_16x16<Codes<Block>::kOffset>(buf.data() + p * nb, xq + t * nb,
+        tile_16x16<C::kOffset, C::kSplit>(buf.data() + p * nt, xq + t * nb,
                                           Codes<Block>::kOffset ? ds.data() + t * nb : nullptr, nb, pr,
                                           y + t * ldy + r0 + p * kPanel, ldy);
       }
@@ -330,6 +362,7 @@ QGemmFn gemm_fn(GgmlType type) {
     case GgmlType::Q4_1: return gemm<math::BlockQ4_1, GgmlType::Q4_1>;
     case GgmlType::Q5_0: return gemm<math::BlockQ5_0, GgmlType::Q5_0>;
     case GgmlType::Q4_K: return gemm<math::BlockQ4_K, GgmlType::Q4_K>;
+    case GgmlType::Q6_K: return gemm<math::BlockQ6_K, GgmlType::Q6_K>;
     default: return nullptr;
   }
 }
