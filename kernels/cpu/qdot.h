@@ -81,7 +81,7 @@ namespace amx {
 // permission to use it (asked once, per process).
 bool supported();
 // An AMX tile GEMM (QGemmFn contract; tokens beyond a multiple of 16 go to the
-// AVX-512 VNNI kernel) for Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K; null for other types. Call only
+// AVX-512 VNNI kernel) for Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K; null for other types. Call only
 // where supported().
 QGemmFn gemm_fn(GgmlType type);
 }  // namespace amx

@@ -1,4 +1,4 @@
-// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0, Q4_1, Q5_0, Q4_K and Q6_K weights.
+// AMX int8 tiles for the prefill GEMM of Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K and Q6_K weights.
 //
 // One tile multiply (TDPBSSD) is 16 tokens x 16 weight rows x one 32-element
 // block: C[m][n] = sum_j a[m][j] * b[n][j] in int32, where a is the tokens'
@@ -6,10 +6,10 @@
 // row stride is one token's blocks) and b the weight rows' codes as signed
 // bytes. The per-block scales are applied outside the tiles, in AVX-512:
 //   y[m][n] += d_a[m] * d_w[n] * C[m][n]              (Q8_0; Q4_0, Q5_0: codes minus 8, 16)
-//            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1, Q4_K: codes 0..15, offset m)
+//            + m_w[n] * d_a[m] * sum(a[m])            (Q4_1, Q4_K, Q5_K: unsigned codes, offset m)
 // so the numbers are those of the VNNI kernels up to f32 rounding (exact
 // integer block sums, f32 accumulation of the block terms in block order).
-// A Q4_K super-block is 8 such 32-element blocks, each with its own scale and
+// A Q4_K / Q5_K super-block is 8 such 32-element blocks, each with its own scale and
 // offset; a Q6_K 32-element block, with a scale per 16, is two tile
 // multiplies, each with half of the codes zero.
 //
@@ -200,6 +200,25 @@ LS_AMX inline void transpose_16x8(const int32_t* m, int8_t* out) {
     }
 }
 
+// Q5_K: Q4_K plus bit s of qh[l] as the code's 5th bit (codes 0..31).
+template <>
+struct Codes<math::BlockQ5_K> {
+  static constexpr bool kOffset = true;
+  static constexpr int kPer = 8;
+  static constexpr int kSplit = 1;
+  LS_AMX static __m256i get(const math::BlockQ5_K& b, int s, float* d, float* m) {
+    int sc = 0, mn = 0;
+    math::k4_scale_min(b.scales, s, &sc, &mn);
+    *d = f16(b.d) * static_cast<float>(sc);
+    *m = -(f16(b.dmin) * static_cast<float>(mn));
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (s % 2)), _mm256_set1_epi8(0x0F));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, s), 4), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(lo, hi);
+  }
+};
+
 // Q6_K: 16-element scales. Each 32-element block j becomes two tile blocks
 // (kSplit): its first 16 codes with zeros after them (scale d * sc[2j]),
 // then zeros and its last 16 codes (d * sc[2j + 1]), both multiplied by the
@@ -362,6 +381,7 @@ QGemmFn gemm_fn(GgmlType type) {
     case GgmlType::Q4_1: return gemm<math::BlockQ4_1, GgmlType::Q4_1>;
     case GgmlType::Q5_0: return gemm<math::BlockQ5_0, GgmlType::Q5_0>;
     case GgmlType::Q4_K: return gemm<math::BlockQ4_K, GgmlType::Q4_K>;
+    case GgmlType::Q5_K: return gemm<math::BlockQ5_K, GgmlType::Q5_K>;
     case GgmlType::Q6_K: return gemm<math::BlockQ6_K, GgmlType::Q6_K>;
     default: return nullptr;
   }

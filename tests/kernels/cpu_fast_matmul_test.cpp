@@ -170,7 +170,7 @@ TEST_F(CpuFastMatmulTest, AmxGemmMatchesFloat64) {
   };
   const std::vector<Shape> shapes = {{16, 16, 32}, {37, 35, 96}, {70, 48, 576}, {130, 21, 1536}, {5, 17, 64},
                                      {64, 32, 64}, {1, 16, 32},  {20, 33, 512}, {50, 16, 2048}};
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const cpu::QGemmFn amx = cpu::amx::gemm_fn(type);
     ASSERT_NE(amx, nullptr) << ggml_type_traits(type).name;
     for (const Shape& s : shapes) {
@@ -207,7 +207,7 @@ TEST_F(CpuFastMatmulTest, AmxGemmMatchesFloat64) {
 // back to exactly the VNNI result.
 TEST_F(CpuFastMatmulTest, AmxForcedOnAndOffAgree) {
   if (!cpu::avx512::vnni_supported()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU: neither path to compare";
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const int64_t n_out = 200, n_in = 768, n_tok = 40;
     const Weight w = random_weight(type, n_out, n_in, rng_);
     const std::vector<float> x = random_floats(n_in * n_tok, rng_);
