@@ -4,7 +4,8 @@
 // 512 tokens) at SmolLM2-135M's FFN shape (1536 x 576) and the 768 MiB
 // example model's (5632 x 2048). items_per_second = weights x tokens (MACs).
 // Each fast case runs on every ISA this CPU has (avx512-vnni, avx2 / avx-vnni,
-// generic) so the ratio between them is measured side by side too.
+// generic) so the ratio between them is measured side by side too; prefill
+// also with AMX tiles (label amx where the CPU has them).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -50,7 +51,8 @@ void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * n_out * n_in * n_tok);
-  state.SetLabel(isa < 0 ? "exact" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
+  const bool amx = isa == int(cpu::CpuIsa::kAmx) && n_tok >= 16 && cpu::amx::supported() && cpu::amx::gemm_fn(type);
+  state.SetLabel(isa < 0 ? "exact" : amx ? "amx" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
 }
 
 int register_all() {
