@@ -8,8 +8,8 @@
 // kernels' R x T register tiles reuse each loaded weight block for T tokens
 // and each activation block for R rows. The weight sub-span stays in cache
 // while all token blocks pass over it, so weights come from memory once.
-// Where the CPU has AMX, Q8_0/Q4_0/Q4_1 prefill goes to its tile GEMM
-// (qgemm_amx.cpp) instead.
+// Where the CPU has AMX, prefill (16 tokens or more) of the types
+// amx::gemm_fn covers goes to its tile GEMM (qgemm_amx.cpp) instead.
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
