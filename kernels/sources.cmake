@@ -8,6 +8,7 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_kquant_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/qgemm_amx.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_avx512.cpp
@@ -15,6 +16,7 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm_f32.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/activation_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_rows.cpp)
 layerstream_add_area(NAME ls_kernels

@@ -4,7 +4,8 @@
 // 512 tokens) at SmolLM2-135M's FFN shape (1536 x 576) and the 768 MiB
 // example model's (5632 x 2048). items_per_second = weights x tokens (MACs).
 // Each fast case runs on every ISA this CPU has (avx512-vnni, avx2 / avx-vnni,
-// generic) so the ratio between them is measured side by side too.
+// generic) so the ratio between them is measured side by side too; prefill
+// also with AMX tiles (label amx where the CPU has them).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -50,7 +51,8 @@ void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * n_out * n_in * n_tok);
-  state.SetLabel(isa < 0 ? "exact" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
+  const bool amx = isa == int(cpu::CpuIsa::kAmx) && n_tok >= 16 && cpu::amx::supported() && cpu::amx::gemm_fn(type);
+  state.SetLabel(isa < 0 ? "exact" : amx ? "amx" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
 }
 
 int register_all() {
@@ -58,19 +60,40 @@ int register_all() {
     const char* name;
     int64_t n_out, n_in;
   };
+  const auto isa_name = [](int isa) {
+    switch (isa) {
+      case int(cpu::CpuIsa::kAmx): return "amx";
+      case int(cpu::CpuIsa::kAvx512): return "avx512";
+      case int(cpu::CpuIsa::kAvx2): return "avx2";
+      case int(cpu::CpuIsa::kGeneric): return "generic";
+      default: return "exact";
+    }
+  };
+  const auto add = [&](GgmlType t, const Shape& s, int64_t tok, int isa) {
+    const std::string name = std::string(ggml_type_traits(t).name) + "/" + s.name + "/tokens:" + std::to_string(tok) +
+                             "/" + isa_name(isa);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, s.n_out, s.n_in, tok, isa)->Unit(benchmark::kMicrosecond);
+  };
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
     for (const Shape& s : {Shape{"1536x576", 1536, 576}, Shape{"5632x2048", 5632, 2048}}) {
       for (int64_t tok : {1, 32, 512}) {
         if (tok == 512 && s.n_out > 2000) continue;  // seconds per iteration
-        for (int isa : {-1, int(cpu::CpuIsa::kAvx512), int(cpu::CpuIsa::kAvx2), int(cpu::CpuIsa::kGeneric)}) {
+        for (int isa : {-1, int(cpu::CpuIsa::kAmx), int(cpu::CpuIsa::kAvx512), int(cpu::CpuIsa::kAvx2),
+                        int(cpu::CpuIsa::kGeneric)}) {
           if (isa == int(cpu::CpuIsa::kGeneric) && tok > 1) continue;
-          const std::string name = std::string(ggml_type_traits(t).name) + "/" + s.name + "/tokens:" +
-                                   std::to_string(tok) + "/" + (isa < 0 ? "exact" : std::to_string(isa));
-          benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, s.n_out, s.n_in, tok, isa)
-              ->Unit(benchmark::kMicrosecond);
+          if (isa == int(cpu::CpuIsa::kAmx) && tok == 1) continue;  // AMX is for prefill only
+          add(t, s, tok, isa);
         }
       }
     }
+  }
+  // gemma-3-270m Q4_K_M's shapes: Q5_0 where the row (640) is no multiple of
+  // 256, the K-quants on the 1024- and 2048-wide rows.
+  for (GgmlType t : {GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const Shape s = t == GgmlType::Q5_0 ? Shape{"2048x640", 2048, 640} : Shape{"640x2048", 640, 2048};
+    for (int64_t tok : {1, 32, 512})
+      for (int isa : {-1, int(cpu::CpuIsa::kAmx), int(cpu::CpuIsa::kAvx512), int(cpu::CpuIsa::kAvx2)})
+        if (isa != int(cpu::CpuIsa::kAmx) || tok > 1) add(t, s, tok, isa);
   }
   return 0;
 }

@@ -8,7 +8,10 @@
 // kernels' R x T register tiles reuse each loaded weight block for T tokens
 // and each activation block for R rows. The weight sub-span stays in cache
 // while all token blocks pass over it, so weights come from memory once.
+// Where the CPU has AMX, prefill (16 tokens or more) of the types
+// amx::gemm_fn covers goes to its tile GEMM (qgemm_amx.cpp) instead.
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -19,6 +22,15 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;               // rows per sub-span (multiple of every tile's R)
 constexpr int64_t kTokenBlockBytes = 256 << 10;  // quantised activations per token block
+constexpr int64_t kAmxMinTokens = 16;            // one AMX tile of tokens
+
+// The AMX tile GEMM for `type`, when `isa` asks for it (kAmx) or allows it
+// (kAuto: the CPU has it and LAYERSTREAM_CPU_ISA does not cap the ISA); else null.
+QGemmFn amx_gemm(GgmlType type, CpuIsa isa) {
+  static const bool auto_amx = amx::supported() && auto_isa() == CpuIsa::kAvx512 && !std::getenv("LAYERSTREAM_CPU_ISA");
+  const bool on = isa == CpuIsa::kAmx ? amx::supported() : isa == CpuIsa::kAuto && auto_amx;
+  return on ? amx::gemm_fn(type) : nullptr;
+}
 
 }  // namespace
 
@@ -61,6 +73,17 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
     parallel_rows(pool, n_groups, grain, [&](int64_t begin, int64_t end) {
       const int64_t r0 = rows_of(begin), r1 = rows_of(end);
       k.gemm(w + r0 * row_bytes, row_bytes, r1 - r0, q, 1, p.n_in, p.y + r0, p.n_out);
+    });
+    return;
+  }
+  if (const QGemmFn tiles = p.n_tokens >= kAmxMinTokens ? amx_gemm(p.w_type, isa) : nullptr) {
+    // AMX: tasks of whole 16-row panels (its B tile), all tokens per call
+    // (each call repacks its rows once; the tokens go by 16 at a time).
+    constexpr int64_t kPanel = 16;
+    const int64_t n_panels = (p.n_out + kPanel - 1) / kPanel;
+    parallel_rows(pool, n_panels, 4, [&](int64_t pb, int64_t pe) {
+      const int64_t r0 = std::min(pb * kPanel, p.n_out), r1 = std::min(pe * kPanel, p.n_out);
+      tiles(w + r0 * row_bytes, row_bytes, r1 - r0, q, p.n_tokens, p.n_in, p.y + r0, p.n_out);
     });
     return;
   }

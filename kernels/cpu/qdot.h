@@ -48,7 +48,10 @@ struct QuantKernels {
 
 // Which implementation the fast path uses. kAuto: the best this CPU has.
 // Forcing one the CPU lacks falls back to the best one below it.
-enum class CpuIsa { kAuto, kAvx512, kAvx2, kGeneric };
+// kAmx: the AVX-512 kernels, and AMX tiles for the prefill GEMM of the types
+// amx::gemm_fn has (matmul_fast); kAuto takes AMX where amx::supported()
+// unless LAYERSTREAM_CPU_ISA caps it (avx512, avx2, generic).
+enum class CpuIsa { kAuto, kAmx, kAvx512, kAvx2, kGeneric };
 
 // The kernels for `type` (gemm null when it has none) on `isa`.
 QuantKernels quant_kernels(GgmlType type, CpuIsa isa = CpuIsa::kAuto);
@@ -73,5 +76,14 @@ bool vnni_supported();  // avx512::supported() plus VNNI and VL
 QuantKernels quant_kernels(GgmlType type);
 QGemmFn kquant_gemm(GgmlType type);  // the 256-element K-quants (Q4_K, Q5_K, Q6_K); null for others
 }  // namespace avx512
+namespace amx {
+// AMX-TILE + AMX-INT8 + AVX-512 VNNI, the OS's tile state and Linux's
+// permission to use it (asked once, per process).
+bool supported();
+// An AMX tile GEMM (QGemmFn contract; tokens beyond a multiple of 16 go to the
+// AVX-512 VNNI kernel) for Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K; null for other types. Call only
+// where supported().
+QGemmFn gemm_fn(GgmlType type);
+}  // namespace amx
 
 }  // namespace layerstream::kernels::cpu

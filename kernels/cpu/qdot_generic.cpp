@@ -146,6 +146,7 @@ CpuIsa auto_isa() {
 
 QuantKernels quant_kernels(GgmlType type, CpuIsa isa) {
   if (isa == CpuIsa::kAuto) isa = auto_isa();
+  if (isa == CpuIsa::kAmx) isa = CpuIsa::kAvx512;  // AMX is a prefill GEMM driver over these (matmul_fast)
   static const bool has_avx2 = avx2::supported();  // once: CPUID is slow in a VM
   if (isa == CpuIsa::kAvx512 && !avx512::vnni_supported()) isa = CpuIsa::kAvx2;
   if (isa == CpuIsa::kAvx2 && !has_avx2) isa = CpuIsa::kGeneric;

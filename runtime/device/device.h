@@ -80,6 +80,17 @@ class Stream {
   // Profiler ranges (NVTX on cuda, no-op on host) around copies and layer compute.
   virtual void range_push(const char* name) {}
   virtual void range_pop() {}
+  // When `on`, work enqueued from now on runs at once on the enqueuing thread
+  // instead of the stream's own (same order, same sticky errors; a wait()
+  // blocks the caller until its event completes). For a stream whose owner
+  // enqueues a whole pass and then synchronizes, with nothing to overlap: the
+  // host backend then skips two thread hand-offs per pass (the worker's
+  // wake-up, then the waiting caller's). Waits for queued work first. Returns
+  // whether the stream honours it (cuda: no, the call does nothing).
+  virtual bool set_run_on_caller(bool on) {
+    (void)on;
+    return false;
+  }
 };
 
 // Page-locked host memory owned by the caller. Moves, never copies.

@@ -285,6 +285,76 @@ TEST_P(DeviceInterfaceTest, HostFuncErrorIsSticky) {
   LS_EXPECT_OK(fresh->synchronize());
 }
 
+// set_run_on_caller (the executor's resident passes on the host backend):
+// work enqueued after it runs on the enqueuing thread, after anything queued
+// before the switch, in order; a wait blocks the caller until its event; a
+// failure is sticky as on the worker; switching off hands work back to the
+// stream's thread. Backends that do not honour it say so and change nothing.
+TEST_P(DeviceInterfaceTest, RunOnCallerKeepsOrderWaitsAndStickyErrors) {
+  constexpr size_t kN = 64 << 10;
+  LS_ASSERT_OK_AND_ASSIGN(auto arena, device_->create_arena(kN));
+  LS_ASSERT_OK_AND_ASSIGN(auto r, arena->allocate("slot", kN));
+  HostBuffer src = pinned_random(kN), out = pinned_random(kN);
+  auto s = stream();
+  std::vector<int> seen;
+  LS_ASSERT_OK(s->host_func([&seen] {  // queued before the switch: runs first
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    seen.push_back(0);
+    return Status::OK();
+  }));
+  const bool honoured = s->set_run_on_caller(true);
+  EXPECT_EQ(honoured, GetParam() == BackendKind::kHost);
+  std::thread::id ran_on;
+  LS_ASSERT_OK(s->host_func([&] {
+    seen.push_back(1);
+    ran_on = std::this_thread::get_id();
+    return Status::OK();
+  }));
+  if (honoured) {
+    EXPECT_EQ(seen, (std::vector<int>{0, 1})) << "on the caller: done when host_func returns, after earlier work";
+    EXPECT_EQ(ran_on, std::this_thread::get_id());
+  }
+  // A wait on another stream's event holds the caller until the event.
+  auto copy = stream(StreamRole::kCopy);
+  auto loaded = event();
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  LS_ASSERT_OK(copy->host_func([open] {
+    open.wait();
+    return Status::OK();
+  }));
+  LS_ASSERT_OK(copy->copy_h2d(r.ptr, src.data(), kN));
+  LS_ASSERT_OK(copy->record(*loaded));
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    gate.set_value();
+  });
+  LS_ASSERT_OK(s->wait(*loaded));
+  LS_ASSERT_OK(s->copy_d2h(out.data(), r.ptr, kN));
+  LS_ASSERT_OK(s->synchronize());
+  opener.join();
+  EXPECT_EQ(std::memcmp(out.data(), src.data(), kN), 0) << "read the slot before the copy's event";
+  // Switched off: work goes back to the stream's own thread.
+  EXPECT_EQ(s->set_run_on_caller(false), honoured);
+  LS_ASSERT_OK(s->host_func([&] {
+    ran_on = std::this_thread::get_id();
+    return Status::OK();
+  }));
+  LS_ASSERT_OK(s->synchronize());
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  // Sticky errors on the caller as on the worker.
+  (void)s->set_run_on_caller(true);
+  int ran_after = 0;
+  LS_ASSERT_OK(s->host_func([] { return Status::Corruption("bad block 7"); }));
+  (void)s->host_func([&ran_after] {
+    ++ran_after;
+    return Status::OK();
+  });
+  Status st = s->synchronize();
+  EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+  EXPECT_EQ(ran_after, 0) << "work ran after a sticky error";
+}
+
 TEST_P(DeviceInterfaceTest, RegisteredHostMemoryCopies) {
   constexpr size_t kN = 64 << 10;
   std::vector<uint8_t> mine = testing::random_bytes(kN, rng_);

@@ -159,6 +159,75 @@ TEST_F(CpuFastMatmulTest, GemmMatchesFloat64OnEveryTypeAndIsa) {
   }
 }
 
+// The AMX tile GEMM (16 tokens x 16 rows per tile, weights repacked per
+// call) against float64 over its quantised activations, with the same
+// tolerance as the VNNI kernels: partial panels (rows % 16), token counts
+// with a remainder (n_tok % 16, left to the VNNI kernel), 1 to 48 blocks.
+TEST_F(CpuFastMatmulTest, AmxGemmMatchesFloat64) {
+  if (!cpu::amx::supported()) GTEST_SKIP() << "this CPU (or OS) has no AMX-INT8 tiles; the VNNI kernels serve prefill";
+  struct Shape {
+    int64_t rows, tokens, n;
+  };
+  const std::vector<Shape> shapes = {{16, 16, 32}, {37, 35, 96}, {70, 48, 576}, {130, 21, 1536}, {5, 17, 64},
+                                     {64, 32, 64}, {1, 16, 32},  {20, 33, 512}, {50, 16, 2048}};
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const cpu::QGemmFn amx = cpu::amx::gemm_fn(type);
+    ASSERT_NE(amx, nullptr) << ggml_type_traits(type).name;
+    for (const Shape& s : shapes) {
+      if (s.n % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, s.rows, s.n, rng_);
+      const std::vector<float> x = random_floats(s.n * s.tokens, rng_, -2.0f, 2.0f);
+      const int64_t nb = s.n / 32;
+      std::vector<cpu::QBlock> xq(nb * s.tokens);
+      for (int64_t t = 0; t < s.tokens; ++t)
+        cpu::generic::quant_kernels(type).quantize(x.data() + t * s.n, s.n, xq.data() + t * nb);
+      std::vector<double> xd(s.n * s.tokens), ref_q, abs_q;
+      for (int64_t t = 0; t < s.tokens; ++t)
+        for (int64_t i = 0; i < s.n; ++i) xd[t * s.n + i] = double{xq[t * nb + i / 32].d} * xq[t * nb + i / 32].qs[i % 32];
+      ref_matmul(w, xd, s.tokens, ref_q, &abs_q);
+      const int64_t ldy = s.rows + 3;
+      std::vector<float> y = poisoned(ldy * s.tokens);
+      amx(w.bytes.data(), ggml_row_bytes(ggml_type_traits(type), s.n), s.rows, xq.data(), s.tokens, s.n, y.data(), ldy);
+      for (int64_t t = 0; t < s.tokens; ++t) {
+        for (int64_t r = 0; r < s.rows; ++r) {
+          const int64_t i = t * s.rows + r;
+          ASSERT_LE(std::fabs(y[t * ldy + r] - ref_q[i]), gemm_tol(type) * abs_q[i])
+              << ggml_type_traits(type).name << " rows " << s.rows << " tokens " << s.tokens << " n " << s.n << " r "
+              << r << " t " << t;
+        }
+        for (int64_t r = s.rows; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[t * ldy + r])) << "wrote outside its tile";
+      }
+    }
+  }
+}
+
+// AMX forced on (kAmx) and off (kAvx512) through matmul_fast on the same
+// prefill: both within f32 rounding of each other (the same integer block
+// sums, scaled in the same order); where the CPU lacks AMX, kAmx must fall
+// back to exactly the VNNI result.
+TEST_F(CpuFastMatmulTest, AmxForcedOnAndOffAgree) {
+  if (!cpu::avx512::vnni_supported()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU: neither path to compare";
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const int64_t n_out = 200, n_in = 768, n_tok = 40;
+    const Weight w = random_weight(type, n_out, n_in, rng_);
+    const std::vector<float> x = random_floats(n_in * n_tok, rng_);
+    std::vector<double> ref, abs_sum;
+    ref_matmul(w, to_double(x), n_tok, ref, &abs_sum);
+    std::vector<float> on = poisoned(n_out * n_tok), off = poisoned(n_out * n_tok);
+    MatmulParams p{w.bytes.data(), type, n_out, n_in, x.data(), n_tok, on.data()};
+    cpu::matmul_fast(p, &pool2_, cpu::CpuIsa::kAmx);
+    p.y = off.data();
+    cpu::matmul_fast(p, &pool2_, cpu::CpuIsa::kAvx512);
+    for (size_t i = 0; i < on.size(); ++i) {
+      if (cpu::amx::supported()) {
+        ASSERT_LE(std::fabs(on[i] - off[i]), 2e-5 * abs_sum[i]) << ggml_type_traits(type).name << " i=" << i;
+      } else {
+        ASSERT_EQ(on[i], off[i]) << "kAmx without AMX must be the VNNI path";
+      }
+    }
+  }
+}
+
 // matmul_fast end to end (quantise, split rows over a pool, GEMM blocking)
 // on each forced ISA: int8 types within the quantisation bound (plus f32
 // rounding) of float64 over the original x; float types (the f32 GEMM for
@@ -191,7 +260,8 @@ TEST_F(CpuFastMatmulTest, MatmulFastAgreesWithExactPathOnEveryForcedIsa) {
             for (int j = 0; j < 32; ++j)
               bound[t * s.n_out + o] += std::fabs(w.exact[o * s.n_in + b * 32 + j]) * amax / 254 * 1.001;
         }
-      for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kGeneric}) {
+      for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAmx, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2,
+                              cpu::CpuIsa::kGeneric}) {
         for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
           std::vector<float> y = poisoned(s.n_out * s.n_tok);
           p.y = y.data();

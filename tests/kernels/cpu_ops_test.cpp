@@ -12,7 +12,9 @@
 #include <cmath>
 #include <set>
 
+#include "kernels/cpu/activation_simd.h"
 #include "kernels/cpu/dot.h"
+#include "kernels/math/activation.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -247,6 +249,38 @@ TEST_F(CpuKernelsTest, SiluMulAndAdd) {
     cpu::add({g.data(), u.data(), sum.data(), n}, &pool3_);
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_LE(std::fabs(sum[i] - (double(g[i]) + u[i])), 1e-6 * (std::fabs(g[i]) + std::fabs(u[i]))) << i;
+    }
+  }
+}
+
+// Both implementations of the gated activations directly: the AVX-512 one
+// (what cpu::silu_mul / gelu_mul take on this CPU, every tail length 1..33
+// through its masked loads) and the scalar math a CPU without AVX-512 takes,
+// against float64 on fresh random inputs plus the tails of the sigmoid
+// (+-30, +-100, where exp over- or underflows) and zero.
+TEST_F(CpuKernelsTest, GatedActivationsBothPathsMatchFloat64) {
+  for (int64_t n = 1; n <= 33; ++n) {
+    std::vector<float> g = random_floats(n, rng_, -10, 10), u = random_floats(n, rng_, -2, 2);
+    const float extremes[] = {0.0f, 30.0f, -30.0f, 100.0f, -100.0f, 1e-20f};
+    g[rng_() % n] = extremes[rng_() % 6];
+    for (int which = 0; which < 2; ++which) {
+      std::vector<double> ref(n);
+      std::vector<float> scalar(n);
+      for (int64_t i = 0; i < n; ++i) {
+        ref[i] = (which == 0 ? ref_silu(g[i]) : ref_gelu_tanh(g[i])) * u[i];
+        scalar[i] = which == 0 ? math::silu_mul(g[i], u[i]) : math::gelu_mul(g[i], u[i]);
+        ASSERT_LE(std::fabs(scalar[i] - ref[i]), 1e-5 * std::fabs(ref[i]) + 1e-6 * std::fabs(u[i]) + 1e-30)
+            << (which ? "gelu" : "silu") << " scalar g=" << g[i];
+      }
+      if (!cpu::avx512::supported()) continue;
+      std::vector<float> simd = poisoned(n + 1);  // one past the end must stay untouched
+      (which == 0 ? cpu::avx512::silu_mul : cpu::avx512::gelu_mul)(g.data(), u.data(), simd.data(), n);
+      // gelu: plus 1e-6 |u| absolute, as GeluMulAndScale: the float64
+      // reference's 1 + tanh cancels where gelu(g) ~ 0 (g < -5).
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_LE(std::fabs(simd[i] - ref[i]), 1e-5 * std::fabs(ref[i]) + (which ? 1e-6 * std::fabs(u[i]) : 0) + 1e-30)
+            << (which ? "gelu" : "silu") << " avx512 n=" << n << " g=" << g[i] << " got " << simd[i] << " want " << ref[i];
+      EXPECT_TRUE(std::isnan(simd[n])) << "wrote past the end";
     }
   }
 }

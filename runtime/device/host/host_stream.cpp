@@ -25,6 +25,31 @@ HostStream::~HostStream() {
   worker_.join();
 }
 
+void HostStream::execute(Task& task) {
+  Status sticky;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sticky = sticky_;
+  }
+  if (!sticky.ok()) {
+    if (task.skip) task.skip(sticky);
+  } else {
+    Status s;
+    try {
+      s = task.run();
+    } catch (const std::exception& e) {
+      s = Status::Internal(std::string("exception in stream work: ") + e.what());
+    } catch (...) {
+      s = Status::Internal("unknown exception in stream work");
+    }
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (sticky_.ok()) sticky_ = s.WithContext(name_);
+    }
+  }
+  task = Task{};  // drop captures before reporting idle
+}
+
 void HostStream::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -33,25 +58,8 @@ void HostStream::worker_loop() {
     Task task = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    Status sticky = sticky_;
     lock.unlock();
-    if (!sticky.ok()) {
-      if (task.skip) task.skip(sticky);
-    } else {
-      Status s;
-      try {
-        s = task.run();
-      } catch (const std::exception& e) {
-        s = Status::Internal(std::string("exception in stream work: ") + e.what());
-      } catch (...) {
-        s = Status::Internal("unknown exception in stream work");
-      }
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> g(mu_);
-        if (sticky_.ok()) sticky_ = s.WithContext(name_);
-      }
-    }
-    task = Task{};  // drop captures before reporting idle
+    execute(task);
     lock.lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
@@ -59,13 +67,30 @@ void HostStream::worker_loop() {
 }
 
 Status HostStream::enqueue(Task task) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!sticky_.ok()) return sticky_.WithContext("stream failed earlier");
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!sticky_.ok()) return sticky_.WithContext("stream failed earlier");
+  if (!on_caller_) {
     queue_.push_back(std::move(task));
+    lock.unlock();
+    work_cv_.notify_one();
+    return Status::OK();
   }
-  work_cv_.notify_one();
+  // After anything queued before the switch, and one caller at a time.
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  busy_ = true;
+  lock.unlock();
+  execute(task);
+  lock.lock();
+  busy_ = false;
+  idle_cv_.notify_all();
   return Status::OK();
+}
+
+bool HostStream::set_run_on_caller(bool on) {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  on_caller_ = on;
+  return true;
 }
 
 Status HostStream::copy_h2d(void* dst_device, const void* src_host, size_t bytes) {

@@ -5,7 +5,8 @@
 // after it is skipped (events recorded after it complete with that error),
 // later enqueue calls return it, and synchronize() keeps returning it.
 // Thread safety: enqueue calls and synchronize() may come from any thread;
-// work runs on the worker in enqueue order. Destruction drains the queue.
+// work runs on the worker in enqueue order (or, after set_run_on_caller(true),
+// on the enqueuing thread, one task at a time). Destruction drains the queue.
 #pragma once
 
 #include <condition_variable>
@@ -39,6 +40,7 @@ class HostStream final : public Stream {
   Status host_func(std::function<Status()> fn) override;
   Status synchronize() override;
   void* native_handle() override { return nullptr; }
+  bool set_run_on_caller(bool on) override;
 
  private:
   struct Task {
@@ -47,6 +49,9 @@ class HostStream final : public Stream {
   };
   Status enqueue(Task task);
   void worker_loop();
+  // Runs (or, after a sticky error, skips) one task; records its error. Called
+  // with mu_ not held and busy_ set by the caller.
+  void execute(Task& task);
 
   const std::string name_;
   const std::shared_ptr<SimLink> link_;
@@ -56,8 +61,9 @@ class HostStream final : public Stream {
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;
   std::deque<Task> queue_;
-  bool busy_ = false;
+  bool busy_ = false;  // a task is running (on the worker or, on_caller_, an enqueuing thread)
   bool stop_ = false;
+  bool on_caller_ = false;  // set_run_on_caller
   Status sticky_;
   std::thread worker_;
 };
