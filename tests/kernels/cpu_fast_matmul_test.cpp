@@ -58,9 +58,17 @@ class CpuFastMatmulTest : public ::testing::Test {
 TEST_F(CpuFastMatmulTest, EveryIsaReachableOnThisCpuIsListed) {
   // Every block type has a fast path (at least the generic one).
   for (GgmlType t : all_weight_types()) EXPECT_EQ(cpu::has_quant_kernels(t), is_block_type(t)) << ggml_type_traits(t).name;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                     GgmlType::Q5_0}) {
-    if (cpu::avx512::vnni_supported()) EXPECT_NE(cpu::avx512::quant_kernels(t).gemm, nullptr) << ggml_type_traits(t).name;
+  // ... and a SIMD one on every ISA this CPU has (AVX2 pmaddubsw, AVX-VNNI,
+  // AVX-512 VNNI), so GemmMatchesFloat64OnEveryTypeAndIsa checks each.
+  for (GgmlType t : all_weight_types()) {
+    if (!is_block_type(t)) continue;
+    const char* name = ggml_type_traits(t).name;
+    if (cpu::avx512::vnni_supported()) EXPECT_NE(cpu::avx512::quant_kernels(t).gemm, nullptr) << name;
+    if (cpu::avx2::supported()) {
+      EXPECT_NE(cpu::avx2::quant_kernels_no_vnni(t).gemm, nullptr) << name;
+      EXPECT_NE(cpu::avx2::quant_kernels(t).gemm, nullptr) << name;
+      EXPECT_NE(cpu::quant_kernels(t, cpu::CpuIsa::kAvx2).gemm, cpu::generic::quant_kernels(t).gemm) << name;
+    }
   }
   const size_t n = implementations(GgmlType::Q8_0).size();
   if (cpu::avx512::vnni_supported()) {
