@@ -1,12 +1,15 @@
 // CPU grouped-query attention over the KV cache (layout in kernels/kernels.h):
-// store the new K/V rows, then for each (token, KV head) the scores of its
-// query heads, their softmax, and the weighted sum of V rows.
+// store the new K/V rows, then either (one token, long context) the split
+// over position chunks of attention_split.cpp, or for each (token, KV head)
+// the scores of its query heads, their softmax, and the weighted sum of V
+// rows.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/attention_rows.h"
+#include "kernels/cpu/attention_split.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/math/fp16.h"
@@ -29,12 +32,21 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   const int64_t kv_row = p.n_kv_head * p.head_dim;  // elements per cache position
   if (p.k_new) store_rows(p.k_new, p.k_cache, p.kv_type, p.start_pos * kv_row, p.n_tokens * kv_row);
   if (p.v_new) store_rows(p.v_new, p.v_cache, p.kv_type, p.start_pos * kv_row, p.n_tokens * kv_row);
+  const float scale = p.scale != 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  if (p.n_tokens == 1) {  // decode over a long context: split over positions (attention_split.h)
+    const int64_t last = p.start_pos;
+    const int64_t first = p.window > 0 && last >= p.window ? last - p.window + 1 : 0;
+    if (use_attention_split(p, last - first + 1)) return attention_split(p, pool, first, last - first + 1, scale);
+  }
+  attention_by_heads(p, pool, scale);
+}
 
+void attention_by_heads(const AttentionParams& p, ThreadPool* pool, float scale) {
+  const int64_t kv_row = p.n_kv_head * p.head_dim;  // elements per cache position
   const RowKernels k = row_kernels(p.kv_type);
   const uint64_t elem_bytes = p.kv_type == GgmlType::F32 ? 4 : 2;
   const auto* kc = static_cast<const uint8_t*>(p.k_cache);
   const auto* vc = static_cast<const uint8_t*>(p.v_cache);
-  const float scale = p.scale != 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   const int64_t group = p.n_head / p.n_kv_head;
   const int64_t hd = p.head_dim;
 
