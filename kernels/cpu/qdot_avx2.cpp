@@ -6,6 +6,7 @@
 // confirmed the instructions. Activations are quantised by the generic
 // quantiser (it is not where the time goes at 32 bytes per block).
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
