@@ -28,7 +28,11 @@ void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, 
   // The workers see their own thread_locals: hand them the caller's arrays.
   float *const pm = part_m.data(), *const pl = part_l.data(), *const pacc = part_acc.data();
 
-  parallel_rows(pool, n_chunks, 1, [&](int64_t begin, int64_t end) {
+  // A chunk of a small model is a few microseconds: keep ~64K multiply-adds
+  // per task, as attention_by_heads does, so short work stays on the caller.
+  const int64_t chunk_work = kSplitPositions * p.n_head * hd * 2;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(chunk_work, 1));
+  parallel_rows(pool, n_chunks, grain, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores, kbuf, vbuf;  // per worker, grown once
     scores.resize(group * kSplitPositions);
     const RowKernels dec = f32 ? RowKernels{} : row_kernels(p.kv_type);
