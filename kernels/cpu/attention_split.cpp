@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kernels/cpu/attention_rows.h"
-#include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 
 namespace layerstream::kernels::cpu {
@@ -15,7 +14,6 @@ void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, 
   const int64_t hd = p.head_dim, group = p.n_head / p.n_kv_head;
   const int64_t n_chunks = (n_pos + kSplitPositions - 1) / kSplitPositions;
   const bool f32 = p.kv_type == GgmlType::F32;
-  const uint64_t elem_bytes = f32 ? 4 : 2;
   const auto* kc = static_cast<const uint8_t*>(p.k_cache);
   const auto* vc = static_cast<const uint8_t*>(p.v_cache);
 
@@ -33,27 +31,33 @@ void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, 
   const int64_t chunk_work = kSplitPositions * p.n_head * hd * 2;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(chunk_work, 1));
   parallel_rows(pool, n_chunks, grain, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores, kbuf, vbuf;  // per worker, grown once
+    thread_local std::vector<float> scores;  // per worker, grown once
     scores.resize(group * kSplitPositions);
-    const RowKernels dec = f32 ? RowKernels{} : row_kernels(p.kv_type);
     for (int64_t c = begin; c < end; ++c) {
       const int64_t i0 = first + c * kSplitPositions, len = std::min(kSplitPositions, n_pos - c * kSplitPositions);
-      const float *kr, *vr;  // rows of positions i0 .. i0 + len, all KV heads, kv_row apart
-      if (f32) {
-        kr = reinterpret_cast<const float*>(kc) + i0 * kv_row;
-        vr = reinterpret_cast<const float*>(vc) + i0 * kv_row;
-      } else {
-        // The chunk's span is contiguous: one decode each for K and V.
-        kbuf.resize(len * kv_row);
-        vbuf.resize(len * kv_row);
-        dec.decode(kc + i0 * kv_row * elem_bytes, 0, len * kv_row, kbuf.data());
-        dec.decode(vc + i0 * kv_row * elem_bytes, 0, len * kv_row, vbuf.data());
-        kr = kbuf.data();
-        vr = vbuf.data();
-      }
+      // Rows of positions i0 .. i0 + len, all KV heads, kv_row elements apart;
+      // F16 rows are converted in registers by the row loops.
+      const auto scores_of = [&](int64_t kvh, const float* q) {
+        if (f32) {
+          attention_scores(reinterpret_cast<const float*>(kc) + i0 * kv_row + kvh * hd, kv_row, len, q, group, hd,
+                           scale, scores.data());
+        } else {
+          attention_scores(reinterpret_cast<const uint16_t*>(kc) + i0 * kv_row + kvh * hd, kv_row, len, q, group, hd,
+                           scale, scores.data());
+        }
+      };
+      const auto sum_of = [&](int64_t kvh, float* acc) {
+        if (f32) {
+          attention_weighted_sum(reinterpret_cast<const float*>(vc) + i0 * kv_row + kvh * hd, kv_row, len,
+                                 scores.data(), group, hd, acc);
+        } else {
+          attention_weighted_sum(reinterpret_cast<const uint16_t*>(vc) + i0 * kv_row + kvh * hd, kv_row, len,
+                                 scores.data(), group, hd, acc);
+        }
+      };
       for (int64_t kvh = 0; kvh < p.n_kv_head; ++kvh) {
         const int64_t h0 = kvh * group;  // first query head of this KV head
-        attention_scores(kr + kvh * hd, kv_row, len, p.q + h0 * hd, group, hd, scale, scores.data());
+        scores_of(kvh, p.q + h0 * hd);
         for (int64_t g = 0; g < group; ++g) {  // partial softmax: exp(s - m), unnormalised
           float* sg = scores.data() + g * len;
           float m = -INFINITY, l = 0;
@@ -64,7 +68,7 @@ void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, 
         }
         float* acc = pacc + (c * p.n_head + h0) * hd;
         std::fill(acc, acc + group * hd, 0.0f);
-        attention_weighted_sum(vr + kvh * hd, kv_row, len, scores.data(), group, hd, acc);
+        sum_of(kvh, acc);
       }
     }
   });
