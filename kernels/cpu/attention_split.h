@@ -25,8 +25,10 @@ inline bool use_attention_split(const AttentionParams& p, int64_t n_pos) {
 }
 
 // The attention of p's single token over cache positions [first, first +
-// n_pos) (the new row already stored), written to p.out. REQUIRES
-// p.n_tokens == 1, p valid, head_dim <= 256 or any (slower above).
+// n_pos) (the new row already stored), written to p.out; `scale` resolved
+// (p.scale or 1/sqrt(head_dim)). REQUIRES p.n_tokens == 1 and p valid.
+// Uses a per-thread scratch of n_chunks x n_head x (head_dim + 2) floats on
+// the calling thread.
 void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, int64_t n_pos, float scale);
 
 // The other path (attention.cpp): one work item per (token, KV head), the
