@@ -18,7 +18,8 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/activation_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_rows.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_rows.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_split.cpp)
 layerstream_add_area(NAME ls_kernels
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp

@@ -42,6 +42,7 @@ class PerplexityCommand : public Command {
     sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
     sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host")->capture_default_str();
     sub.add_option("--json", json_, "Write the result as JSON to FILE (key \"perplexity\")");
+    sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
     device_.add_to(sub);
   }
 
@@ -95,6 +96,8 @@ class PerplexityCommand : public Command {
     if (!dev.ok()) return fail(dev.status());
     ro.n_ctx = ctx_;
     ro.logits_all = true;
+    ro.exact = exact_;
+    ro.host_threads = device_.host_threads;
     ro.trace = false;
     {
       auto m = load_llama_model(*file);
@@ -142,6 +145,7 @@ class PerplexityCommand : public Command {
                           {"scored_tokens", res->scored},
                           {"tokens_per_pass", ro.prefill_chunk},
                           {"kv_type", kv_type_},
+                          {"exact", exact_},
                           {"plan", plan},
                           {"streamed_bytes_per_pass", (*runner)->streamed_bytes_per_pass()},
                           {"per_chunk", chunks}};
@@ -153,6 +157,7 @@ class PerplexityCommand : public Command {
  private:
   std::string model_, text_file_, vram_, ram_, kv_type_ = "f32", strategy_ = "planned", json_;
   int ctx_ = 512, chunks_ = -1, batch_ = 0;
+  bool exact_ = false;
   DeviceFlags device_;
 };
 

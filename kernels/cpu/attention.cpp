@@ -1,12 +1,15 @@
 // CPU grouped-query attention over the KV cache (layout in kernels/kernels.h):
-// store the new K/V rows, then for each (token, KV head) the scores of its
-// query heads, their softmax, and the weighted sum of V rows.
+// store the new K/V rows, then either (one token, long context) the split
+// over position chunks of attention_split.cpp, or for each (token, KV head)
+// the scores of its query heads, their softmax, and the weighted sum of V
+// rows.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/attention_rows.h"
+#include "kernels/cpu/attention_split.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/math/fp16.h"
@@ -29,12 +32,18 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   const int64_t kv_row = p.n_kv_head * p.head_dim;  // elements per cache position
   if (p.k_new) store_rows(p.k_new, p.k_cache, p.kv_type, p.start_pos * kv_row, p.n_tokens * kv_row);
   if (p.v_new) store_rows(p.v_new, p.v_cache, p.kv_type, p.start_pos * kv_row, p.n_tokens * kv_row);
-
-  const RowKernels k = row_kernels(p.kv_type);
-  const uint64_t elem_bytes = p.kv_type == GgmlType::F32 ? 4 : 2;
-  const auto* kc = static_cast<const uint8_t*>(p.k_cache);
-  const auto* vc = static_cast<const uint8_t*>(p.v_cache);
   const float scale = p.scale != 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  if (p.n_tokens == 1) {  // decode over a long context: split over positions (attention_split.h)
+    const int64_t last = p.start_pos;
+    const int64_t first = p.window > 0 && last >= p.window ? last - p.window + 1 : 0;
+    if (use_attention_split(p, last - first + 1)) return attention_split(p, pool, first, last - first + 1, scale);
+  }
+  attention_by_heads(p, pool, scale);
+}
+
+void attention_by_heads(const AttentionParams& p, ThreadPool* pool, float scale) {
+  const int64_t kv_row = p.n_kv_head * p.head_dim;  // elements per cache position
+  const bool f32 = p.kv_type == GgmlType::F32;  // else F16
   const int64_t group = p.n_head / p.n_kv_head;
   const int64_t hd = p.head_dim;
 
@@ -48,12 +57,7 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
   const int64_t item_work = (p.start_pos + p.n_tokens) * group * hd * 2;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(item_work, 1));
   parallel_rows(pool, p.n_tokens * p.n_kv_head, grain, [&](int64_t begin, int64_t end) {
-    constexpr int64_t kChunk = 64;  // F16 cache: positions decoded to f32 at a time
-    std::vector<float> scores, acc(group * hd), kvbuf, part;
-    if (p.kv_type != GgmlType::F32) {
-      kvbuf.resize(kChunk * hd);
-      part.resize(kChunk * group);
-    }
+    std::vector<float> scores, acc(group * hd);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / p.n_kv_head, kvh = item % p.n_kv_head;
       const int64_t last = p.start_pos + t;
@@ -61,22 +65,13 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
       const int64_t n_pos = last - first + 1;
       const float* q = p.q + (t * p.n_head + kvh * group) * hd;  // the group's query heads, contiguous
       const uint64_t row0 = static_cast<uint64_t>(first * kv_row + kvh * hd);  // element of (first, kvh, 0)
-      // F16 rows of positions [i0, i0 + len) decoded into kvbuf (stride hd).
-      const auto decode_chunk = [&](const uint8_t* cache, int64_t i0, int64_t len) {
-        for (int64_t i = 0; i < len; ++i)
-          k.decode(cache + (row0 + (i0 + i) * kv_row) * elem_bytes, 0, hd, kvbuf.data() + i * hd);
-      };
       scores.resize(group * n_pos);
-      if (p.kv_type == GgmlType::F32) {
-        attention_scores(reinterpret_cast<const float*>(kc) + row0, kv_row, n_pos, q, group, hd, scale, scores.data());
+      if (f32) {  // F16 rows are converted in registers by the row loops
+        attention_scores(static_cast<const float*>(p.k_cache) + row0, kv_row, n_pos, q, group, hd, scale,
+                         scores.data());
       } else {
-        for (int64_t i0 = 0; i0 < n_pos; i0 += kChunk) {
-          const int64_t len = std::min(kChunk, n_pos - i0);
-          decode_chunk(kc, i0, len);
-          attention_scores(kvbuf.data(), hd, len, q, group, hd, scale, part.data());
-          for (int64_t g = 0; g < group; ++g)
-            std::copy(part.begin() + g * len, part.begin() + (g + 1) * len, scores.begin() + g * n_pos + i0);
-        }
+        attention_scores(static_cast<const uint16_t*>(p.k_cache) + row0, kv_row, n_pos, q, group, hd, scale,
+                         scores.data());
       }
       for (int64_t g = 0; g < group; ++g) {  // softmax in place
         float* sg = scores.data() + g * n_pos;
@@ -87,17 +82,12 @@ void attention(const AttentionParams& p, ThreadPool* pool) {
         for (int64_t i = 0; i < n_pos; ++i) sg[i] *= inv_l;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      if (p.kv_type == GgmlType::F32) {
-        attention_weighted_sum(reinterpret_cast<const float*>(vc) + row0, kv_row, n_pos, scores.data(), group, hd,
+      if (f32) {
+        attention_weighted_sum(static_cast<const float*>(p.v_cache) + row0, kv_row, n_pos, scores.data(), group, hd,
                                acc.data());
       } else {
-        for (int64_t i0 = 0; i0 < n_pos; i0 += kChunk) {
-          const int64_t len = std::min(kChunk, n_pos - i0);
-          decode_chunk(vc, i0, len);
-          for (int64_t g = 0; g < group; ++g)
-            std::copy(scores.begin() + g * n_pos + i0, scores.begin() + g * n_pos + i0 + len, part.begin() + g * len);
-          attention_weighted_sum(kvbuf.data(), hd, len, part.data(), group, hd, acc.data());
-        }
+        attention_weighted_sum(static_cast<const uint16_t*>(p.v_cache) + row0, kv_row, n_pos, scores.data(), group,
+                               hd, acc.data());
       }
       std::copy(acc.begin(), acc.end(), p.out + (t * p.n_head + kvh * group) * hd);
     }

@@ -1,11 +1,14 @@
-// AVX2 fast-path kernels, built twice from qdot_avx2.inc: plain AVX2
+// AVX2 fast-path kernels, built twice from qdot_avx2.inc (Q8_0, Q4_0, Q4_1)
+// and qdot_kquant_avx2.inc (Q5_0/Q5_1, Q2_K-Q6_K, IQ4_NL/IQ4_XS): plain AVX2
 // (pmaddubsw) and AVX-VNNI (vpdpbusd on 256-bit vectors, CPUs with AVX-VNNI
 // but without AVX-512, and this path when AVX-512 is switched off). Each
 // function carries its target attribute and is only called after CPUID
 // confirmed the instructions. Activations are quantised by the generic
 // quantiser (it is not where the time goes at 32 bytes per block).
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -19,6 +22,7 @@ namespace {
 #define LS_QTARGET __attribute__((target("avx2,fma,f16c")))
 #define LS_QVNNI 0
 #include "kernels/cpu/qdot_avx2.inc"
+#include "kernels/cpu/qdot_kquant_avx2.inc"
 #undef LS_QTARGET
 #undef LS_QVNNI
 }  // namespace
@@ -29,6 +33,7 @@ namespace {
 #define LS_QTARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define LS_QVNNI 1
 #include "kernels/cpu/qdot_avx2.inc"
+#include "kernels/cpu/qdot_kquant_avx2.inc"
 #undef LS_QTARGET
 #undef LS_QVNNI
 }  // namespace

@@ -12,6 +12,7 @@
 // The per-block scales are unpacked once per row and super-block.
 #include <cstring>
 
+#include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/math/kquant_blocks.h"
 
@@ -53,27 +54,30 @@ LS_VNNI512 inline ActMin act_min(const QBlock* a, int j) {
           bcast2(a0.d * static_cast<float>(a0.sum) * 0.125f, a1.d * static_cast<float>(a1.sum) * 0.125f)};
 }
 
+struct K4Prep {
+  float d[kSubs], m[kSubs];  // d * sc, -dmin * m per sub-block
+};
+// All eight scales and mins at once (kquant_scales.h), scaled in one vector op each.
+LS_VNNI512 inline K4Prep k4_prep(const uint8_t* scales, uint16_t d16, uint16_t dmin16) {
+  alignas(16) uint8_t u[16];
+  k4_unpack_scales(scales, u);
+  const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u))));
+  const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u + 8))));
+  K4Prep p;
+  _mm256_storeu_ps(p.d, _mm256_mul_ps(f, _mm256_set1_ps(math::f16_to_f32(d16))));
+  _mm256_storeu_ps(p.m, _mm256_mul_ps(m, _mm256_set1_ps(-math::f16_to_f32(dmin16))));
+  return p;
+}
+
 struct Q4K {
   using Block = math::BlockQ4_K;
   using A = ActMin;
-  struct Prep {
-    float d[kSubs], m[kSubs];  // d * sc, -dmin * m per sub-block
-  };
+  using Prep = K4Prep;
   struct W {
     __m512i q;
     __m512 d, m;
   };
-  static Prep prep(const Block& b) {
-    Prep p;
-    const float d = math::f16_to_f32(b.d), dmin = math::f16_to_f32(b.dmin);
-    for (int s = 0; s < kSubs; ++s) {
-      int sc, m;
-      math::k4_scale_min(b.scales, s, &sc, &m);
-      p.d[s] = d * static_cast<float>(sc);
-      p.m[s] = -dmin * static_cast<float>(m);
-    }
-    return p;
-  }
+  LS_VNNI512 static Prep prep(const Block& b) { return k4_prep(b.scales, b.d, b.dmin); }
   LS_VNNI512 static __m512i codes(const Block& b, int j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
     const __m256i mask = _mm256_set1_epi8(0x0F);
@@ -92,17 +96,7 @@ struct Q4K {
 
 struct Q5K : Q4K {
   using Block = math::BlockQ5_K;
-  static Prep prep(const Block& b) {
-    Prep p;
-    const float d = math::f16_to_f32(b.d), dmin = math::f16_to_f32(b.dmin);
-    for (int s = 0; s < kSubs; ++s) {
-      int sc, m;
-      math::k4_scale_min(b.scales, s, &sc, &m);
-      p.d[s] = d * static_cast<float>(sc);
-      p.m[s] = -dmin * static_cast<float>(m);
-    }
-    return p;
-  }
+  LS_VNNI512 static Prep prep(const Block& b) { return k4_prep(b.scales, b.d, b.dmin); }
   // Q4_K's nibbles plus bit s of qh[l] as bit 4 of sub-block s's code l.
   LS_VNNI512 static W load(const Prep& p, const Block& b, int j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));

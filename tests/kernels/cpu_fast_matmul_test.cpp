@@ -16,9 +16,11 @@
 #include <cmath>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/math/kquant_blocks.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace layerstream::kernels {
@@ -58,9 +60,17 @@ class CpuFastMatmulTest : public ::testing::Test {
 TEST_F(CpuFastMatmulTest, EveryIsaReachableOnThisCpuIsListed) {
   // Every block type has a fast path (at least the generic one).
   for (GgmlType t : all_weight_types()) EXPECT_EQ(cpu::has_quant_kernels(t), is_block_type(t)) << ggml_type_traits(t).name;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                     GgmlType::Q5_0}) {
-    if (cpu::avx512::vnni_supported()) EXPECT_NE(cpu::avx512::quant_kernels(t).gemm, nullptr) << ggml_type_traits(t).name;
+  // ... and a SIMD one on every ISA this CPU has (AVX2 pmaddubsw, AVX-VNNI,
+  // AVX-512 VNNI), so GemmMatchesFloat64OnEveryTypeAndIsa checks each.
+  for (GgmlType t : all_weight_types()) {
+    if (!is_block_type(t)) continue;
+    const char* name = ggml_type_traits(t).name;
+    if (cpu::avx512::vnni_supported()) EXPECT_NE(cpu::avx512::quant_kernels(t).gemm, nullptr) << name;
+    if (cpu::avx2::supported()) {
+      EXPECT_NE(cpu::avx2::quant_kernels_no_vnni(t).gemm, nullptr) << name;
+      EXPECT_NE(cpu::avx2::quant_kernels(t).gemm, nullptr) << name;
+      EXPECT_NE(cpu::quant_kernels(t, cpu::CpuIsa::kAvx2).gemm, cpu::generic::quant_kernels(t).gemm) << name;
+    }
   }
   const size_t n = implementations(GgmlType::Q8_0).size();
   if (cpu::avx512::vnni_supported()) {
@@ -73,6 +83,23 @@ TEST_F(CpuFastMatmulTest, EveryIsaReachableOnThisCpuIsListed) {
   }
   EXPECT_EQ(cpu::quant_kernels(GgmlType::Q8_0, cpu::CpuIsa::kGeneric).isa, std::string("generic"));
   EXPECT_EQ(cpu::quant_kernels(GgmlType::F16).gemm, nullptr);
+}
+
+// The word-wise unpacking of Q4_K/Q5_K scales the fast kernels use gives
+// k4_scale_min's values (the spec's decoding) on random packed bytes.
+TEST_F(CpuFastMatmulTest, PackedKScalesUnpackAsTheSpecSays) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int rep = 0; rep < 2000; ++rep) {
+    uint8_t packed[12], got[16];
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(byte(rng_));
+    cpu::k4_unpack_scales(packed, got);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      math::k4_scale_min(packed, j, &sc, &m);
+      ASSERT_EQ(got[j], sc) << "sub-block " << j;
+      ASSERT_EQ(got[8 + j], m) << "sub-block " << j;
+    }
+  }
 }
 
 TEST_F(CpuFastMatmulTest, QuantiserIsExactToHalfAStepAndSameOnEveryIsa) {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "kernels/cpu/activation_simd.h"
+#include "kernels/cpu/attention_split.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/math/activation.h"
 #include "kernels/cpu/ops.h"
@@ -426,6 +427,88 @@ TEST_F(CpuKernelsTest, AttentionSlidingWindow) {
   bad.head_dim = 16;
   bad.window = -1;
   EXPECT_TRUE(validate(bad).IsInvalidArgument());
+}
+
+// One token over a long context takes the split path (attention_split.h):
+// chunks of kSplitPositions positions with partial softmaxes merged at the
+// end. Context lengths around the chunk size (one chunk: not split; a
+// partial last chunk), sliding windows that start mid-chunk, F32 and F16
+// caches, single- and multi-threaded; queries scaled up so that the chunks'
+// maxima differ by tens (the merge's rescaling by e^(m_c - M) matters), and
+// a spike: one position far above the others, in the last chunk.
+TEST_F(CpuKernelsTest, AttentionSplitDecodeMergesChunksExactly) {
+  struct Case {
+    int64_t n_pos, window, n_head, n_kv, d;
+    float q_scale;
+    bool spike;
+  };
+  ASSERT_TRUE(cpu::use_attention_split(AttentionParams{.n_tokens = 1}, cpu::kSplitPositions + 1));
+  ASSERT_FALSE(cpu::use_attention_split(AttentionParams{.n_tokens = 1}, cpu::kSplitPositions));
+  ASSERT_FALSE(cpu::use_attention_split(AttentionParams{.n_tokens = 2}, 4 * cpu::kSplitPositions));
+  const int64_t c = cpu::kSplitPositions;
+  for (GgmlType kv_type : {GgmlType::F32, GgmlType::F16}) {
+    for (const Case& cs : {Case{c, 0, 4, 2, 64, 1, false}, Case{c + 1, 0, 8, 2, 64, 1, false},
+                           Case{3 * c + 17, 0, 8, 4, 128, 4, false}, Case{2 * c, 0, 2, 1, 40, 8, true},
+                           Case{5 * c + 3, 2 * c + 5, 6, 3, 32, 2, true}, Case{700, 0, 4, 4, 256, 1, true}}) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3_}) {
+        const int64_t start_pos = cs.n_pos - 1 + (cs.window ? 3 * c : 0);  // windowed: positions before it too
+        const int64_t n_ctx = start_pos + 1, row = cs.n_kv * cs.d;
+        const size_t esz = kv_type == GgmlType::F32 ? 4 : 2;
+        std::vector<float> k_all = random_floats(n_ctx * row, rng_), v_all = random_floats(n_ctx * row, rng_, -2, 2);
+        if (cs.spike) {
+          for (int64_t kvh = 0; kvh < cs.n_kv; ++kvh)
+            for (int64_t dd = 0; dd < cs.d; ++dd) k_all[(start_pos - 2) * row + kvh * cs.d + dd] *= 12.0f;
+        }
+        const int64_t first = cs.window ? start_pos - cs.window + 1 : 0;
+        std::vector<uint8_t> kc(n_ctx * row * esz), vc(n_ctx * row * esz);
+        std::vector<double> k_ref(n_ctx * row), v_ref(n_ctx * row);
+        for (int64_t i = 0; i < n_ctx * row; ++i) {
+          const bool outside = i / row < first;  // NaN outside the window: reading it poisons the output
+          if (kv_type == GgmlType::F16) {
+            const uint16_t kh = math::f32_to_f16(k_all[i]), vh = math::f32_to_f16(v_all[i]);
+            k_ref[i] = math::f16_to_f32(kh);
+            v_ref[i] = math::f16_to_f32(vh);
+            const uint16_t nan = 0x7E00;
+            std::memcpy(&kc[i * 2], outside ? &nan : &kh, 2);
+            std::memcpy(&vc[i * 2], outside ? &nan : &vh, 2);
+          } else {
+            k_ref[i] = k_all[i];
+            v_ref[i] = v_all[i];
+            const float kv[2] = {outside ? NAN : k_all[i], outside ? NAN : v_all[i]};
+            std::memcpy(&kc[i * 4], &kv[0], 4);
+            std::memcpy(&vc[i * 4], &kv[1], 4);
+          }
+        }
+        std::vector<float> q = random_floats(cs.n_head * cs.d, rng_, -2, 2);
+        for (float& x : q) x *= cs.q_scale;
+        std::vector<float> out = poisoned(q.size());
+        AttentionParams p;
+        p.q = q.data();
+        p.k_cache = kc.data();  // the new row is in the cache already (k_new null)
+        p.v_cache = vc.data();
+        p.kv_type = kv_type;
+        p.n_ctx = n_ctx;
+        p.start_pos = start_pos;
+        p.n_tokens = 1;
+        p.n_head = cs.n_head;
+        p.n_kv_head = cs.n_kv;
+        p.head_dim = cs.d;
+        p.window = cs.window;
+        p.out = out.data();
+        LS_ASSERT_OK(validate(p));
+        cpu::attention(p, pool);
+        const std::vector<double> ref =
+            ref_attention(to_double(q), k_ref, v_ref, start_pos, 1, cs.n_head, cs.n_kv, cs.d, cs.window);
+        double vmax = 0;
+        for (double v : v_ref) vmax = std::max(vmax, std::fabs(v));
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_LE(std::fabs(out[i] - ref[i]), 2e-5 * vmax)
+              << "kv " << ggml_type_traits(kv_type).name << " n_pos " << cs.n_pos << " window " << cs.window
+              << " pool " << (pool != nullptr) << " i=" << i;
+        }
+      }
+    }
+  }
 }
 
 TEST_F(CpuKernelsTest, AttentionRejectsOverflowingPositions) {
