@@ -23,11 +23,11 @@ class BatchSchedulerTest : public ::testing::Test {
     path_ = dir_.file("tiny.gguf");
     ASSERT_TRUE(write_example_model(path_, testing::tiny_llama_spec(GgmlType::F32, 7, 128)).ok());
   }
-  std::shared_ptr<Model> open(int sequences) {
+  std::shared_ptr<Model> open(int sequences, int context = 64) {
     ModelOptions o;
     o.backend = Backend::kHost;
     o.host_threads = 2;
-    o.context = 64;
+    o.context = context;
     o.sequences = sequences;
     auto m = Model::open(path_, o);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -88,11 +88,14 @@ TEST_F(BatchSchedulerTest, SharedPassesGiveWhatEachRequestGetsAlone) {
 }
 
 TEST_F(BatchSchedulerTest, AFullQueueRefusesAndACancelledRequestFreesItsSequence) {
-  auto model = open(1);
+  // A long request (1000 tokens: far more than the few it makes between its
+  // first chunk and the cancel, however fast the machine) so the cancel
+  // always finds it running.
+  auto model = open(1, 1024);
   ASSERT_TRUE(model);
   auto sched = BatchScheduler::create(model, {.parallel = 1, .queue = 0});
   ASSERT_TRUE(sched.ok());
-  auto first = (*sched)->submit(greedy({1, 2, 3}, 60));
+  auto first = (*sched)->submit(greedy({1, 2, 3}, 1000));
   ASSERT_TRUE(first.ok());
   RequestState::Chunk c;
   while (!(*first)->next(c, std::chrono::milliseconds(100)) || c.text.empty()) {
@@ -106,7 +109,7 @@ TEST_F(BatchSchedulerTest, AFullQueueRefusesAndACancelledRequestFreesItsSequence
   (*first)->cancel();
   const RequestState::Chunk end = (*first)->wait_all();
   EXPECT_EQ(end.reason, FinishReason::kCancelled);
-  EXPECT_LT(end.completion_tokens, 60);
+  EXPECT_LT(end.completion_tokens, 1000);
   auto next = (*sched)->submit(greedy({4, 5}, 2));
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_EQ((*next)->wait_all().completion_tokens, 2);
