@@ -39,8 +39,15 @@ struct AlignedFree {
 using AlignedBuf = std::unique_ptr<uint8_t, AlignedFree>;
 
 Result<AlignedBuf> aligned(size_t bytes) {
-  void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  // Buffers of 2 MiB and up are 2 MiB aligned and ask for huge pages, as the
+  // host device's arena does (host_device.cpp): an O_DIRECT read pins its
+  // destination page by page, and into 4 KiB pages it measured 0.8-1.6 GB/s
+  // where the executor's reads into the arena ran at 1.7-2.5 GB/s.
+  const size_t align = bytes >= (2u << 20) ? (2u << 20) : 4096;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
   if (!p) return Status::OutOfBudget(fmt::format("probe: cannot allocate {} of host memory", format_bytes(bytes)));
+  if (align > 4096) (void)::madvise(p, rounded, MADV_HUGEPAGE);  // advice only
   return AlignedBuf(static_cast<uint8_t*>(p));
 }
 
