@@ -113,6 +113,44 @@ Status probe_h2d(Device& dev, const ProbeOptions& o, BoxProfile& out) {
   return Status::OK();
 }
 
+// The matmul of a probe point over regions already filled.
+kernels::MatmulParams matmul_params(const ArenaRegion& w, const ArenaRegion& x, const ArenaRegion& y,
+                                    const ArenaRegion& scratch, uint64_t scratch_bytes, GgmlType type, int64_t n_out,
+                                    int64_t n_in, int tokens) {
+  kernels::MatmulParams p;
+  p.w = w.ptr;
+  p.w_type = type;
+  p.n_out = n_out;
+  p.n_in = n_in;
+  p.x = static_cast<const float*>(x.ptr);
+  p.n_tokens = tokens;
+  p.y = static_cast<float*>(y.ptr);
+  p.scratch = scratch.ptr;
+  p.scratch_bytes = scratch.ptr ? scratch_bytes : 0;
+  return p;
+}
+
+// Times `p` on `stream` for `seconds` after one warm-up run (pages touched,
+// host pool awake) and describes it as a probe point.
+Result<ComputePoint> time_matmul_point(Device& dev, kernels::Kernels& k, Stream& stream, const kernels::MatmulParams& p,
+                                       uint64_t w_bytes, double seconds) {
+  LS_RETURN_IF_ERROR(k.matmul(p, stream));
+  LS_RETURN_IF_ERROR(stream.synchronize());
+  LS_ASSIGN_OR_RETURN(auto r, time_on_stream(dev, stream, seconds, [&] { return k.matmul(p, stream); }));
+  ComputePoint c;
+  c.type = ggml_type_traits(p.w_type).name;
+  c.shape = p.n_tokens == 1 ? "decode" : "prefill";
+  c.n_out = p.n_out;
+  c.n_in = p.n_in;
+  c.n_tokens = p.n_tokens;
+  c.weight_bytes = w_bytes;
+  const double s = r.second / r.first;
+  c.ms = s * 1e3;
+  c.weight_gbps = s > 0 ? w_bytes / s / 1e9 : 0;
+  c.gflops = s > 0 ? 2.0 * p.n_out * p.n_in * p.n_tokens / s / 1e9 : 0;
+  return c;
+}
+
 // Drops [0, bytes) of the file from the page cache; returns the fraction still cached (mincore), -1 if unknown.
 double drop_and_check_cache(const std::string& path, uint64_t bytes, bool* dropped) {
   *dropped = false;
@@ -340,31 +378,8 @@ Status probe_compute(Device& dev, const ProbeOptions& o, BoxProfile& out) {
     LS_RETURN_IF_ERROR(stream->copy_h2d(w.ptr, host.data(), w_bytes));
     LS_RETURN_IF_ERROR(stream->synchronize());
     for (int tokens : {1, prefill}) {
-      kernels::MatmulParams p;
-      p.w = w.ptr;
-      p.w_type = t;
-      p.n_out = n_out;
-      p.n_in = n_in;
-      p.x = static_cast<const float*>(x.ptr);
-      p.n_tokens = tokens;
-      p.y = static_cast<float*>(y.ptr);
-      p.scratch = scratch.ptr;
-      p.scratch_bytes = scratch.ptr ? max_scratch : 0;
-      LS_RETURN_IF_ERROR(k->matmul(p, *stream));  // warm-up
-      LS_RETURN_IF_ERROR(stream->synchronize());
-      auto r = time_on_stream(dev, *stream, o.seconds_per_point, [&] { return k->matmul(p, *stream); });
-      LS_RETURN_IF_ERROR(r.status());
-      ComputePoint c;
-      c.type = traits.name;
-      c.shape = tokens == 1 ? "decode" : "prefill";
-      c.n_out = n_out;
-      c.n_in = n_in;
-      c.n_tokens = tokens;
-      c.weight_bytes = w_bytes;
-      const double s = r->second / r->first;
-      c.ms = s * 1e3;
-      c.weight_gbps = s > 0 ? w_bytes / s / 1e9 : 0;
-      c.gflops = s > 0 ? 2.0 * n_out * n_in * tokens / s / 1e9 : 0;
+      const kernels::MatmulParams p = matmul_params(w, x, y, scratch, max_scratch, t, n_out, n_in, tokens);
+      LS_ASSIGN_OR_RETURN(const ComputePoint c, time_matmul_point(dev, *k, *stream, p, w_bytes, o.seconds_per_point));
       note(o, fmt::format("matmul {} {} ({} tokens): {:.3f} ms, {:.2f} GB/s, {:.1f} GFLOP/s", c.type, c.shape, tokens,
                           c.ms, c.weight_gbps, c.gflops));
       out.compute.push_back(c);
@@ -482,31 +497,8 @@ Result<ComputePoint> time_host_matmul(Device& dev, kernels::Kernels& k, GgmlType
   for (float& v : xs) v = dist(rng);
   LS_RETURN_IF_ERROR(stream->copy_h2d(x.ptr, xs.data(), x_bytes));
   LS_RETURN_IF_ERROR(stream->synchronize());
-  kernels::MatmulParams p;
-  p.w = w.ptr;
-  p.w_type = type;
-  p.n_out = n_out;
-  p.n_in = n_in;
-  p.x = static_cast<const float*>(x.ptr);
-  p.n_tokens = tokens;
-  p.y = static_cast<float*>(y.ptr);
-  p.scratch = scratch.ptr;
-  p.scratch_bytes = scratch.ptr ? scratch_bytes : 0;
-  LS_RETURN_IF_ERROR(k.matmul(p, *stream));  // warm-up: pages touched, pool awake
-  LS_RETURN_IF_ERROR(stream->synchronize());
-  LS_ASSIGN_OR_RETURN(auto r, time_on_stream(dev, *stream, seconds, [&] { return k.matmul(p, *stream); }));
-  ComputePoint c;
-  c.type = traits.name;
-  c.shape = tokens == 1 ? "decode" : "prefill";
-  c.n_out = n_out;
-  c.n_in = n_in;
-  c.n_tokens = tokens;
-  c.weight_bytes = w_bytes;
-  const double s = r.second / r.first;
-  c.ms = s * 1e3;
-  c.weight_gbps = s > 0 ? w_bytes / s / 1e9 : 0;
-  c.gflops = s > 0 ? 2.0 * n_out * n_in * tokens / s / 1e9 : 0;
-  return c;
+  const kernels::MatmulParams p = matmul_params(w, x, y, scratch, scratch_bytes, type, n_out, n_in, tokens);
+  return time_matmul_point(dev, k, *stream, p, w_bytes, seconds);
 }
 
 // The host site's figures: RAM read bandwidth, then per type a decode matvec
