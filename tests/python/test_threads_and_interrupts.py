@@ -15,6 +15,16 @@ import layerstream as ls
 from conftest import PROMPT, STREAM_CONTEXT
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises_keyboard_interrupt():
+    """Python maps SIGINT to KeyboardInterrupt only when SIGINT was not ignored
+    at start-up; a shell starts background jobs (`cmd &`, as a CI runner may)
+    with it ignored. These tests need the usual mapping, so they install it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def slow_model(path: str, plan: ls.MemoryPlan, *, sequences: int = 1, link_gbps: float) -> ls.Model:
     """The stream model on a budget of one window slot with its layers in the
     RAM tier, copied over a throttled simulated link every pass: each pass
