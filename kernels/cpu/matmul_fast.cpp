@@ -66,14 +66,21 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const int64_t n_groups = (p.n_out + kGroup - 1) / kGroup;
   const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
   if (p.n_tokens == 1) {
-    // Chunks of at least ~32 KiB of weights (a few microseconds): a smaller
-    // product runs on the calling thread, since handing it to a worker
-    // costs about as much as computing it.
-    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(row_bytes * kGroup, 1));
-    parallel_rows(pool, n_groups, grain, [&](int64_t begin, int64_t end) {
+    // A product under ~32 KiB of weights (a few microseconds) runs on the
+    // calling thread, since handing it to a worker costs about as much as
+    // computing it. Larger ones go to the pool in chunks down to ~8 KiB (the
+    // pool's guided schedule starts large and ends there, so the threads
+    // finish within about half a microsecond of each other).
+    const int64_t group_bytes = std::max<int64_t>(static_cast<int64_t>(row_bytes) * kGroup, 1);
+    const auto run = [&](int64_t begin, int64_t end) {
       const int64_t r0 = rows_of(begin), r1 = rows_of(end);
       k.gemm(w + r0 * row_bytes, row_bytes, r1 - r0, q, 1, p.n_in, p.y + r0, p.n_out);
-    });
+    };
+    if (n_groups * group_bytes < 32768) {
+      run(0, n_groups);
+    } else {
+      parallel_rows(pool, n_groups, std::max<int64_t>(1, 8192 / group_bytes), run);
+    }
     return;
   }
   if (const QGemmFn tiles = p.n_tokens >= kAmxMinTokens ? amx_gemm(p.w_type, isa) : nullptr) {
