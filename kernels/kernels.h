@@ -175,6 +175,14 @@ class Kernels {
   virtual Status rmsnorm(const RmsNormParams& p, Stream& stream) = 0;
   virtual Status rope(const RopeParams& p, Stream& stream) = 0;
   virtual Status matmul(const MatmulParams& p, Stream& stream) = 0;
+  // Several matmuls over the same input (Q/K/V, gate/up): same x, n_in and
+  // n_tokens, distinct outputs. The result is that of one matmul each (the
+  // default); the CPU backend quantises x once and runs the decode products
+  // as one pool job (one start and one join instead of one per matrix).
+  virtual Status matmuls(const MatmulParams* ps, int n, Stream& stream) {
+    for (int i = 0; i < n; ++i) LS_RETURN_IF_ERROR(matmul(ps[i], stream));
+    return Status::OK();
+  }
   virtual Status attention(const AttentionParams& p, Stream& stream) = 0;
   virtual Status silu_mul(const SiluMulParams& p, Stream& stream) = 0;
   virtual Status gelu_mul(const GeluMulParams& p, Stream& stream) = 0;

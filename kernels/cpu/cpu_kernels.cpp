@@ -1,5 +1,9 @@
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <algorithm>
+#include <array>
+#include <string>
+
 #include "kernels/cpu/ops.h"
 
 namespace layerstream::kernels {
@@ -33,6 +37,23 @@ Status CpuKernels::matmul(const MatmulParams& p, Stream& stream) {
     } else {
       cpu::matmul_fast(p, pool);
     }
+    return Status::OK();
+  });
+}
+
+Status CpuKernels::matmuls(const MatmulParams* ps, int n, Stream& stream) {
+  if (n <= 0) return Status::OK();
+  if (n > cpu::kMaxGroupedMatmuls || exact_) return Kernels::matmuls(ps, n, stream);
+  for (int i = 0; i < n; ++i) {
+    LS_RETURN_IF_ERROR(validate(ps[i]));
+    if (ps[i].x != ps[0].x || ps[i].n_in != ps[0].n_in || ps[i].n_tokens != ps[0].n_tokens)
+      return Status::InvalidArgument("matmuls: matmul " + std::to_string(i) +
+                                     " does not share the first one's input (x, n_in and n_tokens must match)");
+  }
+  std::array<MatmulParams, cpu::kMaxGroupedMatmuls> group;
+  std::copy(ps, ps + n, group.begin());
+  return stream.host_func([group, n, pool = pool()] {
+    cpu::matmul_fast_group(group.data(), n, pool);
     return Status::OK();
   });
 }

@@ -25,6 +25,7 @@ class CpuKernels final : public Kernels {
   Status rmsnorm(const RmsNormParams& p, Stream& stream) override;
   Status rope(const RopeParams& p, Stream& stream) override;
   Status matmul(const MatmulParams& p, Stream& stream) override;
+  Status matmuls(const MatmulParams* ps, int n, Stream& stream) override;
   Status attention(const AttentionParams& p, Stream& stream) override;
   Status silu_mul(const SiluMulParams& p, Stream& stream) override;
   Status gelu_mul(const GeluMulParams& p, Stream& stream) override;

@@ -32,7 +32,77 @@ QGemmFn amx_gemm(GgmlType type, CpuIsa isa) {
   return on ? amx::gemm_fn(type) : nullptr;
 }
 
+// Rows go to the pool in groups of 4 (the kernels' register tiles), so no
+// chunk ends in a partial tile.
+constexpr int64_t kGroup = 4;
+
+// Decode: the rows of n matmuls sharing the quantised token q (one job).
+// A product under ~32 KiB of weights (a few microseconds) runs on the
+// calling thread, since handing it to a worker costs about as much as
+// computing it. Larger ones go to the pool in chunks down to ~8 KiB (the
+// pool's guided schedule starts large and ends there, so the threads finish
+// within about half a microsecond of each other). The groups of the n
+// matrices are numbered one after another; a chunk may span two matrices.
+void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlock* q, ThreadPool* pool) {
+  struct Seg {
+    const uint8_t* w;
+    uint64_t row_bytes;
+    int64_t n_out, g0, n_groups;
+    float* y;
+    QGemmFn gemm;
+  };
+  Seg segs[kMaxGroupedMatmuls];
+  int64_t total = 0, bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    const MatmulParams& p = ps[i];
+    const uint64_t rb = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
+    const int64_t groups = (p.n_out + kGroup - 1) / kGroup;
+    segs[i] = {static_cast<const uint8_t*>(p.w), rb, p.n_out, total, groups, p.y, gemms[i]};
+    total += groups;
+    bytes += static_cast<int64_t>(rb) * p.n_out;
+  }
+  const int64_t n_in = ps[0].n_in;
+  const auto run = [&](int64_t begin, int64_t end) {
+    for (int i = 0; i < n; ++i) {
+      const Seg& s = segs[i];
+      const int64_t gb = std::max(begin, s.g0) - s.g0, ge = std::min(end, s.g0 + s.n_groups) - s.g0;
+      if (gb >= ge) continue;
+      const int64_t r0 = std::min(gb * kGroup, s.n_out), r1 = std::min(ge * kGroup, s.n_out);
+      s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, q, 1, n_in, s.y + r0, s.n_out);
+    }
+  };
+  if (bytes < 32768) {
+    run(0, total);
+  } else {
+    const int64_t group_bytes = std::max<int64_t>(1, bytes / total);
+    parallel_rows(pool, total, std::max<int64_t>(1, 8192 / group_bytes), run);
+  }
+}
+
 }  // namespace
+
+void matmul_fast_group(const MatmulParams* ps, int n, ThreadPool* pool, CpuIsa isa) {
+  bool fused = n > 1 && n <= kMaxGroupedMatmuls && ps[0].n_tokens == 1 && ps[0].n_in % kQBlock == 0;
+  QGemmFn gemms[kMaxGroupedMatmuls] = {};
+  QuantizeFn quantize = nullptr;
+  for (int i = 0; fused && i < n; ++i) {
+    const QuantKernels k = quant_kernels(ps[i].w_type, isa);
+    if (i == 0) quantize = k.quantize;
+    // The same quantiser for all (it is per ISA today), so one q serves all.
+    fused = k.gemm && k.quantize == quantize && ps[i].x == ps[0].x && ps[i].n_in == ps[0].n_in &&
+            ps[i].n_tokens == 1;
+    gemms[i] = k.gemm;
+  }
+  if (!fused) {
+    for (int i = 0; i < n; ++i) matmul_fast(ps[i], pool, isa);
+    return;
+  }
+  thread_local std::vector<QBlock> xq;
+  const int64_t nb = ps[0].n_in / kQBlock;
+  if (xq.size() < static_cast<size_t>(nb)) xq.resize(nb);
+  quantize(ps[0].x, ps[0].n_in, xq.data());
+  decode_rows(ps, gemms, n, xq.data(), pool);
+}
 
 void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const QuantKernels k = quant_kernels(p.w_type, isa);
@@ -60,20 +130,10 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
 
   const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
   const auto* w = static_cast<const uint8_t*>(p.w);
-  // Rows go to the pool in groups of 4 (the kernels' register tiles), so no
-  // chunk ends in a partial tile.
-  constexpr int64_t kGroup = 4;
   const int64_t n_groups = (p.n_out + kGroup - 1) / kGroup;
   const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
   if (p.n_tokens == 1) {
-    // Chunks of at least ~32 KiB of weights (a few microseconds): a smaller
-    // product runs on the calling thread, since handing it to a worker
-    // costs about as much as computing it.
-    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(row_bytes * kGroup, 1));
-    parallel_rows(pool, n_groups, grain, [&](int64_t begin, int64_t end) {
-      const int64_t r0 = rows_of(begin), r1 = rows_of(end);
-      k.gemm(w + r0 * row_bytes, row_bytes, r1 - r0, q, 1, p.n_in, p.y + r0, p.n_out);
-    });
+    decode_rows(&p, &k.gemm, 1, q, pool);
     return;
   }
   if (const QGemmFn tiles = p.n_tokens >= kAmxMinTokens ? amx_gemm(p.w_type, isa) : nullptr) {

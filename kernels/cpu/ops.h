@@ -24,6 +24,11 @@ void matmul(const MatmulParams& p, ThreadPool* pool);
 // F32/F16/BF16 weights (float types have no int8 path) and n_tokens > 1
 // take gemm_f32: rows decoded exactly to f32, register-tiled f32 GEMM.
 void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
+// matmul_fast over n (<= kMaxGroupedMatmuls) matmuls sharing x, n_in and
+// n_tokens: the same results; for decode (one token) of types with a fast
+// path, x is quantised once and all rows of all n go to the pool as one job.
+constexpr int kMaxGroupedMatmuls = 4;
+void matmul_fast_group(const MatmulParams* ps, int n, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 // REQUIRES w_type F32, F16 or BF16.
 void gemm_f32(const MatmulParams& p, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 void attention(const AttentionParams& p, ThreadPool* pool);

@@ -7,12 +7,13 @@
 //   Q4_0/Q4_1: the nibbles (0..15) are the unsigned operand; Q4_0's -8 is
 //     folded into the accumulator's start value (-sum(q) in each lane of a
 //     block: 8 lanes make -8 sum(q)).
-//   Q8_0: the activations are made unsigned (q + 128, an xor with 0x80) and
-//     the accumulator starts at -128 sum(w) (itself one vpdpbusd per row).
+//   Q8_0: the weights are made unsigned (w + 128, an xor with 0x80) and the
+//     accumulator starts at -128 sum(x), known per activation block.
 // A tile is R weight rows x T tokens: weight registers are reused across
 // the T tokens and activation registers across the R rows.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/qdot.h"
@@ -62,9 +63,35 @@ LS_VNNI512 inline __m512i nibbles2(const uint8_t* a, const uint8_t* b) {
 }
 LS_VNNI512 inline float reduce(__m512 v) { return _mm512_reduce_add_ps(v); }
 
+// The scales go through one xmm per block pair rather than a broadcast
+// vector per scale (vpbroadcastw + insert + a 512-bit vcvtph2ps each, the
+// larger part of a decode step's uops): the first 4 bytes of two blocks
+// ([d, m] for Q4_1; d and 2 bytes that are ignored for the others) become
+// [d_a, m_a, d_b, m_b] in f32 with one 128-bit vcvtph2ps, are multiplied by
+// the activation side's [d_a, d_a sum_a, d_b, d_b sum_b] (act_s4), and one
+// vpermps spreads lane 0 over lanes 0-7 and lane 2 over 8-15. Lanes 1 and 3
+// of the junk types may be Inf/NaN; nothing reads them.
+LS_VNNI512 inline __m128 head4_f16(const void* a, const void* b) {
+  int32_t x, y;
+  std::memcpy(&x, a, 4);
+  std::memcpy(&y, b, 4);
+  return _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(x), _mm_cvtsi32_si128(y)));
+}
+template <bool kTwo>
+LS_VNNI512 inline __m128 act_s4(const QBlock* a, int64_t k) {
+  const float d0 = a[k].d, d1 = kTwo ? a[k + 1].d : 0.0f;
+  const float s0 = d0 * static_cast<float>(a[k].sum), s1 = kTwo ? d1 * static_cast<float>(a[k + 1].sum) : 0.0f;
+  return _mm_setr_ps(d0, s0, d1, s1);
+}
+// [p0 x8, p2 x8]: the product of the two blocks' scales per lane.
+LS_VNNI512 inline __m512 spread_d(__m128 p) {
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                               _mm512_castps128_ps512(p));
+}
+
 // The activation side of a block pair (k, k + 1); with kTwo false only block
-// k is real: its scale vector's upper half is zero, so whatever the upper
-// lanes compute is multiplied by 0.
+// k is real: act_s4's upper scales are zero, so whatever the upper lanes
+// compute is multiplied by 0.
 template <bool kTwo>
 LS_VNNI512 inline __m512 act_scale(const QBlock* a, int64_t k) {
   return bcast2(a[k].d, kTwo ? a[k + 1].d : 0.0f);
@@ -75,32 +102,32 @@ LS_VNNI512 inline __m512i act_q(const QBlock* a, int64_t k) {
 }
 
 // ---- per type: weight pair, activation pair, multiply-add -------------------
+// Q8_0: the weights are made unsigned (w + 128, an xor with 0x80) and the
+// activations stay signed, so the correction -128 sum(x) is per activation
+// block (its QBlock::sum), put in lane 0 of the block and shared by all rows.
 struct Q8_0 {
   using Block = math::BlockQ8_0;
   struct W {
-    __m512i q, start;  // start: -128 * sum(w) per 4-lane group
+    __m512i u;  // w + 128 as u8
     __m512 d;
   };
   struct A {
-    __m512i u;  // q + 128 as u8
+    __m512i q, start;  // start: -128 sum(q) in lanes 0 and 8
     __m512 d;
   };
   template <bool kTwo>
   LS_VNNI512 static W load(const Block* b, int64_t k) {
     const Block& b1 = b[kTwo ? k + 1 : k];
-    W w;
-    w.q = load2(b[k].qs, b1.qs);
-    w.start = _mm512_sub_epi32(_mm512_setzero_si512(),
-                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), w.q));
-    w.d = bcast2_f16(b[k].d, b1.d);
-    return w;
+    return {_mm512_xor_si512(load2(b[k].qs, b1.qs), _mm512_set1_epi8(static_cast<char>(0x80))), bcast2_f16(b[k].d, b1.d)};
   }
   template <bool kTwo>
   LS_VNNI512 static A act(const QBlock* a, int64_t k) {
-    return {_mm512_xor_si512(act_q<kTwo>(a, k), _mm512_set1_epi8(static_cast<char>(0x80))), act_scale<kTwo>(a, k)};
+    const __m512i start =
+        _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * a[k].sum), 0x0100, kTwo ? -128 * a[k + 1].sum : 0);
+    return {act_q<kTwo>(a, k), start, act_scale<kTwo>(a, k)};
   }
   LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
-    const __m512i dot = _mm512_dpbusd_epi32(w.start, a.u, w.q);
+    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.u, a.q);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
   }
 };
@@ -131,32 +158,54 @@ struct Q4_0 {
   }
 };
 
+// Q4_1: value d q + m, so a block's dot is d_w d_x dot(q, qx) + m d_x sum(qx).
+// One product [d_w d_x, m d_x sum, ...] per block pair (head4_f16 x act_s4):
+// lanes 0 and 2 scale the integer dots, lanes 1 and 3 (the m terms) add up
+// in a 128-bit side accumulator (madd_m) when the tile has registers for it
+// (T == 1, decode), else go to lanes 0 and 8 of the main one.
 struct Q4_1 {
   using Block = math::BlockQ4_1;
+  static constexpr bool kSideM = true;
   struct W {
     __m512i q;
-    __m512 d, m;
+    __m128 dm;  // [d_a, m_a, d_b, m_b]
   };
   struct A {
     __m512i q;
-    __m512 d, s;  // s: d * sum(q) / 8 in each lane of the block (8 lanes: d sum(q))
+    __m128 s;
   };
   template <bool kTwo>
   LS_VNNI512 static W load(const Block* b, int64_t k) {
     const Block& b1 = b[kTwo ? k + 1 : k];
-    return {nibbles2(b[k].qs, b1.qs), bcast2_f16(b[k].d, b1.d), bcast2_f16(b[k].m, b1.m)};
+    return {nibbles2(b[k].qs, b1.qs), head4_f16(&b[k], &b1)};
   }
   template <bool kTwo>
   LS_VNNI512 static A act(const QBlock* a, int64_t k) {
-    const float s0 = a[k].d * static_cast<float>(a[k].sum) * 0.125f;
-    const float s1 = kTwo ? a[k + 1].d * static_cast<float>(a[k + 1].sum) * 0.125f : 0.0f;
-    return {act_q<kTwo>(a, k), act_scale<kTwo>(a, k), bcast2(s0, s1)};
+    return {act_q<kTwo>(a, k), act_s4<kTwo>(a, k)};
+  }
+  LS_VNNI512 static __m512 madd_m(const W& w, const A& a, __m512 acc, __m128& side) {
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, a.q);
+    const __m128 p = _mm_mul_ps(w.dm, a.s);
+    side = _mm_add_ps(side, p);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), spread_d(p), acc);
   }
   LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
     const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, a.q);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
-    return _mm512_fmadd_ps(w.m, a.s, acc);
+    const __m128 p = _mm_mul_ps(w.dm, a.s);
+    const __m512 m = _mm512_maskz_permutexvar_ps(
+        0x0101, _mm512_setr_epi32(1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(p));
+    return _mm512_add_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), spread_d(p), acc), m);
   }
+};
+
+// Whether K keeps a side accumulator (K::kSideM) in an R x T tile.
+template <class K, int T, class = void>
+struct SideM {
+  static constexpr bool value = false;
+};
+template <class K, int T>
+struct SideM<K, T, std::void_t<decltype(K::kSideM)>> {
+  static constexpr bool value = K::kSideM && T == 1;
 };
 
 // Q5_0: code = nibble | 5th bit << 4 (0..31), value d * (code - 16). The
@@ -197,7 +246,7 @@ struct Q5_0 {
 // One block pair of an R x T tile.
 template <class K, int R, int T, bool kTwo>
 LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* const* x, int64_t k, int64_t pf,
-                            __m512 (&acc)[R][T]) {
+                            __m512 (&acc)[R][T], __m128 (&side)[R]) {
   typename K::W wk[R];
   for (int r = 0; r < R; ++r) {
     if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(w[r] + k) + pf, _MM_HINT_T0);
@@ -205,7 +254,13 @@ LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* con
   }
   for (int t = 0; t < T; ++t) {
     const typename K::A a = K::template act<kTwo>(x[t], k);
-    for (int r = 0; r < R; ++r) acc[r][t] = K::madd(wk[r], a, acc[r][t]);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (SideM<K, T>::value) {
+        acc[r][t] = K::madd_m(wk[r], a, acc[r][t], side[r]);
+      } else {
+        acc[r][t] = K::madd(wk[r], a, acc[r][t]);
+      }
+    }
   }
 }
 
@@ -216,16 +271,25 @@ LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, 
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const typename K::Block*>(rows + r * row_bytes);
   for (int t = 0; t < T; ++t) x[t] = xq + t * nb;
   __m512 acc[R][T];
+  __m128 side[R];  // SideM only: lanes 1 and 3 hold the m terms
+  for (int r = 0; r < R; ++r) side[r] = _mm_setzero_ps();
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   // Prefetch the same place in the next tile's rows (R rows on): the tiles
   // walk the matrix in order, so that is the data needed next.
   const int64_t pf = static_cast<int64_t>(R * row_bytes);
   int64_t k = 0;
-  for (; k + 2 <= nb; k += 2) step<K, R, T, true>(w, x, k, pf, acc);
-  if (k < nb) step<K, R, T, false>(w, x, k, pf, acc);
+  for (; k + 2 <= nb; k += 2) step<K, R, T, true>(w, x, k, pf, acc, side);
+  if (k < nb) step<K, R, T, false>(w, x, k, pf, acc, side);
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) y[t * ldy + r] = reduce(acc[r][t]);
+    for (int t = 0; t < T; ++t) {
+      float v = reduce(acc[r][t]);
+      if constexpr (SideM<K, T>::value) {
+        const __m128 h = _mm_movehdup_ps(side[r]);  // [s1, s1, s3, s3]
+        v += _mm_cvtss_f32(_mm_add_ss(h, _mm_movehl_ps(h, h)));
+      }
+      y[t * ldy + r] = v;
+    }
 }
 
 template <class K>

@@ -50,9 +50,9 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_chunks() {
   const std::function<void(int64_t, int64_t)>& fn = *fn_;
   for (;;) {
-    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) return;
-    fn(begin, std::min(n_, begin + chunk_));
+    const int c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= n_chunks_) return;
+    fn(bounds_[c], bounds_[c + 1]);
   }
 }
 
@@ -86,11 +86,22 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   if (n <= 0) return;
   std::lock_guard<std::mutex> job(job_mu_);
   const int64_t threads = size();
-  // About 4 chunks per thread for balance, never below the grain.
-  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(grain, 1), (n + threads * 4 - 1) / (threads * 4));
+  grain = std::max<int64_t>(grain, 1);
+  // Guided: rounds of `threads` chunks, the first of n / (2 threads) each,
+  // halving per round, never below the grain; the last chunk takes the rest
+  // once the table is full.
+  int64_t size = std::max(grain, (n + 2 * threads - 1) / (2 * threads)), pos = 0;
+  int c = 0;
+  bounds_[0] = 0;
+  while (pos < n) {
+    for (int64_t j = 0; j < threads && pos < n; ++j) {
+      pos = c + 1 == kMaxChunks ? n : std::min(n, pos + size);
+      bounds_[++c] = pos;
+    }
+    size = std::max(grain, size / 2);
+  }
   fn_ = &fn;
-  n_ = n;
-  chunk_ = chunk;
+  n_chunks_ = c;
   next_.store(0, std::memory_order_relaxed);
   const uint64_t gen = (state_.load(std::memory_order_relaxed) >> 1) + 1;
   {

@@ -6,7 +6,11 @@
 // same pool. Destroying the pool joins its workers; no job may be running.
 //
 // Latency: a decode step is hundreds of short jobs (a few microseconds
-// each). Workers spin briefly (kSpinMicros) on an atomic before sleeping on
+// each). Chunks shrink as the job goes (guided: each round of one chunk per
+// thread halves the size, down to the grain), so the first claims are few
+// and large and the threads finish within about one small chunk of each
+// other: with equal chunks the caller waited up to a whole chunk (1/4 of a
+// thread's share) at the end of every job. Workers spin briefly (kSpinMicros) on an atomic before sleeping on
 // a condition variable, chunks are claimed with an atomic counter, and the
 // caller never waits for a worker that has not joined the job: a job is
 // open while the caller works through it; a worker joins only while it is
@@ -55,9 +59,12 @@ class ThreadPool {
   std::atomic<uint64_t> state_{0};
   std::atomic<int> running_{0};  // workers inside the current job
   std::atomic<bool> stop_{false};
+  static constexpr int kMaxChunks = 128;
+
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 0;
-  std::atomic<int64_t> next_{0};  // first unclaimed index
+  int n_chunks_ = 0;
+  int64_t bounds_[kMaxChunks + 1] = {};  // chunk c is [bounds_[c], bounds_[c + 1])
+  std::atomic<int> next_{0};             // first unclaimed chunk
 };
 
 // Runs fn over [0, n) on pool, or inline when pool is null.

@@ -347,6 +347,8 @@ struct LlamaRunner::Impl {
   Status matmul(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens);
   Status matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens,
                    Kernels& kern, char* b);
+  kernels::MatmulParams matmul_params(const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens,
+                                      char* b) const;
   // Hybrid execution (host-site blocks; see the end of this file).
   HostBuffer host_res;              // host mirror of the reserve layout: activations, host-site KV, rope_freqs
   std::unique_ptr<Kernels> hk;      // the CPU kernels host-site blocks run with
@@ -381,6 +383,11 @@ Status LlamaRunner::Impl::matmul(Stream& s, const void* w, const GgufTensorInfo&
 
 Status LlamaRunner::Impl::matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y,
                                     int n_tokens, Kernels& kern, char* b) {
+  return kern.matmul(matmul_params(w, t, x, y, n_tokens, b), s);
+}
+
+kernels::MatmulParams LlamaRunner::Impl::matmul_params(const void* w, const GgufTensorInfo& t, const float* x, float* y,
+                                                       int n_tokens, char* b) const {
   kernels::MatmulParams p;
   p.w = w;
   p.w_type = t.type;
@@ -393,7 +400,7 @@ Status LlamaRunner::Impl::matmul_at(Stream& s, const void* w, const GgufTensorIn
     p.scratch = b + lay.scratch;
     p.scratch_bytes = lay.scratch_bytes;
   }
-  return kern.matmul(p, s);
+  return p;
 }
 
 Status LlamaRunner::Impl::gather_embedding_rows(int T) {
@@ -490,9 +497,11 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   if (run.site == sched::Site::kSplit) {  // one join for the three
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.attn_q, q}, {&w.attn_k, kk}, {&w.attn_v, v}}));
   } else {
-    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_q), w.attn_q, xb, q, T));
-    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_k), w.attn_k, xb, kk, T));
-    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.attn_v), w.attn_v, xb, v, T));
+    // One call for the three (the CPU kernels quantise xb once and run them as one job).
+    const kernels::MatmulParams qkv[] = {matmul_params(tensor(run, L, w.attn_q), w.attn_q, xb, q, T, B),
+                                         matmul_params(tensor(run, L, w.attn_k), w.attn_k, xb, kk, T, B),
+                                         matmul_params(tensor(run, L, w.attn_v), w.attn_v, xb, v, T, B)};
+    LS_RETURN_IF_ERROR(K.matmuls(qkv, 3, s));
   }
   auto bias = [&](const std::optional<GgufTensorInfo>& bt, float* y, int64_t width) -> Status {
     if (!bt) return Status::OK();
@@ -569,8 +578,9 @@ Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
   if (run.site == sched::Site::kSplit) {  // one join for both
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.ffn_gate, gate}, {&w.ffn_up, up}}));
   } else {
-    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T));
-    LS_RETURN_IF_ERROR(matmul(s, tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T));
+    const kernels::MatmulParams gate_up[] = {matmul_params(tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T, B),
+                                             matmul_params(tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T, B)};
+    LS_RETURN_IF_ERROR(K.matmuls(gate_up, 2, s));
   }
   const int64_t n_ff = int64_t{T} * h.n_ff;
   if (h.traits.ffn == FfnActivation::kGeluTanh) {

@@ -13,6 +13,7 @@
 //   against float64 over the original x: the above plus the quantisation
 //     bound sum_i |w_i| * d_block(i) / 2.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "kernels/cpu/dot.h"
@@ -306,6 +307,54 @@ TEST_F(CpuFastMatmulTest, MatmulFastAgreesWithExactPathOnEveryForcedIsa) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// matmul_fast_group (Q/K/V, gate/up in one call): the same bytes as one
+// matmul_fast per matrix, whether fused (decode of fast types: one
+// quantisation, one pool job whose chunks may span two matrices) or not
+// (several tokens, or a type without a fast path in the group), with and
+// without a pool, on every forced ISA. Shapes: row counts off the 4-row
+// groups, and sizes on both sides of the 32 KiB inline threshold.
+TEST_F(CpuFastMatmulTest, GroupedMatmulsEqualOneMatmulEach) {
+  struct Case {
+    std::vector<GgmlType> types;
+    std::vector<int64_t> n_out;
+    int64_t n_in, n_tok;
+  };
+  const std::vector<Case> cases = {
+      {{GgmlType::Q4_1, GgmlType::Q4_1, GgmlType::Q4_1}, {576, 190, 193}, 576, 1},
+      {{GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}, {7, 33, 5}, 64, 1},
+      {{GgmlType::Q5_0, GgmlType::Q8_0}, {1537, 1536}, 640, 1},
+      {{GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1}, {130, 67, 64}, 256, 1},
+      {{GgmlType::Q4_1, GgmlType::F16}, {70, 70}, 96, 1},  // F16: no fast path, not fused
+      {{GgmlType::Q4_1, GgmlType::Q8_0}, {130, 70}, 320, 3},
+  };
+  for (const Case& c : cases) {
+    const int n = static_cast<int>(c.types.size());
+    const std::vector<float> x = random_floats(c.n_in * c.n_tok, rng_);
+    std::vector<Weight> ws;
+    std::vector<std::vector<float>> want(n), got(n);
+    for (int i = 0; i < n; ++i) ws.push_back(random_weight(c.types[i], c.n_out[i], c.n_in, rng_));
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kGeneric}) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
+        std::vector<MatmulParams> ps(n);
+        for (int i = 0; i < n; ++i) {
+          want[i] = poisoned(c.n_out[i] * c.n_tok);
+          got[i] = poisoned(c.n_out[i] * c.n_tok);
+          ps[i] = {ws[i].bytes.data(), c.types[i], c.n_out[i], c.n_in, x.data(), c.n_tok, want[i].data()};
+          LS_ASSERT_OK(validate(ps[i]));
+          cpu::matmul_fast(ps[i], pool, isa);
+          ps[i].y = got[i].data();
+        }
+        cpu::matmul_fast_group(ps.data(), n, pool, isa);
+        for (int i = 0; i < n; ++i)
+          for (size_t j = 0; j < got[i].size(); ++j)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(want[i][j]))
+                << "matrix " << i << " (" << ggml_type_traits(c.types[i]).name << ") row " << j << " isa "
+                << static_cast<int>(isa) << (pool ? " pool" : " inline");
       }
     }
   }
