@@ -39,6 +39,10 @@ Status map_zeros(Mapping& m, uint64_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return Status::FromErrno("block probe: mapping " + std::to_string(bytes) + " bytes", errno);
+  // Huge pages where the probed spans are written, as the host arena the
+  // real weights live in has (host_device.cpp): with 4 KiB pages the TLB
+  // misses alone made a probed block 10-20% slower than in a real pass.
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only
   m.ptr = static_cast<uint8_t*>(p);
   m.bytes = bytes;
   return Status::OK();
