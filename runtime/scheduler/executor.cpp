@@ -1200,7 +1200,8 @@ Status Executor::finish_pass(uint64_t pass, int cls) {
     const bool first_measured = warm && !plan_measured_ && measured_at_sites(cls);
     const bool drift_lasted = warm && plan_measured_ && replan_gate_.observe(drifted(cls));
     if (first_measured || drift_lasted) {
-      LS_ASSIGN_OR_RETURN(bool changed, replan_confirmed(first_measured ? 1 : opt_.replan_confirmations));
+      LS_ASSIGN_OR_RETURN(bool changed, first_measured ? replan_confirmed(1, /*from_hints=*/true)
+                                                        : replan_confirmed(opt_.replan_confirmations));
       (void)changed;
     }
   }
@@ -1223,7 +1224,7 @@ bool Executor::drifted(int cls) const {
 
 Result<bool> Executor::replan() { return replan_confirmed(1); }
 
-Result<bool> Executor::replan_confirmed(int confirmations) {
+Result<bool> Executor::replan_confirmed(int confirmations, bool from_hints) {
   PlannerInput in = planner_input(plan_.batch_class);
   LS_ASSIGN_OR_RETURN(Plan p, make_plan(in));
   replan_gate_.reset();
@@ -1239,7 +1240,7 @@ Result<bool> Executor::replan_confirmed(int confirmations) {
     // reloads residents and moves KV caches).
     Plan cur = plan_;
     evaluate_plan(in, cur);
-    if (!replan_gate_.worth_moving(cur.predicted_pass_s, p.predicted_pass_s)) {
+    if (!from_hints && !replan_gate_.worth_moving(cur.predicted_pass_s, p.predicted_pass_s)) {
       keep = true;
       p = std::move(cur);
     } else if (confirmations > 1) {

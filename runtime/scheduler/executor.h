@@ -228,7 +228,11 @@ class Executor {
   bool drifted(int cls) const;
   // replan()'s body; `confirmations` > 1 (re-plans on drift): the new
   // placement must have been proposed that many times in a row (ReplanGate).
-  Result<bool> replan_confirmed(int confirmations);
+  // `from_hints`: the current plan was made before any measurement, so the
+  // first measured plan replaces it without the minimum-gain test (that test
+  // keeps noise between measured plans from moving bytes; a hint is no
+  // measurement to defend).
+  Result<bool> replan_confirmed(int confirmations, bool from_hints = false);
   // Host lane (host_lane.cpp).
   Status prepare_host_lane();
   Status run_host_layer(LayerRun& run, bool entering);
