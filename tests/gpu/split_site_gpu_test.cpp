@@ -13,6 +13,7 @@
 #include "runtime/llama/llama_runner.h"
 #include "runtime/model/example_model.h"
 #include "tests/common/gpu.h"
+#include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
@@ -24,23 +25,6 @@ using llama::RunnerOptions;
 using llama::Strategy;
 using sched::Site;
 using sched::Tier;
-
-std::vector<std::vector<float>> run_logits(LlamaRunner& r, const std::vector<int32_t>& prompt,
-                                           const std::vector<int32_t>& next) {
-  std::vector<std::vector<float>> out;
-  Status st = r.prefill(0, prompt);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  auto l = r.logits(0);
-  out.emplace_back(l.begin(), l.end());
-  for (int32_t t : next) {
-    const int seq = 0;
-    st = r.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&t, 1));
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    l = r.logits(0);
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
-}
 
 double max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, double& amax) {
   double d = 0;
@@ -71,7 +55,7 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   ro.strategy = Strategy::kResident;
   auto host = testing::open_host_device(2);
   LS_ASSERT_OK_AND_ASSIGN(auto hr, LlamaRunner::create(*host, path, ro));
-  const auto want = run_logits(*hr, prompt, next);
+  const auto want = testing::runner_logits(*hr, prompt, next);
   const int n = static_cast<int>(hr->executor().layer_bytes().size());
   hr.reset();
 
@@ -80,7 +64,7 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   LS_ASSERT_OK_AND_ASSIGN(auto gpu, open_device(co));
   ro.vram_budget = 256ull << 20;
   LS_ASSERT_OK_AND_ASSIGN(auto gr, LlamaRunner::create(*gpu, path, ro));
-  const auto gpu_resident = run_logits(*gr, prompt, next);
+  const auto gpu_resident = testing::runner_logits(*gr, prompt, next);
   gr.reset();
   double amax = 0;
   const double backends = max_diff(gpu_resident, want, amax);
@@ -102,7 +86,7 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   so.plan = p;
   LS_ASSERT_OK_AND_ASSIGN(auto sr, LlamaRunner::create(*gpu, path, so));
   ASSERT_EQ(sr->plan().count_site(Site::kSplit), n - 1) << sched::site_map(sr->plan());
-  const auto got = run_logits(*sr, prompt, next);
+  const auto got = testing::runner_logits(*sr, prompt, next);
   const double split = max_diff(got, want, amax);
   std::printf("[ split gpu ] max |logit diff| vs host resident: cuda resident %.3g, cuda split %.3g (max |logit| %.3g)\n",
               backends, split, amax);

@@ -20,6 +20,7 @@
 #include "runtime/llama/perplexity.h"
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_file.h"
+#include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -41,24 +42,6 @@ RunnerOptions base_options() {
   o.disk_gbps = 5;
   o.trace = false;
   return o;
-}
-
-// Prefill `prompt`, then decode `steps` given tokens; returns every logits row.
-std::vector<std::vector<float>> run_tokens(LlamaRunner& r, const std::vector<int32_t>& prompt,
-                                           const std::vector<int32_t>& next) {
-  std::vector<std::vector<float>> out;
-  Status st = r.prefill(0, prompt);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  auto l = r.logits(0);
-  out.emplace_back(l.begin(), l.end());
-  for (int32_t t : next) {
-    const int seq = 0;
-    st = r.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&t, 1));
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    l = r.logits(0);
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
 }
 
 std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
@@ -108,7 +91,7 @@ void expect_streaming_identity(ExampleModelSpec spec, uint64_t seed) {
       // Blocks and the head; the embedding is gathered, never a layer.
       ASSERT_EQ(resident->executor().layer_bytes().size(), spec.n_layers + 1u);
       ASSERT_EQ(resident->plan().count(sched::Tier::kResident), static_cast<int>(spec.n_layers + 1));
-      const auto want = run_tokens(*resident, prompt, next);
+      const auto want = testing::runner_logits(*resident, prompt, next);
       uint64_t largest = 0, all = 0;
       for (uint64_t b : resident->executor().layer_bytes()) {
         largest = std::max(largest, b);
@@ -148,7 +131,7 @@ void expect_streaming_identity(ExampleModelSpec spec, uint64_t seed) {
         LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(c.staged ? *staged : *dev, path, o));
         EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
         EXPECT_LE(r->plan().count(sched::Tier::kResident), static_cast<int>(spec.n_layers));
-        const auto got = run_tokens(*r, prompt, next);
+        const auto got = testing::runner_logits(*r, prompt, next);
         ASSERT_EQ(got.size(), want.size());
         for (size_t i = 0; i < got.size(); ++i) {
           ASSERT_EQ(got[i].size(), want[i].size());
@@ -197,7 +180,7 @@ TEST(ExternalWeights, ReadInPlaceEqualsResidentBitForBit) {
     ro.strategy = Strategy::kResident;
     ro.prefill_chunk = 4;
     LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-    const auto want = run_tokens(*resident, prompt, next);
+    const auto want = testing::runner_logits(*resident, prompt, next);
     const uint64_t weights = [&] {
       uint64_t all = 0;
       for (uint64_t b : resident->executor().layer_bytes()) all += b;
@@ -220,7 +203,7 @@ TEST(ExternalWeights, ReadInPlaceEqualsResidentBitForBit) {
     ASSERT_EQ(r->executor().layer_bytes().size(), static_cast<size_t>(n));
     for (uint64_t b : r->executor().layer_bytes()) EXPECT_EQ(b, 4096u) << "not a placeholder";
     EXPECT_EQ(r->streamed_bytes_per_pass(), 0u);
-    const auto got = run_tokens(*r, prompt, next);
+    const auto got = testing::runner_logits(*r, prompt, next);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
@@ -470,7 +453,7 @@ void compare_with_reference(const std::string& path, uint64_t seed, double& wors
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
   const auto prompt = random_tokens(rng, 11, 512);
   const auto next = random_tokens(rng, 5, 512);
-  const auto got = run_tokens(*r, prompt, next);
+  const auto got = testing::runner_logits(*r, prompt, next);
 
   RefRunner ref(m);
   std::vector<std::vector<double>> want;
@@ -573,7 +556,7 @@ TEST_P(ArchReference, PrefillAndDecodeMatchFloat64) {
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
   const auto prompt = random_tokens(rng, 11, 512);
   const auto next = random_tokens(rng, 5, 512);
-  const auto got = run_tokens(*r, prompt, next);
+  const auto got = testing::runner_logits(*r, prompt, next);
 
   RefRunner ref(m);
   std::vector<std::vector<double>> want;
@@ -601,7 +584,7 @@ TEST_P(ArchReference, StreamedEqualsResidentBitForBit) {
   ro.strategy = Strategy::kResident;
   ro.prefill_chunk = 4;
   LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-  const auto want = run_tokens(*resident, prompt, next);
+  const auto want = testing::runner_logits(*resident, prompt, next);
   uint64_t largest = 0;
   for (uint64_t b : resident->executor().layer_bytes()) largest = std::max(largest, b);
   const uint64_t reserve = resident->reserve().total(), slot = sched::round_up(largest, 4096) + 8192;
@@ -614,7 +597,7 @@ TEST_P(ArchReference, StreamedEqualsResidentBitForBit) {
     o.prefill_chunk = 4;
     LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
     EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
-    const auto got = run_tokens(*r, prompt, next);
+    const auto got = testing::runner_logits(*r, prompt, next);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))

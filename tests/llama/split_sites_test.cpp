@@ -18,6 +18,7 @@
 #include "runtime/device/device.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/model/example_model.h"
+#include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
@@ -38,24 +39,6 @@ RunnerOptions base_options(bool exact) {
   o.trace = true;
   o.exact = exact;
   return o;
-}
-
-// Logits of a 9-token prefill then 3 single-token decodes.
-std::vector<std::vector<float>> run_logits(LlamaRunner& r, const std::vector<int32_t>& prompt,
-                                           const std::vector<int32_t>& next) {
-  std::vector<std::vector<float>> out;
-  Status st = r.prefill(0, prompt);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  auto l = r.logits(0);
-  out.emplace_back(l.begin(), l.end());
-  for (int32_t t : next) {
-    const int seq = 0;
-    st = r.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&t, 1));
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    l = r.logits(0);
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
 }
 
 // A random placement of the blocks (the head, last, stays on the device):
@@ -120,7 +103,7 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
   RunnerOptions ro = base_options(c.exact);
   ro.strategy = Strategy::kResident;
   LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-  const auto want = run_logits(*resident, prompt, next);
+  const auto want = testing::runner_logits(*resident, prompt, next);
   const int n = static_cast<int>(resident->executor().layer_bytes().size());
   uint64_t all = 0, largest = 0;
   for (uint64_t b : resident->executor().layer_bytes()) {
@@ -143,7 +126,7 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
     o.plan = plan;
     LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(copies_only ? *staged : *dev, path, o));
     ASSERT_EQ(sched::site_map(r->plan()), sched::site_map(plan));
-    const auto got = run_logits(*r, prompt, next);
+    const auto got = testing::runner_logits(*r, prompt, next);
     ASSERT_EQ(got.size(), want.size());
     for (size_t row = 0; row < got.size(); ++row) {
       ASSERT_EQ(got[row].size(), want[row].size());
