@@ -143,7 +143,9 @@ TEST_F(CpuFastMatmulTest, GemmMatchesFloat64OnEveryTypeAndIsa) {
   };
   const std::vector<Shape> shapes = {{1, 1, 32},  {1, 1, 64},  {3, 1, 96},   {4, 1, 544},  {5, 2, 32},
                                      {8, 4, 160}, {9, 5, 96},  {4, 9, 64},   {7, 3, 4128}, {2, 8, 1056},
-                                     {1, 1, 256}, {5, 5, 512}, {9, 2, 1280}, {4, 4, 4096}};
+                                     {1, 1, 256}, {5, 5, 512}, {9, 2, 1280}, {4, 4, 4096},
+                                     // decode over many rows (Q8_0 reads them as 4 streams, plus n_rows % 4)
+                                     {37, 1, 96}, {64, 1, 2048}, {131, 1, 160}};
   for (GgmlType type : fast_types()) {
     for (const Shape& s : shapes) {
       if (s.n % ggml_type_traits(type).block_elems != 0) continue;
