@@ -35,7 +35,7 @@ import json, subprocess, sys, time
 ls_bin, model, out, n, prompt, pause = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])
 run_extra = sys.argv[7:]
 plan = json.load(open(f"{out}/plan.json"))
-print(f"\nplan's disk figure: {plan['disk_gbps']:.2f} GB/s" + (f"; {pause:.0f} s idle before each disk row" if pause else ""))
+print(f"\nplan's disk figure: {plan['figures']['disk_gbps']:.2f} GB/s" + (f"; {pause:.0f} s idle before each disk row" if pause else ""))
 print("\n| vram budget (bytes) | placement (resident/ram/disk) | predicted decode tok/s | measured: 1 / mean decode pass | measured / predicted | run's decode tok/s (incl. re-plans) | re-plans | run's disk GB/s |")
 print("|---|---|---|---|---|---|---|---|")
 rows = within = 0
