@@ -1,8 +1,9 @@
 // The x16 Q4_1 layout (q4_1_packed.h): packing (portable) and the AVX-512
 // VNNI matvec over it.
 //
-// Per block of a 16-row group: 4 loads of nibbles, 4 shifts and 8 ands to
-// split them, 8 vpdpbusd against the activation's 8 dwords (broadcast once
+// Per block of a 16-row group: 4 loads of nibbles, 8 ands to split them
+// (the high nibbles stay in place, see act_scales), 8 vpdpbusd against the
+// activation's 8 dwords (broadcast once
 // per block and shared by the groups of a tile), one f16 -> f32 conversion
 // each for d and m, one conversion of the integer sums and two FMAs: d_w d_x
 // dot(q, qx) goes to one accumulator, m_w d_x sum(qx) to another, so neither
@@ -35,10 +36,13 @@ constexpr int64_t kBlockBytes = kRows * sizeof(math::BlockQ4_1);  // 320: one bl
 uint64_t row_bytes(int64_t n_in) { return static_cast<uint64_t>(n_in / math::kQK) * sizeof(math::BlockQ4_1); }
 
 #ifdef LS_Q41X16_ISA
-// The token's [d, d sum] per block (one broadcast each per block).
+// The token's [d / 16, d sum] per block (one broadcast each per block).
+// d / 16: the high nibbles stay in place (q << 4 = byte & 0xF0, no shift on
+// the port the dot products use), so the integer sum is 16 x the dot and
+// d / 16 (exact, a power of two) gives the same product bit for bit.
 inline void act_scales(const QBlock* xq, int64_t nb, float* xs) {
   for (int64_t k = 0; k < nb; ++k) {
-    xs[2 * k] = xq[k].d;
+    xs[2 * k] = xq[k].d * 0.0625f;
     xs[2 * k + 1] = xq[k].d * static_cast<float>(xq[k].sum);
   }
 }
@@ -48,7 +52,7 @@ inline void act_scales(const QBlock* xq, int64_t nb, float* xs) {
 template <int G>
 LS_VNNI512 void tile(const uint8_t* p, uint64_t group_bytes, const QBlock* xq, const float* xs, int64_t nb,
                      float* y) {
-  const __m512i lo = _mm512_set1_epi8(0x0F);
+  const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 accd[G], accm[G];
   for (int g = 0; g < G; ++g) accd[g] = accm[g] = _mm512_setzero_ps();
   for (int64_t k = 0; k < nb; ++k) {
@@ -64,11 +68,11 @@ LS_VNNI512 void tile(const uint8_t* p, uint64_t group_bytes, const QBlock* xq, c
       for (int j = 0; j < 4; ++j) {
         const __m512i v = _mm512_loadu_si512(bg + 64 + 64 * j);
         s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, lo), a[j]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo), a[4 + j]);
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v, hi), a[4 + j]);
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg)));
       const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg + 32)));
-      accd[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, xd), accd[g]);
+      accd[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s0, 4), s1)), _mm512_mul_ps(dw, xd), accd[g]);
       accm[g] = _mm512_fmadd_ps(mw, xsum, accm[g]);
     }
   }
@@ -103,7 +107,7 @@ LS_VNNI512 inline __m512i rows4(const uint8_t* r0, uint64_t rb) {
 template <int G>
 LS_VNNI512 void tile_gguf(const uint8_t* rows, uint64_t rb, const QBlock* xq, const float* xs, int64_t nb,
                           float* y) {
-  const __m512i lo = _mm512_set1_epi8(0x0F);
+  const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 accd[G], accm[G];
   for (int g = 0; g < G; ++g) accd[g] = accm[g] = _mm512_setzero_ps();
   for (int64_t k = 0; k < nb; ++k) {
@@ -127,11 +131,11 @@ LS_VNNI512 void tile_gguf(const uint8_t* rows, uint64_t rb, const QBlock* xq, co
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v[j], lo), a[j]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v[j], 4), lo), a[4 + j]);
+        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v[j], hi), a[4 + j]);
       }
       const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
       const __m512 mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-      accd[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, xd), accd[g]);
+      accd[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s0, 4), s1)), _mm512_mul_ps(dw, xd), accd[g]);
       accm[g] = _mm512_fmadd_ps(mw, xsum, accm[g]);
     }
   }
