@@ -378,6 +378,10 @@ struct LlamaRunner::Impl {
   // token, resident weights, not split, kernels with a layout for it),
   // enqueueing the packing on s the first time.
   Status use_packed(const LayerRun& run, Kernels& kern, Stream& s, const GgufTensorInfo& t, kernels::MatmulParams& p);
+  // The packed copies of the resident blocks' weights, made at load time
+  // (else the first one-token pass makes them: tens of ms that `run` would
+  // count in its first token). Layers made resident later pack lazily.
+  Status pack_residents();
   std::vector<sched::Site> kv_site; // per block: where its KV cache is
   Status init_host_site(sched::ExecutorOptions& eo);
   Status move_kv(const sched::Plan& from, const sched::Plan& to);
@@ -439,6 +443,33 @@ Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream&
     it = packed.emplace(t.offset, out).first;
   }
   p.w_packed = it->second;
+  return Status::OK();
+}
+
+Status LlamaRunner::Impl::pack_residents() {
+  if (opt.external_weights) return Status::OK();  // read in place: packed lazily, if at all
+  Stream& s = exec->compute_stream();
+  int layer = 0;  // executor index: the model's layers without the embedding
+  for (const ModelLayer& ml : m.layers) {
+    if (ml.kind == LayerKind::kEmbedding) continue;
+    const int L = layer++;
+    if (ml.kind != LayerKind::kBlock || exec->plan().tiers.size() <= static_cast<size_t>(L) ||
+        exec->plan().tiers[L] != sched::Tier::kResident)
+      continue;
+    const void* view = exec->resident_host_view(L);
+    if (!view) continue;  // device memory the host cannot read: the device's kernels
+    LayerRun run;
+    run.layer = L;
+    run.data = const_cast<void*>(view);
+    run.tier = sched::Tier::kResident;
+    const LlamaBlock& w = m.blocks[ml.block];
+    for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+      kernels::MatmulParams p = matmul_params(tensor(run, L, *t), *t, nullptr, nullptr, 1, base());
+      LS_RETURN_IF_ERROR(use_packed(run, *k, s, *t, p));
+    }
+  }
+  LS_RETURN_IF_ERROR(s.synchronize());
+  if (packed_bytes) LS_LOG_INFO("llama: packed {} of resident weights for one-token passes", format_bytes(packed_bytes));
   return Status::OK();
 }
 
@@ -761,6 +792,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
   LS_RETURN_IF_ERROR(I.alloc_host_buffers());
   LS_RETURN_IF_ERROR(I.create_executor(std::move(layers)));
   LS_RETURN_IF_ERROR(I.load_reserve_tensors());
+  LS_RETURN_IF_ERROR(I.pack_residents());
   LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
               I.exec->layer_bytes().size(), I.n_ctx, I.n_seq, format_bytes(I.lay.total), format_bytes(I.lay.kv_bytes),
               sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
