@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
 #include <unordered_map>
 #include <utility>
@@ -373,6 +374,11 @@ struct LlamaRunner::Impl {
   std::vector<PackedChunk> packed_chunks;
   uint64_t packed_chunk_used = 0;
   std::unordered_map<uint64_t, void*> packed;
+  // At most this many bytes of packed copies: half the host memory available
+  // when the first is made (MemAvailable), so a model that barely fits in RAM
+  // runs without them (slower decode) rather than swapping.
+  uint64_t packed_cap = 0;
+  bool packed_capped = false;  // logged that the cap was reached
   uint64_t packed_bytes = 0;
   // Sets p.w_packed from t's packed copy when this pass can use one (one
   // token, resident weights, not split, kernels with a layout for it),
@@ -416,6 +422,16 @@ Status LlamaRunner::Impl::matmul_at(Stream& s, const void* w, const GgufTensorIn
   return kern.matmul(matmul_params(w, t, x, y, n_tokens, b), s);
 }
 
+// MemAvailable from /proc/meminfo (0 when unreadable).
+static uint64_t available_host_ram() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
 Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream& s, const GgufTensorInfo& t,
                                      kernels::MatmulParams& p) {
   if (p.n_tokens != 1 || run.tier != sched::Tier::kResident || run.site == sched::Site::kSplit) return Status::OK();
@@ -423,6 +439,16 @@ Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream&
   if (bytes == 0) return Status::OK();
   auto it = packed.find(t.offset);
   if (it == packed.end()) {
+    if (packed_cap == 0) packed_cap = std::max<uint64_t>(1, available_host_ram() / 2);
+    if (packed_bytes + bytes > packed_cap) {
+      if (!packed_capped) {
+        LS_LOG_INFO("llama: no packed copy of {} and later tensors: {} packed already, the cap is {} (half the "
+                    "available RAM); their one-token products read the GGUF rows", t.name, format_bytes(packed_bytes),
+                    format_bytes(packed_cap));
+        packed_capped = true;
+      }
+      return Status::OK();
+    }
     constexpr uint64_t kChunk = 32ull << 20, kAlign = 64;
     const uint64_t need = (bytes + kAlign - 1) / kAlign * kAlign;
     if (packed_chunks.empty() || packed_chunk_used + need > packed_chunks.back().bytes) {
