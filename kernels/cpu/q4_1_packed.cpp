@@ -3,11 +3,11 @@
 //
 // Per block of a 16-row group: 4 loads of nibbles, 8 ands to split them
 // (the high nibbles stay in place, see act_scales), 8 vpdpbusd against the
-// activation's 8 dwords (broadcast once
-// per block and shared by the groups of a tile), one f16 -> f32 conversion
-// each for d and m, one conversion of the integer sums and two FMAs: d_w d_x
-// dot(q, qx) goes to one accumulator, m_w d_x sum(qx) to another, so neither
-// FMA chain waits on the other. Four groups (64 rows) per tile share the
+// activation's 8 dwords (broadcast once per block and shared by the groups
+// of a tile), one f16 -> f32 conversion each for d and m, one conversion of
+// the integer sums and two FMAs: d_w d_x dot(q, qx) goes to one
+// accumulator, m_w d_x sum(qx) to another, so neither FMA chain waits on
+// the other. Four groups (64 rows) per tile share the
 // activation broadcasts. Each block's lines are prefetched in the next
 // tile's groups (the tiles walk the matrix in order): in a real pass the
 // weights come from memory in short streams (one group is 16 row_bytes),
