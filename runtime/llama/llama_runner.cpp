@@ -374,10 +374,16 @@ struct LlamaRunner::Impl {
   std::vector<PackedChunk> packed_chunks;
   uint64_t packed_chunk_used = 0;
   std::unordered_map<uint64_t, void*> packed;
-  // At most this many bytes of packed copies: half the host memory available
-  // when the first is made (MemAvailable), so a model that barely fits in RAM
-  // runs without them (slower decode) rather than swapping.
+  // At most this many bytes of packed copies (0: none are made). They live in
+  // the budget's room: made only when every layer is resident (a placement
+  // no re-plan grows), only as far as the budget has room beside the reserve
+  // and the layers, and never past half the host memory available
+  // (MemAvailable), so a model that barely fits in RAM runs without them
+  // (slower decode, same bits) rather than swapping.
   uint64_t packed_cap = 0;
+  // The packed copies every block's weights would take (0 where the kernels
+  // have no packed layout): what the default budget adds on the host.
+  uint64_t packable_bytes() const;
   bool packed_capped = false;  // logged that the cap was reached
   uint64_t packed_bytes = 0;
   // Sets p.w_packed from t's packed copy when this pass can use one (one
@@ -439,12 +445,11 @@ Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream&
   if (bytes == 0) return Status::OK();
   auto it = packed.find(t.offset);
   if (it == packed.end()) {
-    if (packed_cap == 0) packed_cap = std::max<uint64_t>(1, available_host_ram() / 2);
     if (packed_bytes + bytes > packed_cap) {
-      if (!packed_capped) {
-        LS_LOG_INFO("llama: no packed copy of {} and later tensors: {} packed already, the cap is {} (half the "
-                    "available RAM); their one-token products read the GGUF rows", t.name, format_bytes(packed_bytes),
-                    format_bytes(packed_cap));
+      if (!packed_capped && packed_cap > 0) {
+        LS_LOG_INFO("llama: no packed copy of {} and later tensors: {} packed already, the room is {} (the budget's "
+                    "room beside the layers, at most half the available RAM); their one-token products read the "
+                    "GGUF rows", t.name, format_bytes(packed_bytes), format_bytes(packed_cap));
         packed_capped = true;
       }
       return Status::OK();
@@ -472,8 +477,26 @@ Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream&
   return Status::OK();
 }
 
+uint64_t LlamaRunner::Impl::packable_bytes() const {
+  uint64_t sum = 0;
+  for (const ModelLayer& ml : m.layers) {
+    if (ml.kind != LayerKind::kBlock) continue;
+    const LlamaBlock& w = m.blocks[ml.block];
+    for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down})
+      if (t->dims.size() == 2) sum += k->packed_weight_bytes(t->type, static_cast<int64_t>(t->dims[1]),
+                                                              static_cast<int64_t>(t->dims[0]));
+  }
+  return sum;
+}
+
 Status LlamaRunner::Impl::pack_residents() {
-  if (opt.external_weights) return Status::OK();  // read in place: packed lazily, if at all
+  if (opt.external_weights) return Status::OK();  // read in place: no copies
+  const sched::Plan& plan = exec->plan();
+  if (plan.count(sched::Tier::kResident) != static_cast<int>(plan.tiers.size())) return Status::OK();
+  uint64_t used = lay.total;
+  for (uint64_t b : exec->layer_bytes()) used += sched::round_up(b, sched::kSlotAlignment);
+  if (opt.vram_budget <= used) return Status::OK();
+  packed_cap = std::min<uint64_t>(opt.vram_budget - used, available_host_ram() / 2);
   Stream& s = exec->compute_stream();
   int layer = 0;  // executor index: the model's layers without the embedding
   for (const ModelLayer& ml : m.layers) {
@@ -918,7 +941,8 @@ Status LlamaRunner::Impl::fit_budget(RunnerOptions& o, const std::vector<LayerSp
   if (o.vram_budget == 0) {
     uint64_t all_layers = 0;
     for (const LayerSpec& l : layers) all_layers += sched::round_up(l.bytes, sched::kSlotAlignment);
-    const uint64_t want = lay.total + all_layers + (64ull << 20);
+    // On the host, room for the packed copies of one-token passes too.
+    const uint64_t want = lay.total + all_layers + packable_bytes() + (64ull << 20);
     const uint64_t avail = info.free_memory_bytes / 10 * 9;
     o.vram_budget = info.backend == BackendKind::kHost ? std::min(want, avail) : avail;
     LS_LOG_INFO("llama: no VRAM budget given; using {} ({} free on {})", format_bytes(o.vram_budget),
