@@ -84,6 +84,10 @@ struct MatmulParams {
   float* y = nullptr;  // [n_tokens][n_out]
   void* scratch = nullptr;
   uint64_t scratch_bytes = 0;
+  // Optional: w in a layout these kernels prefer for one-token products
+  // (Kernels::pack_weight), same values. Used only where n_tokens == 1 and
+  // the kernels can; w stays the reference (null: none).
+  const void* w_packed = nullptr;
 };
 
 // Grouped-query causal attention for one sequence. The n_tokens new tokens
@@ -194,6 +198,17 @@ class Kernels {
   // (0 when none is needed). Less scratch is never an error, only slower.
   virtual uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens) const {
     return 0;
+  }
+
+  // A one-token layout for weight matrices (MatmulParams::w_packed): the
+  // bytes of the packed copy of a (w_type, n_out x n_in) matrix, 0 when these
+  // kernels have none for it (the default; the CPU kernels pack Q4_1 where
+  // the CPU has AVX-512 VNNI). The copy is the caller's memory, beside w.
+  virtual uint64_t packed_weight_bytes(GgmlType w_type, int64_t n_out, int64_t n_in) const { return 0; }
+  // Enqueues on `stream` the packing of p.w (p.w_type, p.n_out x p.n_in) into
+  // `out` (packed_weight_bytes bytes; stream-accessible, not overlapping w).
+  virtual Status pack_weight(const MatmulParams& p, void* out, Stream& stream) {
+    return Status::Unsupported("these kernels have no packed weight layout");
   }
 
   // Final norm + LM head: rmsnorm(x) into `normed`, then logits = W_out . normed.

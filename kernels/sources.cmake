@@ -7,6 +7,7 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_generic.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/q4_1_packed.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qdot_kquant_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/qgemm_amx.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/kquant_generic.cpp

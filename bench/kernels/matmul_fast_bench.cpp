@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/q4_1_packed.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/math/convert_row.h"
 
@@ -33,14 +34,22 @@ std::vector<uint8_t> make_weight(GgmlType type, int64_t n_out, int64_t n_in) {
   return w;
 }
 
-// isa: -1 = exact path, else a cpu::CpuIsa.
-void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_in, int64_t n_tok, int isa) {
+// isa: -1 = exact path, else a cpu::CpuIsa. packed: with the x16 Q4_1
+// copy (MatmulParams::w_packed; decode on AVX-512 only).
+void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_in, int64_t n_tok, int isa,
+               bool packed = false) {
   const std::vector<uint8_t> w = make_weight(type, n_out, n_in);
   std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> d(-1, 1);
   for (float& v : x) v = d(rng);
-  const MatmulParams p{w.data(), type, n_out, n_in, x.data(), n_tok, y.data()};
+  MatmulParams p{w.data(), type, n_out, n_in, x.data(), n_tok, y.data()};
+  std::vector<uint8_t> wp;
+  if (packed) {
+    wp.resize(w.size());
+    cpu::q4_1x16::pack(w.data(), n_out, n_in, wp.data());
+    p.w_packed = wp.data();
+  }
   for (auto _ : state) {
     if (isa < 0) {
       cpu::matmul(p, nullptr);
@@ -52,7 +61,7 @@ void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_
   }
   state.SetItemsProcessed(state.iterations() * n_out * n_in * n_tok);
   const bool amx = isa == int(cpu::CpuIsa::kAmx) && n_tok >= 16 && cpu::amx::supported() && cpu::amx::gemm_fn(type);
-  state.SetLabel(isa < 0 ? "exact" : amx ? "amx" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
+  state.SetLabel(isa < 0 ? "exact" : amx ? "amx" : packed ? "avx512-vnni x16" : cpu::quant_kernels(type, static_cast<cpu::CpuIsa>(isa)).isa);
 }
 
 int register_all() {
@@ -72,7 +81,7 @@ int register_all() {
   const auto add = [&](GgmlType t, const Shape& s, int64_t tok, int isa) {
     const std::string name = std::string(ggml_type_traits(t).name) + "/" + s.name + "/tokens:" + std::to_string(tok) +
                              "/" + isa_name(isa);
-    benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, s.n_out, s.n_in, tok, isa)->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, t, s.n_out, s.n_in, tok, isa, false)->Unit(benchmark::kMicrosecond);
   };
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
     for (const Shape& s : {Shape{"1536x576", 1536, 576}, Shape{"5632x2048", 5632, 2048}}) {
@@ -86,6 +95,18 @@ int register_all() {
         }
       }
     }
+  }
+  // The packed Q4_1 decode layout (q4_1_packed.h), where the CPU has it.
+  // 92160x576: SmolLM2's 30 layers of Q4_1 FFN rows in one matrix (33 MiB,
+  // out of L2: the rate the weights stream at in a real pass).
+  for (const Shape& s : {Shape{"1536x576", 1536, 576}, Shape{"576x1536", 576, 1536}, Shape{"5632x2048", 5632, 2048},
+                         Shape{"92160x576", 92160, 576}}) {
+    if (!cpu::q4_1x16::available(s.n_out, s.n_in)) break;
+    const std::string name = std::string("q4_1/") + s.name + "/tokens:1/avx512-x16";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Matmul, GgmlType::Q4_1, s.n_out, s.n_in, int64_t{1},
+                                 int(cpu::CpuIsa::kAvx512), true)
+        ->Unit(benchmark::kMicrosecond);
+    if (s.n_out == 576 || s.n_out == 92160) add(GgmlType::Q4_1, s, 1, int(cpu::CpuIsa::kAvx512));
   }
   // gemma-3-270m Q4_K_M's shapes: Q5_0 where the row (640) is no multiple of
   // 256, the K-quants on the 1024- and 2048-wide rows.

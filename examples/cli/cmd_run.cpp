@@ -192,6 +192,7 @@ class RunCommand : public Command {
           {"kv_bytes", s.kv_bytes},
           {"load_bytes", s.load_bytes},
           {"replans", s.replans},
+          {"disk_gbps", s.disk_gbps},
       };
       if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
     }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/q4_1_packed.h"
 
 namespace layerstream::kernels {
 
@@ -102,6 +103,26 @@ Status CpuKernels::sample(const SampleParams& p, Stream& stream) {
   LS_RETURN_IF_ERROR(validate(p));
   return stream.host_func([p] {
     *p.out_token = cpu::sample(p.logits, p.n_vocab, p.temperature, p.top_k, p.top_p, p.seed);
+    return Status::OK();
+  });
+}
+
+uint64_t CpuKernels::packed_weight_bytes(GgmlType w_type, int64_t n_out, int64_t n_in) const {
+  // The exact path never reads a packed copy; only Q4_1 has a layout (the
+  // row-major kernels of the other types measured close to their bandwidth).
+  if (exact_ || w_type != GgmlType::Q4_1 || !cpu::q4_1x16::available(n_out, n_in)) return 0;
+  return ggml_row_bytes(ggml_type_traits(w_type), n_in) * static_cast<uint64_t>(n_out);
+}
+
+Status CpuKernels::pack_weight(const MatmulParams& p, void* out, Stream& stream) {
+  if (packed_weight_bytes(p.w_type, p.n_out, p.n_in) == 0)
+    return Status::InvalidArgument(std::string("pack_weight: no packed layout for ") + ggml_type_traits(p.w_type).name +
+                                   " " + std::to_string(p.n_out) + "x" + std::to_string(p.n_in) +
+                                   (exact_ ? " on the exact path" : "") +
+                                   " (packed_weight_bytes says which have one: Q4_1 with AVX-512 VNNI)");
+  if (!p.w || !out) return Status::InvalidArgument("pack_weight: null weight or output pointer");
+  return stream.host_func([w = p.w, n_out = p.n_out, n_in = p.n_in, out] {
+    cpu::q4_1x16::pack(w, n_out, n_in, out);
     return Status::OK();
   });
 }

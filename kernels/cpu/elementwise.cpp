@@ -50,18 +50,70 @@ void rmsnorm(const RmsNormParams& p, ThreadPool* pool) {
   });
 }
 
+// The angles' cos and sin for one token: the same bits rope_rotate computes
+// (cosf and sinf of rope_theta), kept between calls: a decode step ropes Q
+// and K of every layer at the same position, 2 x n_layers calls that would
+// each redo n_rot / 2 powf and sincosf (about 2 % of a SmolLM2 token).
+struct RopeAngles {
+  int32_t pos = -1;
+  int64_t n_rot = 0;
+  float freq_base = 0, freq_scale = 0;
+  bool valid = false;
+  float cos[kMaxHeadDim / 2], sin[kMaxHeadDim / 2];
+
+  const RopeAngles& at(int32_t position, const RopeParams& p, int64_t rot) {
+    // Per-pair factors (Llama 3.1) are data, not a key: those calls recompute.
+    if (valid && !p.freq_factors && position == pos && rot == n_rot && p.freq_base == freq_base &&
+        p.freq_scale == freq_scale)
+      return *this;
+    for (int64_t i = 0; i < rot / 2; ++i) {
+      const float theta = math::rope_theta(position, i, rot, p.freq_base, p.freq_scale,
+                                           p.freq_factors ? p.freq_factors[i] : 1.0f);
+      cos[i] = cosf(theta);
+      sin[i] = sinf(theta);
+    }
+    pos = position;
+    n_rot = rot;
+    freq_base = p.freq_base;
+    freq_scale = p.freq_scale;
+    valid = !p.freq_factors;
+    return *this;
+  }
+};
+
 void rope(const RopeParams& p, ThreadPool* pool) {
   const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
+  if (n_rot / 2 > kMaxHeadDim / 2) {  // wider than any head the kernels take: no table
+    parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        for (int64_t i = 0; i < n_rot / 2; ++i) {
+          const float theta = math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale,
+                                               p.freq_factors ? p.freq_factors[i] : 1.0f);
+          int64_t i0, i1;
+          math::rope_pair_index(i, n_rot, p.neox, i0, i1);
+          for (int64_t h = 0; h < p.n_heads; ++h) {
+            float* head = p.x + (t * p.n_heads + h) * p.head_dim;
+            math::rope_rotate(head[i0], head[i1], theta);
+          }
+        }
+      }
+    });
+    return;
+  }
   parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
+    // Per thread (pool workers and the stream's thread): no sharing.
+    thread_local RopeAngles angles;
     for (int64_t t = begin; t < end; ++t) {
+      const RopeAngles& a = angles.at(p.positions[t], p, n_rot);
       for (int64_t i = 0; i < n_rot / 2; ++i) {
-        const float theta = math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale,
-                                             p.freq_factors ? p.freq_factors[i] : 1.0f);
         int64_t i0, i1;
         math::rope_pair_index(i, n_rot, p.neox, i0, i1);
+        const float c = a.cos[i], s = a.sin[i];
         for (int64_t h = 0; h < p.n_heads; ++h) {
           float* head = p.x + (t * p.n_heads + h) * p.head_dim;
-          math::rope_rotate(head[i0], head[i1], theta);
+          const float x0 = head[i0], x1 = head[i1];  // as rope_rotate
+          head[i0] = x0 * c - x1 * s;
+          head[i1] = x0 * s + x1 * c;
         }
       }
     }

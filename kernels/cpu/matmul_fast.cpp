@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/q4_1_packed.h"
 #include "kernels/cpu/qdot.h"
 
 namespace layerstream::kernels::cpu {
@@ -32,9 +33,23 @@ QGemmFn amx_gemm(GgmlType type, CpuIsa isa) {
   return on ? amx::gemm_fn(type) : nullptr;
 }
 
-// Rows go to the pool in groups of 4 (the kernels' register tiles), so no
+// Decode rows go to the pool in groups of 16: the packed Q4_1 kernel's
+// unit (q4_1_packed.h) and a multiple of every row-major tile's R, so no
 // chunk ends in a partial tile.
-constexpr int64_t kGroup = 4;
+constexpr int64_t kGroup = q4_1x16::kRows;
+
+// Whether `isa` runs the AVX-512 VNNI kernels here (what the packed layouts need).
+bool avx512_isa(CpuIsa isa) {
+  if (isa == CpuIsa::kAuto) return auto_isa() == CpuIsa::kAvx512;
+  return (isa == CpuIsa::kAvx512 || isa == CpuIsa::kAmx) && avx512::vnni_supported();
+}
+
+// Whether p's one-token product runs the x16 Q4_1 kernels (q4_1_packed.h):
+// from its packed copy when it has one, else from the GGUF rows with the
+// same bits (so resident and streamed layers agree).
+bool x16(const MatmulParams& p, CpuIsa isa) {
+  return p.n_tokens == 1 && p.w_type == GgmlType::Q4_1 && avx512_isa(isa) && q4_1x16::available(p.n_out, p.n_in);
+}
 
 // Decode: the rows of n matmuls sharing the quantised token q (one job).
 // A product under ~32 KiB of weights (a few microseconds) runs on the
@@ -43,9 +58,13 @@ constexpr int64_t kGroup = 4;
 // pool's guided schedule starts large and ends there, so the threads finish
 // within about half a microsecond of each other). The groups of the n
 // matrices are numbered one after another; a chunk may span two matrices.
-void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlock* q, ThreadPool* pool) {
+// Q4_1 on AVX-512 runs the x16 kernels (packed copy or not, same bits).
+void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlock* q, ThreadPool* pool,
+                 CpuIsa isa) {
   struct Seg {
     const uint8_t* w;
+    const void* packed;  // x16: the packed copy, or null (then from the GGUF rows)
+    bool x16;
     uint64_t row_bytes;
     int64_t n_out, g0, n_groups;
     float* y;
@@ -57,7 +76,9 @@ void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlo
     const MatmulParams& p = ps[i];
     const uint64_t rb = ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in);
     const int64_t groups = (p.n_out + kGroup - 1) / kGroup;
-    segs[i] = {static_cast<const uint8_t*>(p.w), rb, p.n_out, total, groups, p.y, gemms[i]};
+    const bool fast16 = x16(p, isa);
+    segs[i] = {static_cast<const uint8_t*>(p.w), fast16 ? p.w_packed : nullptr, fast16, rb, p.n_out, total, groups,
+               p.y, gemms[i]};
     total += groups;
     bytes += static_cast<int64_t>(rb) * p.n_out;
   }
@@ -68,7 +89,13 @@ void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlo
       const int64_t gb = std::max(begin, s.g0) - s.g0, ge = std::min(end, s.g0 + s.n_groups) - s.g0;
       if (gb >= ge) continue;
       const int64_t r0 = std::min(gb * kGroup, s.n_out), r1 = std::min(ge * kGroup, s.n_out);
-      s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, q, 1, n_in, s.y + r0, s.n_out);
+      if (s.packed) {
+        q4_1x16::gemv(s.packed, s.n_out, n_in, r0, r1, q, s.y + r0);
+      } else if (s.x16) {
+        q4_1x16::gemv_gguf(s.w + r0 * s.row_bytes, r1 - r0, n_in, q, s.y + r0);
+      } else {
+        s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, q, 1, n_in, s.y + r0, s.n_out);
+      }
     }
   };
   if (bytes < 32768) {
@@ -101,7 +128,7 @@ void matmul_fast_group(const MatmulParams* ps, int n, ThreadPool* pool, CpuIsa i
   const int64_t nb = ps[0].n_in / kQBlock;
   if (xq.size() < static_cast<size_t>(nb)) xq.resize(nb);
   quantize(ps[0].x, ps[0].n_in, xq.data());
-  decode_rows(ps, gemms, n, xq.data(), pool);
+  decode_rows(ps, gemms, n, xq.data(), pool, isa);
 }
 
 void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
@@ -133,7 +160,7 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const int64_t n_groups = (p.n_out + kGroup - 1) / kGroup;
   const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
   if (p.n_tokens == 1) {
-    decode_rows(&p, &k.gemm, 1, q, pool);
+    decode_rows(&p, &k.gemm, 1, q, pool, isa);
     return;
   }
   if (const QGemmFn tiles = p.n_tokens >= kAmxMinTokens ? amx_gemm(p.w_type, isa) : nullptr) {

@@ -220,6 +220,7 @@ class Stats:
     kv_bytes: int
     load_bytes: int
     replans: int
+    disk_gbps: float  # disk-tier reads over the decode passes: bytes / time the disk was busy (0: none)
     def as_dict(self) -> dict[str, Any]: ...
 
 class GenerateResult:

@@ -126,6 +126,7 @@ nb::dict stats_dict(const Stats& s) {
   d["kv_bytes"] = s.kv_bytes;
   d["load_bytes"] = s.load_bytes;
   d["replans"] = s.replans;
+  d["disk_gbps"] = s.disk_gbps;
   return d;
 }
 
@@ -169,6 +170,7 @@ void bind_generation(nb::module_& m) {
       .def_ro("kv_bytes", &Stats::kv_bytes)
       .def_ro("load_bytes", &Stats::load_bytes)
       .def_ro("replans", &Stats::replans)
+      .def_ro("disk_gbps", &Stats::disk_gbps)
       .def("as_dict", &stats_dict, "Every field as a dict (JSON-ready).")
       .def("__str__", &format_stats);
 

@@ -217,7 +217,7 @@ DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPa
     return p;
   }
   p.cached_before = drop_and_check_cache(file, region, &p.cache_dropped);
-  const uint64_t kReq = req_bytes;
+  const uint64_t kReq = (req_bytes + align - 1) / align * align;
   const int kInFlight = in_flight_max;
   auto buf = aligned(kReq * kInFlight);
   if (!buf.ok()) {
@@ -232,7 +232,11 @@ DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPa
   const auto t0 = Clock::now();
   Status err;
   while (err.ok()) {
-    while (err.ok() && !free_slots.empty() && next < region && since(t0) < o.disk_seconds_per_path) {
+    while (err.ok() && !free_slots.empty() && since(t0) < o.disk_seconds_per_path) {
+      if (next >= region) {
+        if (!o.disk_wrap) break;
+        next = 0;
+      }
       const int s = free_slots.back();
       free_slots.pop_back();
       io::ReadRequest q;
@@ -291,7 +295,8 @@ Status probe_disk(const ProbeOptions& o, BoxProfile& out) {
   out.disk_file = file;
   out.disk_file_bytes = static_cast<uint64_t>(st.st_size);
   for (io::IoPath path : o.io_paths) {
-    DiskPoint p = probe_disk_path(file, out.disk_file_bytes, path, o);
+    DiskPoint p = probe_disk_path(file, out.disk_file_bytes, path, o, o.disk_request_bytes,
+                                  std::max(1, o.disk_requests_in_flight), o.disk_reader_chunk_bytes);
     if (p.error.empty())
       note(o, fmt::format("disk {}: {:.2f} GB/s ({} in {:.2f} s, {:.0f}% cached before)", p.path, p.gbps,
                           format_bytes(p.bytes), p.seconds, std::max(0.0, p.cached_before) * 100));

@@ -48,6 +48,17 @@ struct ProbeOptions {
   uint64_t scratch_bytes = 256ull << 20;
   uint64_t disk_region_bytes = 1ull << 30;  // at most this much of the file is read per path
   double disk_seconds_per_path = 3.0;       // and for at most about this long
+  // The read pattern: requests of this many bytes (each read in the reader's
+  // 1 MiB chunks, up to 16 in flight), this many requests outstanding. The
+  // default keeps the queue full; a plan mirrors its executor instead (the
+  // host path reads one layer at a time, so each read ramps up and drains).
+  uint64_t disk_request_bytes = 8 << 20;
+  int disk_requests_in_flight = 4;
+  size_t disk_reader_chunk_bytes = 1 << 20;  // the reader's chunk (its queue depth: 16, or the requests in flight)
+  // Read the region again from its start until disk_seconds_per_path is up
+  // (a rate averaged over seconds, not one pass over a small region: a
+  // shared or virtual disk's rate moves from second to second).
+  bool disk_wrap = false;
   bool staging_sweep = true;                // also time staged reads of 4/8/16 MiB chunks (io_uring, O_DIRECT)
   std::vector<io::IoPath> io_paths = {io::IoPath::kUring, io::IoPath::kPread, io::IoPath::kBuffered};
   bool compute = true;

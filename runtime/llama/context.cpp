@@ -70,6 +70,8 @@ Status Context::Impl::run(const Batch& b, bool timing) {
       decode_sums.lower_bound_s += ps.lower_bound_s;
       decode_sums.efficiency += ps.overlap_efficiency;
       decode_sums.streamed_bytes += ps.streamed_bytes;
+      decode_sums.disk_bytes += ps.disk_bytes;
+      decode_sums.disk_s += ps.disk_s;
     }
   }
   for (size_t i = 0; i < n; ++i) {

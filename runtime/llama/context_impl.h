@@ -29,6 +29,8 @@ struct Context::Impl {
     int passes = 0;
     double measured_s = 0, predicted_s = 0, lower_bound_s = 0, efficiency = 0;
     uint64_t streamed_bytes = 0;
+    uint64_t disk_bytes = 0;  // read from disk for these passes
+    double disk_s = 0;        // time the disk was busy with those reads
   } decode_sums;
 
   // Runs `batch` under the model's pass lock; `timing`: add the passes'

@@ -43,7 +43,12 @@ std::string format_stats(const Stats& s) {
                 format_bytes(s.model_bytes).c_str(), format_bytes(s.vram_budget).c_str(),
                 format_bytes(s.ram_budget).c_str(), format_bytes(s.kv_bytes).c_str(),
                 format_bytes(s.load_bytes).c_str());
-  return std::string(buf) + "plan: " + s.plan + " on " + s.device + " (" + s.backend + ")\n";
+  std::string out = std::string(buf) + "plan: " + s.plan + " on " + s.device + " (" + s.backend + ")\n";
+  if (s.disk_gbps > 0) {
+    std::snprintf(buf, sizeof buf, "disk: %.2f GB/s measured over the decode passes' reads\n", s.disk_gbps);
+    out += buf;
+  }
+  return out;
 }
 
 }  // namespace layerstream

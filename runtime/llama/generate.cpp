@@ -161,6 +161,7 @@ class Generation {
       st.overlap_efficiency = ps.efficiency / ps.passes;
       st.bytes_streamed_per_pass = ps.streamed_bytes / ps.passes;
       st.bytes_streamed_per_token = decode_tokens_ ? double(ps.streamed_bytes) / decode_tokens_ : 0;
+      st.disk_gbps = ps.disk_s > 0 ? ps.disk_bytes / ps.disk_s / 1e9 : 0;
     }
     return std::move(res_);
   }

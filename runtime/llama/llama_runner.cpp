@@ -1,14 +1,19 @@
 #include "runtime/llama/llama_runner.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
+#include <unordered_map>
+#include <utility>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/kernels.h"
@@ -352,6 +357,43 @@ struct LlamaRunner::Impl {
   // Hybrid execution (host-site blocks; see the end of this file).
   HostBuffer host_res;              // host mirror of the reserve layout: activations, host-site KV, rope_freqs
   std::unique_ptr<Kernels> hk;      // the CPU kernels host-site blocks run with
+  // Packed copies (Kernels::pack_weight) of resident weights for one-token
+  // passes, by tensor file offset: a tensor's bytes are its file's, wherever
+  // they sit, so a copy stays right for the runner's life. Extra host memory
+  // beside the weights (the CPU kernels: Q4_1 only, its own size again), in
+  // huge-page chunks like the host arena (the kernels stream through it).
+  struct PackedChunk {
+    void* p = nullptr;
+    size_t bytes = 0;
+    PackedChunk(void* q, size_t n) : p(q), bytes(n) {}
+    PackedChunk(PackedChunk&& o) noexcept : p(std::exchange(o.p, nullptr)), bytes(o.bytes) {}
+    ~PackedChunk() {
+      if (p) ::munmap(p, bytes);
+    }
+  };
+  std::vector<PackedChunk> packed_chunks;
+  uint64_t packed_chunk_used = 0;
+  std::unordered_map<uint64_t, void*> packed;
+  // At most this many bytes of packed copies (0: none are made). They live in
+  // the budget's room: made only when every layer is resident (a placement
+  // no re-plan grows), only as far as the budget has room beside the reserve
+  // and the layers, and never past half the host memory available
+  // (MemAvailable), so a model that barely fits in RAM runs without them
+  // (slower decode, same bits) rather than swapping.
+  uint64_t packed_cap = 0;
+  // The packed copies every block's weights would take (0 where the kernels
+  // have no packed layout): what the default budget adds on the host.
+  uint64_t packable_bytes() const;
+  bool packed_capped = false;  // logged that the cap was reached
+  uint64_t packed_bytes = 0;
+  // Sets p.w_packed from t's packed copy when this pass can use one (one
+  // token, resident weights, not split, kernels with a layout for it),
+  // enqueueing the packing on s the first time.
+  Status use_packed(const LayerRun& run, Kernels& kern, Stream& s, const GgufTensorInfo& t, kernels::MatmulParams& p);
+  // The packed copies of the resident blocks' weights, made at load time
+  // (else the first one-token pass makes them: tens of ms that `run` would
+  // count in its first token). Layers made resident later pack lazily.
+  Status pack_residents();
   std::vector<sched::Site> kv_site; // per block: where its KV cache is
   Status init_host_site(sched::ExecutorOptions& eo);
   Status move_kv(const sched::Plan& from, const sched::Plan& to);
@@ -384,6 +426,100 @@ Status LlamaRunner::Impl::matmul(Stream& s, const void* w, const GgufTensorInfo&
 Status LlamaRunner::Impl::matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y,
                                     int n_tokens, Kernels& kern, char* b) {
   return kern.matmul(matmul_params(w, t, x, y, n_tokens, b), s);
+}
+
+// MemAvailable from /proc/meminfo (0 when unreadable).
+static uint64_t available_host_ram() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream& s, const GgufTensorInfo& t,
+                                     kernels::MatmulParams& p) {
+  if (p.n_tokens != 1 || run.tier != sched::Tier::kResident || run.site == sched::Site::kSplit) return Status::OK();
+  const uint64_t bytes = kern.packed_weight_bytes(p.w_type, p.n_out, p.n_in);
+  if (bytes == 0) return Status::OK();
+  auto it = packed.find(t.offset);
+  if (it == packed.end()) {
+    if (packed_bytes + bytes > packed_cap) {
+      if (!packed_capped && packed_cap > 0) {
+        LS_LOG_INFO("llama: no packed copy of {} and later tensors: {} packed already, the room is {} (the budget's "
+                    "room beside the layers, at most half the available RAM); their one-token products read the "
+                    "GGUF rows", t.name, format_bytes(packed_bytes), format_bytes(packed_cap));
+        packed_capped = true;
+      }
+      return Status::OK();
+    }
+    constexpr uint64_t kChunk = 32ull << 20, kAlign = 64;
+    const uint64_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (packed_chunks.empty() || packed_chunk_used + need > packed_chunks.back().bytes) {
+      const size_t size = std::max<uint64_t>(kChunk, (need + (2u << 20) - 1) / (2u << 20) * (2u << 20));
+      void* c = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (c == MAP_FAILED)
+        return Status::OutOfBudget("no host memory for a packed copy of " + t.name + " (" + std::to_string(size) +
+                                   " B chunk)");
+      (void)::madvise(c, size, MADV_HUGEPAGE);  // advice only
+      packed_chunks.emplace_back(c, size);
+      packed_chunk_used = 0;
+    }
+    void* out = static_cast<char*>(packed_chunks.back().p) + packed_chunk_used;
+    LS_RETURN_IF_ERROR(kern.pack_weight(p, out, s));  // in stream order: after the weights are in place
+    packed_chunk_used += need;
+    packed_bytes += bytes;
+    LS_LOG_DEBUG("llama: packed {} for one-token passes ({} B; {} B packed in all)", t.name, bytes, packed_bytes);
+    it = packed.emplace(t.offset, out).first;
+  }
+  p.w_packed = it->second;
+  return Status::OK();
+}
+
+uint64_t LlamaRunner::Impl::packable_bytes() const {
+  uint64_t sum = 0;
+  for (const ModelLayer& ml : m.layers) {
+    if (ml.kind != LayerKind::kBlock) continue;
+    const LlamaBlock& w = m.blocks[ml.block];
+    for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down})
+      if (t->dims.size() == 2) sum += k->packed_weight_bytes(t->type, static_cast<int64_t>(t->dims[1]),
+                                                              static_cast<int64_t>(t->dims[0]));
+  }
+  return sum;
+}
+
+Status LlamaRunner::Impl::pack_residents() {
+  if (opt.external_weights) return Status::OK();  // read in place: no copies
+  const sched::Plan& plan = exec->plan();
+  if (plan.count(sched::Tier::kResident) != static_cast<int>(plan.tiers.size())) return Status::OK();
+  uint64_t used = lay.total;
+  for (uint64_t b : exec->layer_bytes()) used += sched::round_up(b, sched::kSlotAlignment);
+  if (opt.vram_budget <= used) return Status::OK();
+  packed_cap = std::min<uint64_t>(opt.vram_budget - used, available_host_ram() / 2);
+  Stream& s = exec->compute_stream();
+  int layer = 0;  // executor index: the model's layers without the embedding
+  for (const ModelLayer& ml : m.layers) {
+    if (ml.kind == LayerKind::kEmbedding) continue;
+    const int L = layer++;
+    if (ml.kind != LayerKind::kBlock || exec->plan().tiers.size() <= static_cast<size_t>(L) ||
+        exec->plan().tiers[L] != sched::Tier::kResident)
+      continue;
+    const void* view = exec->resident_host_view(L);
+    if (!view) continue;  // device memory the host cannot read: the device's kernels
+    LayerRun run;
+    run.layer = L;
+    run.data = const_cast<void*>(view);
+    run.tier = sched::Tier::kResident;
+    const LlamaBlock& w = m.blocks[ml.block];
+    for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+      kernels::MatmulParams p = matmul_params(tensor(run, L, *t), *t, nullptr, nullptr, 1, base());
+      LS_RETURN_IF_ERROR(use_packed(run, *k, s, *t, p));
+    }
+  }
+  LS_RETURN_IF_ERROR(s.synchronize());
+  if (packed_bytes) LS_LOG_INFO("llama: packed {} of resident weights for one-token passes", format_bytes(packed_bytes));
+  return Status::OK();
 }
 
 kernels::MatmulParams LlamaRunner::Impl::matmul_params(const void* w, const GgufTensorInfo& t, const float* x, float* y,
@@ -486,7 +622,9 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   auto kv_plane = [&](int seq, int layer, int which) { return kv_plane_at(B, seq, layer, which); };
   auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
     if (run.site == sched::Site::kSplit) return split_matmuls(run, st, x, n, {{&t, y}});
-    return matmul_at(st, w, t, x, y, n, K, B);
+    kernels::MatmulParams p = matmul_params(w, t, x, y, n, B);
+    LS_RETURN_IF_ERROR(use_packed(run, K, st, t, p));
+    return K.matmul(p, st);
   };
   float *x = f(lay.x), *xb = f(lay.xb), *q = f(lay.q), *kk = f(lay.k), *v = f(lay.v), *att = f(lay.att),
         *tmp = f(lay.tmp);
@@ -498,9 +636,12 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.attn_q, q}, {&w.attn_k, kk}, {&w.attn_v, v}}));
   } else {
     // One call for the three (the CPU kernels quantise xb once and run them as one job).
-    const kernels::MatmulParams qkv[] = {matmul_params(tensor(run, L, w.attn_q), w.attn_q, xb, q, T, B),
-                                         matmul_params(tensor(run, L, w.attn_k), w.attn_k, xb, kk, T, B),
-                                         matmul_params(tensor(run, L, w.attn_v), w.attn_v, xb, v, T, B)};
+    kernels::MatmulParams qkv[] = {matmul_params(tensor(run, L, w.attn_q), w.attn_q, xb, q, T, B),
+                                   matmul_params(tensor(run, L, w.attn_k), w.attn_k, xb, kk, T, B),
+                                   matmul_params(tensor(run, L, w.attn_v), w.attn_v, xb, v, T, B)};
+    LS_RETURN_IF_ERROR(use_packed(run, K, s, w.attn_q, qkv[0]));
+    LS_RETURN_IF_ERROR(use_packed(run, K, s, w.attn_k, qkv[1]));
+    LS_RETURN_IF_ERROR(use_packed(run, K, s, w.attn_v, qkv[2]));
     LS_RETURN_IF_ERROR(K.matmuls(qkv, 3, s));
   }
   auto bias = [&](const std::optional<GgufTensorInfo>& bt, float* y, int64_t width) -> Status {
@@ -570,7 +711,9 @@ Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
   auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
   auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
     if (run.site == sched::Site::kSplit) return split_matmuls(run, st, x, n, {{&t, y}});
-    return matmul_at(st, w, t, x, y, n, K, B);
+    kernels::MatmulParams p = matmul_params(w, t, x, y, n, B);
+    LS_RETURN_IF_ERROR(use_packed(run, K, st, t, p));
+    return K.matmul(p, st);
   };
   float *x = f(lay.x), *xb = f(lay.xb), *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
@@ -578,8 +721,10 @@ Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
   if (run.site == sched::Site::kSplit) {  // one join for both
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.ffn_gate, gate}, {&w.ffn_up, up}}));
   } else {
-    const kernels::MatmulParams gate_up[] = {matmul_params(tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T, B),
-                                             matmul_params(tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T, B)};
+    kernels::MatmulParams gate_up[] = {matmul_params(tensor(run, L, w.ffn_gate), w.ffn_gate, xb, gate, T, B),
+                                       matmul_params(tensor(run, L, w.ffn_up), w.ffn_up, xb, up, T, B)};
+    LS_RETURN_IF_ERROR(use_packed(run, K, s, w.ffn_gate, gate_up[0]));
+    LS_RETURN_IF_ERROR(use_packed(run, K, s, w.ffn_up, gate_up[1]));
     LS_RETURN_IF_ERROR(K.matmuls(gate_up, 2, s));
   }
   const int64_t n_ff = int64_t{T} * h.n_ff;
@@ -696,6 +841,7 @@ Result<std::unique_ptr<LlamaRunner>> LlamaRunner::create(Device& device, const s
   LS_RETURN_IF_ERROR(I.alloc_host_buffers());
   LS_RETURN_IF_ERROR(I.create_executor(std::move(layers)));
   LS_RETURN_IF_ERROR(I.load_reserve_tensors());
+  LS_RETURN_IF_ERROR(I.pack_residents());
   LS_LOG_INFO("llama: {} layers (blocks and head; the embedding is gathered), ctx {} x {} seq, reserve {} (KV {}), plan: {}",
               I.exec->layer_bytes().size(), I.n_ctx, I.n_seq, format_bytes(I.lay.total), format_bytes(I.lay.kv_bytes),
               sched::describe_plan(I.exec->plan(), I.exec->layer_bytes()));
@@ -795,7 +941,8 @@ Status LlamaRunner::Impl::fit_budget(RunnerOptions& o, const std::vector<LayerSp
   if (o.vram_budget == 0) {
     uint64_t all_layers = 0;
     for (const LayerSpec& l : layers) all_layers += sched::round_up(l.bytes, sched::kSlotAlignment);
-    const uint64_t want = lay.total + all_layers + (64ull << 20);
+    // On the host, room for the packed copies of one-token passes too.
+    const uint64_t want = lay.total + all_layers + packable_bytes() + (64ull << 20);
     const uint64_t avail = info.free_memory_bytes / 10 * 9;
     o.vram_budget = info.backend == BackendKind::kHost ? std::min(want, avail) : avail;
     LS_LOG_INFO("llama: no VRAM budget given; using {} ({} free on {})", format_bytes(o.vram_budget),

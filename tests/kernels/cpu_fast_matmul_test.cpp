@@ -18,10 +18,13 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/kquant_scales.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/q4_1_packed.h"
 #include "kernels/cpu/qdot.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/math/kquant_blocks.h"
+#include "runtime/device/inline_stream.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace layerstream::kernels {
@@ -360,6 +363,113 @@ TEST_F(CpuFastMatmulTest, GroupedMatmulsEqualOneMatmulEach) {
       }
     }
   }
+}
+
+// The x16 Q4_1 decode layout (q4_1_packed.h): the packed kernel against
+// float64 over its quantised activations (the gemm tolerance) on row counts
+// with and without a tail past the last group of 16, odd block counts, and
+// row ranges starting inside the matrix, and the same bits from the GGUF
+// rows (gemv_gguf); then through matmul_fast / matmul_fast_group with and
+// without MatmulParams::w_packed, with and without the pool: the copy
+// changes no bit (on AVX-512 both are the x16 products, elsewhere it is not
+// read), and several tokens never read it.
+TEST_F(CpuFastMatmulTest, PackedQ4_1MatchesFloat64AndIsIgnoredWhereItCannotRun) {
+  if (!cpu::q4_1x16::available(16, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU: the x16 layout is not used";
+  struct Shape {
+    int64_t rows, n;
+  };
+  for (const Shape& s : {Shape{16, 32}, Shape{40, 96}, Shape{33, 576}, Shape{64, 1056}, Shape{200, 1536}}) {
+    const Weight w = random_weight(GgmlType::Q4_1, s.rows, s.n, rng_);
+    std::vector<uint8_t> packed(w.bytes.size());
+    cpu::q4_1x16::pack(w.bytes.data(), s.rows, s.n, packed.data());
+    const std::vector<float> x = random_floats(s.n, rng_);
+    const int64_t nb = s.n / 32;
+    std::vector<cpu::QBlock> xq(nb);
+    cpu::generic::quant_kernels(GgmlType::Q4_1).quantize(x.data(), s.n, xq.data());
+    std::vector<double> xd(s.n), ref_q, abs_q;
+    for (int64_t i = 0; i < s.n; ++i) xd[i] = double{xq[i / 32].d} * xq[i / 32].qs[i % 32];
+    ref_matmul(w, xd, 1, ref_q, &abs_q);
+    for (int64_t r0 : {int64_t{0}, int64_t{16}}) {
+      if (r0 >= s.rows) continue;
+      std::vector<float> y = poisoned(s.rows + 3);
+      cpu::q4_1x16::gemv(packed.data(), s.rows, s.n, r0, s.rows, xq.data(), y.data());
+      for (int64_t r = r0; r < s.rows; ++r)
+        ASSERT_LE(std::fabs(y[r - r0] - ref_q[r]), gemm_tol(GgmlType::Q4_1) * abs_q[r])
+            << "rows " << s.rows << " n " << s.n << " from " << r0 << " row " << r;
+      for (int64_t r = s.rows - r0; r < s.rows + 3; ++r) ASSERT_TRUE(std::isnan(y[r])) << "wrote past its rows";
+      // From the GGUF rows: the same bits (what keeps streamed == resident).
+      std::vector<float> g = poisoned(s.rows + 3);
+      cpu::q4_1x16::gemv_gguf(w.bytes.data() + r0 * (s.n / 32) * 20, s.rows - r0, s.n, xq.data(), g.data());
+      for (int64_t r = 0; r < s.rows + 3; ++r)
+        ASSERT_EQ(std::bit_cast<uint32_t>(g[r]), std::bit_cast<uint32_t>(y[r])) << "rows " << s.rows << " from " << r0
+                                                                                << " row " << r0 + r;
+    }
+    std::vector<float> full(s.rows);
+    cpu::q4_1x16::gemv(packed.data(), s.rows, s.n, 0, s.rows, xq.data(), full.data());
+    const auto y_ref = [&](int64_t r) { return full[r]; };
+    // Through the matmul, with and without the packed copy, alone and grouped.
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2, cpu::CpuIsa::kGeneric}) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
+        std::vector<float> plain = poisoned(s.rows), with = poisoned(s.rows), grouped = poisoned(s.rows),
+                           second = poisoned(s.rows);
+        MatmulParams p{w.bytes.data(), GgmlType::Q4_1, s.rows, s.n, x.data(), 1, plain.data()};
+        cpu::matmul_fast(p, pool, isa);
+        p.w_packed = packed.data();
+        p.y = with.data();
+        cpu::matmul_fast(p, pool, isa);
+        MatmulParams pair[2] = {p, p};
+        pair[0].y = grouped.data();
+        pair[1].y = second.data();
+        pair[1].w_packed = nullptr;
+        cpu::matmul_fast_group(pair, 2, pool, isa);
+        // The packed copy changes no bit on any ISA (on AVX-512 both run
+        // the x16 products; elsewhere the copy is not read).
+        const bool x16 = isa == cpu::CpuIsa::kAuto || isa == cpu::CpuIsa::kAvx512;
+        for (int64_t r = 0; r < s.rows; ++r) {
+          if (x16) ASSERT_EQ(std::bit_cast<uint32_t>(with[r]), std::bit_cast<uint32_t>(y_ref(r))) << "row " << r;
+          ASSERT_EQ(std::bit_cast<uint32_t>(with[r]), std::bit_cast<uint32_t>(plain[r])) << "row " << r;
+          ASSERT_EQ(std::bit_cast<uint32_t>(grouped[r]), std::bit_cast<uint32_t>(with[r])) << "row " << r;
+          ASSERT_EQ(std::bit_cast<uint32_t>(second[r]), std::bit_cast<uint32_t>(plain[r])) << "row " << r;
+        }
+      }
+    }
+    // Several tokens: the packed copy is not read (poison it to be sure).
+    std::vector<uint8_t> junk(w.bytes.size(), 0xFF);
+    const std::vector<float> x3 = random_floats(3 * s.n, rng_);
+    std::vector<float> a = poisoned(3 * s.rows), b = poisoned(3 * s.rows);
+    MatmulParams p{w.bytes.data(), GgmlType::Q4_1, s.rows, s.n, x3.data(), 3, a.data()};
+    cpu::matmul_fast(p, &pool2_);
+    p.w_packed = junk.data();
+    p.y = b.data();
+    cpu::matmul_fast(p, &pool2_);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]));
+  }
+}
+
+// CpuKernels' packing API: which matrices have a packed layout, the packing
+// through the stream equal to q4_1x16::pack, and a clear error otherwise.
+TEST_F(CpuFastMatmulTest, CpuKernelsPackQ4_1OnlyOnTheFastPath) {
+  CpuKernels fast(1), exact(1, true);
+  InlineStream stream;
+  EXPECT_EQ(exact.packed_weight_bytes(GgmlType::Q4_1, 64, 576), 0u);
+  EXPECT_EQ(fast.packed_weight_bytes(GgmlType::Q8_0, 64, 576), 0u);
+  if (!cpu::q4_1x16::available(64, 576)) {
+    EXPECT_EQ(fast.packed_weight_bytes(GgmlType::Q4_1, 64, 576), 0u);
+    GTEST_SKIP() << "no AVX-512 VNNI on this CPU: no packed layout";
+  }
+  const uint64_t bytes = fast.packed_weight_bytes(GgmlType::Q4_1, 40, 576);
+  ASSERT_EQ(bytes, 40u * 18 * 20);
+  const Weight w = random_weight(GgmlType::Q4_1, 40, 576, rng_);
+  std::vector<uint8_t> got(bytes), want(bytes);
+  MatmulParams p{w.bytes.data(), GgmlType::Q4_1, 40, 576};
+  LS_ASSERT_OK(fast.pack_weight(p, got.data(), stream));
+  LS_ASSERT_OK(stream.synchronize());
+  cpu::q4_1x16::pack(w.bytes.data(), 40, 576, want.data());
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, w.bytes);  // the first 32 rows are interleaved
+  const Status bad = exact.pack_weight(p, got.data(), stream);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("exact path"), std::string::npos) << bad.message();
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ def test_streaming_on_a_budget_smaller_than_the_model_equals_the_cli(run_cli, tm
     cli, cli_logits, res = run_both(run_cli, tmp_path, stream_model, n=12, temp=0.0, seed=0, vram=str(budget),
                                     context=STREAM_CONTEXT)
     assert res.stats.layers_disk + res.stats.layers_ram > 0, res.stats.plan
+    # Disk-tier reads report the rate they ran at; no disk layer, no rate.
+    assert (res.stats.disk_gbps > 0) == (res.stats.layers_disk > 0), (res.stats.disk_gbps, res.stats.plan)
+    assert (cli["disk_gbps"] > 0) == (cli["layers"]["disk"] > 0), cli
     assert res.generated[0] == cli["generated_tokens"]
     np.testing.assert_array_equal(res.logits, cli_logits)
 
@@ -63,6 +66,7 @@ def test_iterator_yields_the_same_tokens_as_complete(tiny_model):
     stats = gen.result.stats.as_dict()
     assert stats["generated_tokens"] == len(events) and stats["backend"] == "host"
     assert set(stats) >= {"prefill_s", "decode_tokens_per_s", "layers_resident", "plan", "load_bytes"}
+    assert stats["layers_disk"] == 0 and stats["disk_gbps"] == 0
 
 
 def test_decode_and_logits_match_generation(tiny_model):

@@ -288,6 +288,12 @@ TEST(Executor, ReplanBelowTheMinimumGainKeepsThePlacement) {
 
 // Measured: which layer is heavy depends on the batch size; auto re-planning
 // (after warm-up, at a pass boundary) moves the resident to it.
+// The planner decides from measured times: on a loaded machine (two
+// sanitizer builds sharing two cores) preemption can inflate the light
+// layers' 100 us until one decision goes another way (about 1 run in 20
+// beside two busy loops). So the scenario gets three tries, each with a
+// fresh executor; a planner that ignores the batch class fails all three,
+// and the data check holds in every try.
 TEST(Executor, BatchSwitchReplansFromMeasuredTimes) {
   std::mt19937_64 rng(testing::fresh_seed());
   auto dev = host_device(0.25);
@@ -323,12 +329,20 @@ TEST(Executor, BatchSwitchReplansFromMeasuredTimes) {
   // cannot move the plan in between.
   o.warmup_passes = 2;
   o.drift_threshold = 1e9;
-  LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, fn), o));
-  for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass(1));
-  EXPECT_EQ(ex->plan().tiers[ha], Tier::kResident) << describe_plan(ex->plan(), ex->layer_bytes());
-  for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass(256));
-  EXPECT_EQ(ex->plan().tiers[hb], Tier::kResident) << describe_plan(ex->plan(), ex->layer_bytes());
-  EXPECT_GE(ex->replans(), 1) << "the class change moved the resident (replans counts moves)";
+  std::string failures;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, fn), o));
+    for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass(1));
+    const bool a_ok = ex->plan().tiers[ha] == Tier::kResident;
+    const std::string after_1 = describe_plan(ex->plan(), ex->layer_bytes());
+    for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass(256));
+    const bool b_ok = ex->plan().tiers[hb] == Tier::kResident;
+    if (a_ok && b_ok && ex->replans() >= 1) break;  // the class change moved the resident (replans counts moves)
+    failures += "try " + std::to_string(attempt) + ": after batch 1 (heavy " + std::to_string(ha) + "): " + after_1 +
+                "; after batch 256 (heavy " + std::to_string(hb) + "): " +
+                describe_plan(ex->plan(), ex->layer_bytes()) + ", " + std::to_string(ex->replans()) + " re-plans\n";
+    if (attempt == 2) ADD_FAILURE() << "the resident did not follow the heavy layer in any try:\n" << failures;
+  }
   EXPECT_EQ(bad.load(), 0);
 }
 

@@ -155,6 +155,33 @@ Status HostStream::wait(const Event& event) {
 
 Status HostStream::host_func(std::function<Status()> fn) {
   if (!fn) return Status::InvalidArgument("host_func: empty function");
+  {
+    // Run on the caller (resident passes: a decode step is hundreds of
+    // these): fn at once, without wrapping it in a Task, as enqueue's
+    // on-caller branch and execute() would.
+    std::unique_lock<std::mutex> lock(mu_);
+    if (on_caller_) {
+      if (!sticky_.ok()) return sticky_.WithContext("stream failed earlier");
+      idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+      busy_ = true;
+      lock.unlock();
+      Status st;
+      try {
+        st = fn();
+        if (!st.ok()) st = st.WithContext("host_func");
+      } catch (const std::exception& e) {
+        st = Status::Internal(std::string("exception in stream work: ") + e.what());
+      } catch (...) {
+        st = Status::Internal("unknown exception in stream work");
+      }
+      fn = nullptr;  // drop captures before reporting idle
+      lock.lock();
+      if (!st.ok() && sticky_.ok()) sticky_ = st.WithContext(name_);
+      busy_ = false;
+      idle_cv_.notify_all();
+      return Status::OK();
+    }
+  }
   return enqueue({[fn = std::move(fn)] {
                     Status s = fn();
                     return s.ok() ? s : s.WithContext("host_func");

@@ -57,6 +57,10 @@ struct Stats {
   int layers_resident = 0, layers_ram = 0, layers_disk = 0;
   uint64_t model_bytes = 0, vram_budget = 0, ram_budget = 0, kv_bytes = 0;
   uint64_t load_bytes = 0;            // resident + RAM tier bytes the model loaded (once, at open)
+  // Disk-tier reads over the decode passes: bytes read / time the disk was
+  // busy reading them (GB/s; 0 when no layer came from disk). The rate the
+  // plan's disk figure predicts; compare them when a disk-tier prediction misses.
+  double disk_gbps = 0;
   int replans = 0;
 };
 
