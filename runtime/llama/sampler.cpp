@@ -7,15 +7,8 @@
 #include "layerstream/sampler.h"
 
 namespace layerstream {
-namespace {
 
-struct Candidate {
-  float logit;
-  int32_t id;
-};
-
-// Sorts by logit, highest first, and returns the softmax probabilities.
-std::vector<double> sorted_probs(std::vector<Candidate>& c) {
+std::vector<double> SamplerChain::sorted_probs(std::vector<Candidate>& c) {
   std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
   });
@@ -25,8 +18,6 @@ std::vector<double> sorted_probs(std::vector<Candidate>& c) {
   for (double& x : p) x /= sum;
   return p;
 }
-
-}  // namespace
 
 SamplerChain::SamplerChain(uint64_t seed) : seed_(seed), rng_(seed) {}
 
@@ -65,9 +56,25 @@ void SamplerChain::reset() {
   rng_.seed(seed_);
 }
 
+bool SamplerChain::plain_argmax() const {
+  bool greedy = true;
+  for (const Stage& st : stages_) {
+    if (st.kind == Kind::kPenalty) return false;
+    if (st.kind == Kind::kTemperature) greedy = st.value <= 0.0f;
+  }
+  return greedy;
+}
+
 int32_t SamplerChain::sample(std::span<const float> logits) {
   if (logits.empty()) return -1;
-  std::vector<Candidate> c(logits.size());
+  if (plain_argmax()) {  // the lowest id wins a tie, as below
+    size_t best = 0;
+    for (size_t i = 1; i < logits.size(); ++i)
+      if (logits[i] > logits[best]) best = i;
+    return static_cast<int32_t>(best);
+  }
+  std::vector<Candidate>& c = cand_;
+  c.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
   bool greedy = true;  // until a temperature > 0 says otherwise
   for (const Stage& st : stages_) {

@@ -253,5 +253,29 @@ TEST(SamplerChain, GreedyPenaltyAndSeededDraws) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(logits), b.sample(logits));
 }
 
+// A greedy chain without a penalty picks the argmax straight from the row;
+// it must pick what the candidate list would: the largest logit, the lowest
+// id on a tie, whatever top-k / top-p / min-p stand before it. A penalty of
+// 1 forces the list path (it changes no logit), so the two are compared on
+// fresh random rows with their maximum repeated at random places.
+TEST(SamplerChain, GreedyArgmaxEqualsTheCandidateListPick) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> row(1000 + rng() % 50000);
+    for (float& x : row) x = nd(rng);
+    const float top = 40.0f + static_cast<float>(rng() % 3);
+    const int copies = 1 + static_cast<int>(rng() % 3);
+    for (int c = 0; c < copies; ++c) row[rng() % row.size()] = top;
+    const int32_t want = static_cast<int32_t>(std::find(row.begin(), row.end(), top) - row.begin());
+    SamplingOptions o{.temperature = 0, .top_k = static_cast<int>(rng() % 60), .seed = trial};
+    SamplerChain fast = SamplerChain::from(o);
+    SamplerChain list(o.seed);
+    list.add_repetition_penalty(1.0f, 64).add_top_k(o.top_k).add_top_p(o.top_p).add_min_p(o.min_p).add_temperature(0);
+    EXPECT_EQ(fast.sample(row), want) << "trial " << trial;
+    EXPECT_EQ(list.sample(row), want) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace layerstream

@@ -53,7 +53,18 @@ class SamplerChain {
     float value = 0;
     int count = 0;
   };
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+  // Greedy with no penalty stage: every filter keeps the top token, so the
+  // pick is the row's argmax, found without the candidate list.
+  bool plain_argmax() const;
+  // Sorts by logit, highest first (the lowest id first on a tie), and
+  // returns the softmax probabilities.
+  static std::vector<double> sorted_probs(std::vector<Candidate>& c);
   std::vector<Stage> stages_;
+  std::vector<Candidate> cand_;  // sample()'s candidate list, kept: a vocabulary's worth per token
   std::vector<int32_t> history_;
   uint64_t seed_;
   std::mt19937_64 rng_;
