@@ -268,7 +268,7 @@ TEST(SamplerChain, GreedyArgmaxEqualsTheCandidateListPick) {
     const int copies = 1 + static_cast<int>(rng() % 3);
     for (int c = 0; c < copies; ++c) row[rng() % row.size()] = top;
     const int32_t want = static_cast<int32_t>(std::find(row.begin(), row.end(), top) - row.begin());
-    SamplingOptions o{.temperature = 0, .top_k = static_cast<int>(rng() % 60), .seed = trial};
+    SamplingOptions o{.temperature = 0, .top_k = static_cast<int>(rng() % 60), .seed = static_cast<uint64_t>(trial)};
     SamplerChain fast = SamplerChain::from(o);
     SamplerChain list(o.seed);
     list.add_repetition_penalty(1.0f, 64).add_top_k(o.top_k).add_top_p(o.top_p).add_min_p(o.min_p).add_temperature(0);
