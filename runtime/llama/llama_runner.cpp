@@ -1,16 +1,13 @@
 #include "runtime/llama/llama_runner.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <unordered_map>
 #include <utility>
@@ -20,6 +17,7 @@
 #include "layerstream/units.h"
 #include "io/reader.h"
 #include "runtime/core/log.h"
+#include "runtime/device/host/host_device.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/scheduler/min_budget.h"
 #include "runtime/scheduler/planner.h"
@@ -174,7 +172,7 @@ Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, Ggml
     scratch = std::max(scratch, k.matmul_scratch_bytes(t.type, t.dims.size() > 1 ? t.dims[1] : 1, t.dims[0], n_tok));
   };
   for (const LlamaBlock& b : m.blocks)
-    for (const GgufTensorInfo* t : {&b.attn_q, &b.attn_k, &b.attn_v, &b.attn_output, &b.ffn_gate, &b.ffn_up, &b.ffn_down})
+    for (const GgufTensorInfo* t : b.matrices())
       need(*t, T);
   need(m.output, R);
   L.scratch_bytes = scratch;
@@ -350,8 +348,10 @@ struct LlamaRunner::Impl {
   Status run_pass(std::vector<Segment> segs, const std::vector<const int32_t*>& toks, std::vector<LogitRow> rows);
   void clear_kv_suffix(int seq, int from);
   Status matmul(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens);
-  Status matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens,
-                   Kernels& kern, char* b);
+  // One matmul of a block's pass: split by rows on a split site, else with
+  // the weight's packed copy where one applies (use_packed).
+  Status block_matmul(const LayerRun& run, Kernels& kern, Stream& s, const void* w, const GgufTensorInfo& t,
+                      const float* x, float* y, int n_tokens, char* b);
   kernels::MatmulParams matmul_params(const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens,
                                       char* b) const;
   // Hybrid execution (host-site blocks; see the end of this file).
@@ -359,19 +359,11 @@ struct LlamaRunner::Impl {
   std::unique_ptr<Kernels> hk;      // the CPU kernels host-site blocks run with
   // Packed copies (Kernels::pack_weight) of resident weights for one-token
   // passes, by tensor file offset: a tensor's bytes are its file's, wherever
-  // they sit, so a copy stays right for the runner's life. Extra host memory
-  // beside the weights (the CPU kernels: Q4_1 only, its own size again), in
-  // huge-page chunks like the host arena (the kernels stream through it).
-  struct PackedChunk {
-    void* p = nullptr;
-    size_t bytes = 0;
-    PackedChunk(void* q, size_t n) : p(q), bytes(n) {}
-    PackedChunk(PackedChunk&& o) noexcept : p(std::exchange(o.p, nullptr)), bytes(o.bytes) {}
-    ~PackedChunk() {
-      if (p) ::munmap(p, bytes);
-    }
-  };
-  std::vector<PackedChunk> packed_chunks;
+  // they sit, so a copy stays right for the runner's life. Host memory inside
+  // the budget's room (packed_cap; the CPU kernels: Q4_1 only, its own size
+  // again), in huge-page chunks like the host arena (the kernels stream
+  // through it).
+  std::vector<HostBuffer> packed_chunks;
   uint64_t packed_chunk_used = 0;
   std::unordered_map<uint64_t, void*> packed;
   // At most this many bytes of packed copies (0: none are made). They live in
@@ -420,22 +412,15 @@ struct LlamaRunner::Impl {
 
 Status LlamaRunner::Impl::matmul(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y,
                                  int n_tokens) {
-  return matmul_at(s, w, t, x, y, n_tokens, *k, base());
+  return k->matmul(matmul_params(w, t, x, y, n_tokens, base()), s);
 }
 
-Status LlamaRunner::Impl::matmul_at(Stream& s, const void* w, const GgufTensorInfo& t, const float* x, float* y,
-                                    int n_tokens, Kernels& kern, char* b) {
-  return kern.matmul(matmul_params(w, t, x, y, n_tokens, b), s);
-}
-
-// MemAvailable from /proc/meminfo (0 when unreadable).
-static uint64_t available_host_ram() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kib = 0;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
+Status LlamaRunner::Impl::block_matmul(const LayerRun& run, Kernels& kern, Stream& s, const void* w,
+                                       const GgufTensorInfo& t, const float* x, float* y, int n_tokens, char* b) {
+  if (run.site == sched::Site::kSplit) return split_matmuls(run, s, x, n_tokens, {{&t, y}});
+  kernels::MatmulParams p = matmul_params(w, t, x, y, n_tokens, b);
+  LS_RETURN_IF_ERROR(use_packed(run, kern, s, t, p));
+  return kern.matmul(p, s);
 }
 
 Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream& s, const GgufTensorInfo& t,
@@ -456,17 +441,14 @@ Status LlamaRunner::Impl::use_packed(const LayerRun& run, Kernels& kern, Stream&
     }
     constexpr uint64_t kChunk = 32ull << 20, kAlign = 64;
     const uint64_t need = (bytes + kAlign - 1) / kAlign * kAlign;
-    if (packed_chunks.empty() || packed_chunk_used + need > packed_chunks.back().bytes) {
+    if (packed_chunks.empty() || packed_chunk_used + need > packed_chunks.back().size()) {
       const size_t size = std::max<uint64_t>(kChunk, (need + (2u << 20) - 1) / (2u << 20) * (2u << 20));
-      void* c = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (c == MAP_FAILED)
-        return Status::OutOfBudget("no host memory for a packed copy of " + t.name + " (" + std::to_string(size) +
-                                   " B chunk)");
-      (void)::madvise(c, size, MADV_HUGEPAGE);  // advice only
-      packed_chunks.emplace_back(c, size);
+      auto chunk = host::alloc_pages(size);
+      if (!chunk.ok()) return chunk.status().WithContext("no host memory for a packed copy of " + t.name);
+      packed_chunks.push_back(std::move(*chunk));
       packed_chunk_used = 0;
     }
-    void* out = static_cast<char*>(packed_chunks.back().p) + packed_chunk_used;
+    void* out = static_cast<char*>(packed_chunks.back().data()) + packed_chunk_used;
     LS_RETURN_IF_ERROR(kern.pack_weight(p, out, s));  // in stream order: after the weights are in place
     packed_chunk_used += need;
     packed_bytes += bytes;
@@ -482,7 +464,7 @@ uint64_t LlamaRunner::Impl::packable_bytes() const {
   for (const ModelLayer& ml : m.layers) {
     if (ml.kind != LayerKind::kBlock) continue;
     const LlamaBlock& w = m.blocks[ml.block];
-    for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down})
+    for (const GgufTensorInfo* t : w.matrices())
       if (t->dims.size() == 2) sum += k->packed_weight_bytes(t->type, static_cast<int64_t>(t->dims[1]),
                                                               static_cast<int64_t>(t->dims[0]));
   }
@@ -496,15 +478,13 @@ Status LlamaRunner::Impl::pack_residents() {
   uint64_t used = lay.total;
   for (uint64_t b : exec->layer_bytes()) used += sched::round_up(b, sched::kSlotAlignment);
   if (opt.vram_budget <= used) return Status::OK();
-  packed_cap = std::min<uint64_t>(opt.vram_budget - used, available_host_ram() / 2);
+  packed_cap = std::min<uint64_t>(opt.vram_budget - used, host::available_ram() / 2);
   Stream& s = exec->compute_stream();
   int layer = 0;  // executor index: the model's layers without the embedding
   for (const ModelLayer& ml : m.layers) {
     if (ml.kind == LayerKind::kEmbedding) continue;
     const int L = layer++;
-    if (ml.kind != LayerKind::kBlock || exec->plan().tiers.size() <= static_cast<size_t>(L) ||
-        exec->plan().tiers[L] != sched::Tier::kResident)
-      continue;
+    if (ml.kind != LayerKind::kBlock) continue;  // every layer is resident (above)
     const void* view = exec->resident_host_view(L);
     if (!view) continue;  // device memory the host cannot read: the device's kernels
     LayerRun run;
@@ -512,7 +492,7 @@ Status LlamaRunner::Impl::pack_residents() {
     run.data = const_cast<void*>(view);
     run.tier = sched::Tier::kResident;
     const LlamaBlock& w = m.blocks[ml.block];
-    for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+    for (const GgufTensorInfo* t : w.matrices()) {
       kernels::MatmulParams p = matmul_params(tensor(run, L, *t), *t, nullptr, nullptr, 1, base());
       LS_RETURN_IF_ERROR(use_packed(run, *k, s, *t, p));
     }
@@ -621,10 +601,7 @@ Status LlamaRunner::Impl::attention(const LayerRun& run, Stream& s, int b) {
   auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
   auto kv_plane = [&](int seq, int layer, int which) { return kv_plane_at(B, seq, layer, which); };
   auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
-    if (run.site == sched::Site::kSplit) return split_matmuls(run, st, x, n, {{&t, y}});
-    kernels::MatmulParams p = matmul_params(w, t, x, y, n, B);
-    LS_RETURN_IF_ERROR(use_packed(run, K, st, t, p));
-    return K.matmul(p, st);
+    return block_matmul(run, K, st, w, t, x, y, n, B);
   };
   float *x = f(lay.x), *xb = f(lay.xb), *q = f(lay.q), *kk = f(lay.k), *v = f(lay.v), *att = f(lay.att),
         *tmp = f(lay.tmp);
@@ -710,10 +687,7 @@ Status LlamaRunner::Impl::ffn(const LayerRun& run, Stream& s, int b) {
   Kernels& K = site_kernels(run.site);
   auto f = [B](uint64_t off) { return reinterpret_cast<float*>(B + off); };
   auto matmul = [&](Stream& st, const void* w, const GgufTensorInfo& t, const float* x, float* y, int n) {
-    if (run.site == sched::Site::kSplit) return split_matmuls(run, st, x, n, {{&t, y}});
-    kernels::MatmulParams p = matmul_params(w, t, x, y, n, B);
-    LS_RETURN_IF_ERROR(use_packed(run, K, st, t, p));
-    return K.matmul(p, st);
+    return block_matmul(run, K, st, w, t, x, y, n, B);
   };
   float *x = f(lay.x), *xb = f(lay.xb), *tmp = f(lay.tmp), *gate = f(lay.gate), *up = f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, L, w.ffn_norm)), xb, T, e, h.rms_eps};
@@ -1045,7 +1019,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const GgufFile& file, const Runne
     };
     if (ml.kind == LayerKind::kBlock) {
       const LlamaBlock& b = m.blocks[ml.block];
-      for (const GgufTensorInfo* t : {&b.attn_q, &b.attn_k, &b.attn_v, &b.attn_output, &b.ffn_gate, &b.ffn_up, &b.ffn_down})
+      for (const GgufTensorInfo* t : b.matrices())
         add(*t);
     } else if (ml.kind == LayerKind::kHead) {
       add(m.output);
@@ -1383,7 +1357,7 @@ Status LlamaRunner::Impl::move_kv(const sched::Plan& from, const sched::Plan& to
 std::vector<sched::SplitTensor> LlamaRunner::Impl::split_tensors(int b, int layer) const {
   const LlamaBlock& w = m.blocks[b];
   std::vector<sched::SplitTensor> v;
-  for (const GgufTensorInfo* t : {&w.attn_q, &w.attn_k, &w.attn_v, &w.attn_output, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+  for (const GgufTensorInfo* t : w.matrices()) {
     const int64_t rows = static_cast<int64_t>(t->dims.size() > 1 ? t->dims[1] : 1);
     v.push_back({t->offset - span_begin[layer], t->n_bytes, rows});
   }

@@ -22,6 +22,7 @@
 // used as stored (Gemma's converter already folded its "1 + w").
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -91,6 +92,11 @@ struct LlamaBlock {
   std::optional<GgufTensorInfo> attn_q_bias, attn_k_bias, attn_v_bias;
   std::optional<GgufTensorInfo> attn_q_norm, attn_k_norm;       // traits.qk_norm
   std::optional<GgufTensorInfo> attn_post_norm, ffn_post_norm;  // traits.post_norms
+
+  // The seven weight matrices, in pass order: Q, K, V, O, gate, up, down.
+  std::array<const GgufTensorInfo*, 7> matrices() const {
+    return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down};
+  }
 };
 
 enum class LayerKind { kEmbedding, kBlock, kHead };

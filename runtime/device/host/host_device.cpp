@@ -24,19 +24,6 @@ uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
 uint64_t physical_ram() { return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * page_size(); }
 
-// MemAvailable from /proc/meminfo (what can be allocated without swapping),
-// falling back to free pages.
-uint64_t available_ram() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * page_size();
-}
-
 std::string bytes_text(uint64_t b) { return fmt::format("{} ({} B)", format_bytes(b), b); }
 
 // Page-aligned anonymous memory, zero-filled. Null on failure (errno set).
@@ -44,9 +31,7 @@ void* map_pages(uint64_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   // Transparent huge pages where the kernel offers them on request (the
-  // usual "madvise" mode): the CPU kernels stream weights through this
-  // memory, and the hardware prefetchers stop at every 4 KiB page boundary.
-  // Advice only: failure changes nothing but speed.
+  // usual "madvise" mode). Advice only: failure changes nothing but speed.
   (void)madvise(p, bytes, MADV_HUGEPAGE);
   return p;
 }
@@ -98,13 +83,9 @@ class HostDevice final : public Device {
 
   Result<HostBuffer> alloc_pinned(size_t bytes) override {
     if (bytes == 0) return Status::InvalidArgument("alloc_pinned: 0 bytes");
-    const uint64_t mapped = round_to_pages(bytes);
-    void* p = map_pages(mapped);
-    if (p == nullptr) {
-      return Status::OutOfBudget(fmt::format("alloc_pinned: mmap of {} failed: {}", bytes_text(mapped),
-                                             Status::FromErrno("mmap", errno).message()));
-    }
-    return HostBuffer(p, bytes, [mapped](void* q) { munmap(q, mapped); });
+    auto b = alloc_pages(bytes);
+    if (!b.ok()) return b.status().WithContext("alloc_pinned");
+    return b;
   }
 
   Result<HostBuffer> register_host(void* data, size_t bytes) override {
@@ -131,6 +112,26 @@ class HostDevice final : public Device {
 };
 
 }  // namespace
+
+uint64_t available_ram() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * page_size();
+}
+
+Result<HostBuffer> alloc_pages(size_t bytes) {
+  const uint64_t mapped = round_to_pages(bytes);
+  void* p = map_pages(mapped);
+  if (p == nullptr)
+    return Status::OutOfBudget(
+        fmt::format("mmap of {} failed: {}", bytes_text(mapped), Status::FromErrno("mmap", errno).message()));
+  return HostBuffer(p, bytes, [mapped](void* q) { munmap(q, mapped); });
+}
 
 Result<std::unique_ptr<Device>> open_host_device(const DeviceOptions& options) {
   if (!std::isfinite(options.sim_link_gbps) || options.sim_link_gbps < 0) {

@@ -14,4 +14,14 @@ namespace layerstream::host {
 // InvalidArgument for a negative or non-finite sim_link_gbps or negative host_threads.
 Result<std::unique_ptr<Device>> open_host_device(const DeviceOptions& options);
 
+// MemAvailable from /proc/meminfo (what can be allocated without swapping),
+// falling back to free pages.
+uint64_t available_ram();
+
+// Page-aligned anonymous memory, zero-filled, on transparent huge pages where
+// the kernel offers them (the CPU kernels stream weights through it, and the
+// hardware prefetchers stop at every 4 KiB page boundary). The host backend's
+// device and pinned memory; OutOfBudget naming the size when mmap fails.
+Result<HostBuffer> alloc_pages(size_t bytes);
+
 }  // namespace layerstream::host
