@@ -50,20 +50,41 @@ inline void act_scales(const QBlock* xq, int64_t nb, float* xs) {
   }
 }
 
+// The token's block: its 8 activation dwords, each broadcast (shared by
+// every row of a tile).
+LS_VNNI512 inline void act_dwords(const QBlock& x, __m512i a[8]) {
+  int32_t a32[8];
+  std::memcpy(a32, x.qs, 32);
+  for (int j = 0; j < 8; ++j) a[j] = _mm512_set1_epi32(a32[j]);
+}
+
+// One block of 16 rows, a lane per row (v: its 32 nibble bytes in 4 vectors;
+// dw, mw: its scales as floats), into the accumulators. Both kernels below
+// end here, so each lane runs the same float operations and a matrix gives
+// the same bits packed or not.
+LS_VNNI512 inline void add_block(const __m512i v[4], __m512 dw, __m512 mw, const __m512i a[8], __m512 xd,
+                                 __m512 xsum, __m512& accd, __m512& accm) {
+  const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+  for (int j = 0; j < 4; ++j) {
+    s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v[j], lo), a[j]);
+    s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v[j], hi), a[4 + j]);
+  }
+  accd = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s0, 4), s1)), _mm512_mul_ps(dw, xd), accd);
+  accm = _mm512_fmadd_ps(mw, xsum, accm);
+}
+
 // G groups of 16 rows starting at p (each group_bytes long) against one
 // token: y[16 G]. xs holds the token's [d, d sum] per block.
 template <int G>
 LS_VNNI512 void tile(const uint8_t* p, uint64_t group_bytes, const QBlock* xq, const float* xs, int64_t nb,
                      float* y) {
-  const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 accd[G], accm[G];
   for (int g = 0; g < G; ++g) accd[g] = accm[g] = _mm512_setzero_ps();
   for (int64_t k = 0; k < nb; ++k) {
     const uint8_t* b = p + k * kBlockBytes;
-    int32_t a32[8];
-    std::memcpy(a32, xq[k].qs, 32);
     __m512i a[8];
-    for (int j = 0; j < 8; ++j) a[j] = _mm512_set1_epi32(a32[j]);
+    act_dwords(xq[k], a);
     const __m512 xd = _mm512_set1_ps(xs[2 * k]), xsum = _mm512_set1_ps(xs[2 * k + 1]);
     for (int g = 0; g < G; ++g) {
       const uint8_t* bg = b + g * group_bytes;
@@ -71,16 +92,11 @@ LS_VNNI512 void tile(const uint8_t* p, uint64_t group_bytes, const QBlock* xq, c
       // walk the matrix in order, so that is what comes after this tile.
       for (int l = 0; l < kBlockBytes / 64; ++l)
         _mm_prefetch(reinterpret_cast<const char*>(bg + G * group_bytes) + 64 * l, _MM_HINT_T0);
-      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-      for (int j = 0; j < 4; ++j) {
-        const __m512i v = _mm512_loadu_si512(bg + 64 + 64 * j);
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v, lo), a[j]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v, hi), a[4 + j]);
-      }
+      __m512i v[4];
+      for (int j = 0; j < 4; ++j) v[j] = _mm512_loadu_si512(bg + 64 + 64 * j);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg)));
       const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg + 32)));
-      accd[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s0, 4), s1)), _mm512_mul_ps(dw, xd), accd[g]);
-      accm[g] = _mm512_fmadd_ps(mw, xsum, accm[g]);
+      add_block(v, dw, mw, a, xd, xsum, accd[g], accm[g]);
     }
   }
   for (int g = 0; g < G; ++g) _mm512_storeu_ps(y + kRows * g, _mm512_add_ps(accd[g], accm[g]));
@@ -115,14 +131,11 @@ LS_VNNI512 inline __m512i rows4(const uint8_t* r0, uint64_t rb) {
 template <int G>
 LS_VNNI512 void tile_gguf(const uint8_t* rows, uint64_t rb, const QBlock* xq, const float* xs, int64_t nb,
                           float* y) {
-  const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 accd[G], accm[G];
   for (int g = 0; g < G; ++g) accd[g] = accm[g] = _mm512_setzero_ps();
   for (int64_t k = 0; k < nb; ++k) {
-    int32_t a32[8];
-    std::memcpy(a32, xq[k].qs, 32);
     __m512i a[8];
-    for (int j = 0; j < 8; ++j) a[j] = _mm512_set1_epi32(a32[j]);
+    act_dwords(xq[k], a);
     const __m512 xd = _mm512_set1_ps(xs[2 * k]), xsum = _mm512_set1_ps(xs[2 * k + 1]);
     for (int g = 0; g < G; ++g) {
       const uint8_t* b = rows + g * kRows * rb + k * static_cast<int64_t>(sizeof(math::BlockQ4_1));
@@ -142,15 +155,9 @@ LS_VNNI512 void tile_gguf(const uint8_t* rows, uint64_t rb, const QBlock* xq, co
       const __m512i v[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
                             _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
       const __m512i dm = _mm512_unpacklo_epi64(_mm512_unpacklo_epi32(w[0], w[1]), _mm512_unpacklo_epi32(w[2], w[3]));
-      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-      for (int j = 0; j < 4; ++j) {
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v[j], lo), a[j]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v[j], hi), a[4 + j]);
-      }
       const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
       const __m512 mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-      accd[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(s0, 4), s1)), _mm512_mul_ps(dw, xd), accd[g]);
-      accm[g] = _mm512_fmadd_ps(mw, xsum, accm[g]);
+      add_block(v, dw, mw, a, xd, xsum, accd[g], accm[g]);
     }
   }
   // Lane 4 L + x holds row 4 x + L.
