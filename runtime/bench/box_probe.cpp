@@ -194,8 +194,10 @@ Status write_scratch(const std::string& path, uint64_t bytes) {
   return Status::OK();
 }
 
+// Reads `req_bytes` requests of the file, `in_flight_max` outstanding, each in
+// the reader's `reader_chunk` chunks (the pattern: ProbeOptions's disk_* fields).
 DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPath path, const ProbeOptions& o,
-                          uint64_t req_bytes = 8 << 20, int in_flight_max = 4, size_t reader_chunk = 1 << 20) {
+                          uint64_t req_bytes, int in_flight_max, size_t reader_chunk) {
   DiskPoint p;
   p.path = std::string(io::io_path_name(path));
   io::ReaderOptions ro;
