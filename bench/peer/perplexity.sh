@@ -45,9 +45,9 @@ for r in "${runs[@]}"; do
   "$PEER/llama-perplexity" -m "$model" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" -t "$THREADS" --no-repack \
     >"$out/peer.txt" 2>&1 || { echo "llama-perplexity failed:" >&2; tail -5 "$out/peer.txt" >&2; exit 1; }
   peer=$(grep -o 'Final estimate: PPL = [0-9.]*' "$out/peer.txt" | awk '{print $5}')
-  "$LS" perplexity "$model" -f "$TEXT" --ctx "$CTX" --chunks "$CHUNKS" --batch "$BATCH" --host-threads "$THREADS" \
+  "$LS" perplexity "$model" -f "$TEXT" --ctx "$CTX" --chunks "$CHUNKS" --prefill-chunk "$BATCH" --host-threads "$THREADS" \
     --strategy resident --json "$out/res.json" >"$out/res.txt" 2>&1 || { tail -5 "$out/res.txt" >&2; exit 1; }
-  "$LS" perplexity "$model" -f "$TEXT" --ctx "$CTX" --chunks "$CHUNKS" --batch "$BATCH" --host-threads "$THREADS" \
+  "$LS" perplexity "$model" -f "$TEXT" --ctx "$CTX" --chunks "$CHUNKS" --prefill-chunk "$BATCH" --host-threads "$THREADS" \
     --vram "$vram" --strategy "$strategy" --json "$out/str.json" >"$out/str.txt" 2>&1 || { tail -5 "$out/str.txt" >&2; exit 1; }
   python3 - "$name" "$size" "$peer" "$out/res.json" "$out/str.json" "$vram $strategy" <<'PY'
 import json, sys

@@ -55,6 +55,58 @@ Result<DeviceOptions> DeviceFlags::options() const {
   return o;
 }
 
+namespace {
+// A parsed flag value, or its error with the flag's name in front.
+template <class T>
+Result<T> named(const char* flag, Result<T> value) {
+  if (!value.ok()) return value.status().WithContext(flag);
+  return value;
+}
+}  // namespace
+
+void ModelFlags::add_to(CLI::App& sub, const std::string& ctx_help) {
+  sub.add_option("--vram", vram, "Device memory budget (e.g. 2GiB; default: cuda 90% of free memory, host what "
+                                 "the whole model needs, capped at 90% of free RAM)");
+  sub.add_option("--ram", ram, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
+  sub.add_option("--backend", backend, "auto, host or cuda")->capture_default_str();
+  sub.add_option("--sim-link", options.sim_link_gbps, "Host backend: throttle H2D copies to GB/s (0 = off)");
+  sub.add_option("--io", io, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+  sub.add_option("--staging", staging,
+                 "auto, or always: device memory only copies reach, disk reads through pinned staging buffers "
+                 "(the GPU path, on the host backend)")
+      ->capture_default_str();
+  sub.add_option("--ctx", options.context, ctx_help);
+  sub.add_option("--host-threads", options.host_threads, "Host backend compute threads (0 = all cores)");
+  sub.add_option("--host-factor", options.host_compute_factor,
+                 "Hybrid execution: a block's host compute time before measurement, as a multiple of its device "
+                 "time (1 on the host backend; 0 = planned keeps blocks on the device)");
+  sub.add_flag("--exact", options.exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
+  sub.add_option("--kv-type", kv_type, "KV cache type: f32 or f16")->capture_default_str();
+  sub.add_option("--strategy", strategy,
+                 "resident, serial, overlap, planned or host (planned also chooses host / split sites with "
+                 "--host-factor)")
+      ->capture_default_str();
+}
+
+Status ModelFlags::resolve() {
+  if (!vram.empty()) {
+    LS_ASSIGN_OR_RETURN(options.vram_budget, parse_size_flag("--vram", vram));
+  }
+  if (!ram.empty()) {
+    LS_ASSIGN_OR_RETURN(options.ram_budget, parse_size_flag("--ram", ram));
+  }
+  if (options.sim_link_gbps < 0) return Status::InvalidArgument("--sim-link must be >= 0 (0 = off)");
+  if (options.host_threads < 0) return Status::InvalidArgument("--host-threads must be >= 0 (0 = all cores)");
+  if (options.host_compute_factor < 0) return Status::InvalidArgument("--host-factor must be >= 0");
+  if (options.context < 0) return Status::InvalidArgument("--ctx must be >= 0 (0: min(model, 2048))");
+  LS_ASSIGN_OR_RETURN(options.backend, named("--backend", backend_from_name(backend)));
+  LS_ASSIGN_OR_RETURN(options.io, named("--io", io_path_from_name(io)));
+  LS_ASSIGN_OR_RETURN(options.staging, named("--staging", staging_from_name(staging)));
+  LS_ASSIGN_OR_RETURN(options.kv_type, named("--kv-type", kv_type_from_name(kv_type)));
+  LS_ASSIGN_OR_RETURN(options.strategy, named("--strategy", strategy_from_name(strategy)));
+  return Status::OK();
+}
+
 int fail(const Status& status) {
   std::cerr << "error: " << status.message() << "\n";
   return kExitError;

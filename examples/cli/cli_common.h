@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "layerstream/options.h"
 #include "layerstream/status.h"
 #include "runtime/device/device.h"
 
@@ -55,6 +56,19 @@ struct DeviceFlags {
   void add_to(CLI::App& sub);
   // The DeviceOptions they ask for; InvalidArgument naming the flag otherwise.
   Result<DeviceOptions> options() const;
+};
+
+// The flags of every command that opens a model (run, serve): budgets,
+// backend, link throttle, disk path, staging, context, host threads, sites,
+// KV type and strategy, each under one name and one help text. The numeric
+// ones are bound straight to `options`; resolve() parses the rest into it.
+struct ModelFlags {
+  ModelOptions options;
+  std::string vram, ram, backend = "auto", io = "auto", staging = "auto", kv_type = "f32", strategy = "planned";
+  // `ctx_help`: what a position is to this command.
+  void add_to(CLI::App& sub, const std::string& ctx_help = "Positions per sequence (0: min(model, 2048))");
+  // Fills options' budgets and enums; InvalidArgument naming the flag otherwise.
+  Status resolve();
 };
 
 // Prints "error: <message>" to stderr and returns kExitError.

@@ -35,7 +35,7 @@ class PerplexityCommand : public Command {
     sub.add_option("-f,--file", text_file_, "Text file to score")->required();
     sub.add_option("--ctx", ctx_, "Tokens per window")->capture_default_str();
     sub.add_option("--chunks", chunks_, "Windows to score (-1: all that fit)")->capture_default_str();
-    sub.add_option("--batch", batch_, "Tokens per pass (0: from the vocabulary size, <= ctx)");
+    sub.add_option("--prefill-chunk", prefill_chunk_, "Max tokens of one pass (0: from the vocabulary size, <= ctx)");
     sub.add_option("--vram", vram_,
                    "Device memory budget (e.g. 200MiB); below the model size streams layers");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
@@ -59,7 +59,7 @@ class PerplexityCommand : public Command {
       ro.ram_budget = *v;
     }
     if (ctx_ < 4) return usage_error("--ctx must be >= 4, got " + std::to_string(ctx_));
-    if (batch_ < 0) return usage_error("--batch must be >= 0");
+    if (prefill_chunk_ < 0) return usage_error("--prefill-chunk must be >= 0");
     if (kv_type_ == "f32")
       ro.kv_type = GgmlType::F32;
     else if (kv_type_ == "f16")
@@ -102,7 +102,7 @@ class PerplexityCommand : public Command {
     {
       auto m = load_llama_model(*file);
       if (!m.ok()) return fail(m.status().WithContext(model_));
-      ro.prefill_chunk = batch_ ? std::min(batch_, ctx_) : default_pass_tokens(m->hparams.n_vocab, ctx_);
+      ro.prefill_chunk = prefill_chunk_ ? std::min(prefill_chunk_, ctx_) : default_pass_tokens(m->hparams.n_vocab, ctx_);
     }
     auto runner = llama::LlamaRunner::create(**dev, model_, ro);
     if (!runner.ok()) return fail(runner.status());
@@ -156,7 +156,7 @@ class PerplexityCommand : public Command {
 
  private:
   std::string model_, text_file_, vram_, ram_, kv_type_ = "f32", strategy_ = "planned", json_;
-  int ctx_ = 512, chunks_ = -1, batch_ = 0;
+  int ctx_ = 512, chunks_ = -1, prefill_chunk_ = 0;
   bool exact_ = false;
   DeviceFlags device_;
 };

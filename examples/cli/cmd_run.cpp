@@ -61,25 +61,9 @@ class RunCommand : public Command {
     sub.add_option("--tokens", tokens_, "Prompt as token ids: 1,2,3");
     sub.add_option("-n,--n-predict", gen_.max_tokens, "Tokens to generate per sequence")->capture_default_str();
     sub.add_flag("--ignore-eog", ignore_eog_, "Keep generating past end-of-generation tokens (exactly -n tokens)");
-    sub.add_option("--vram", vram_, "Device memory budget (e.g. 2GiB)");
-    sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
-    sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
-    sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
-    sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
-    sub.add_option("--staging", staging_,
-                   "auto, or always: device memory only copies reach, disk reads through pinned staging buffers "
-                   "(the GPU path, on the host backend)")
-        ->capture_default_str();
-    sub.add_option("--ctx", mo_.context, "Context length (0: min(model, 2048))");
+    model_flags_.add_to(sub);
     sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
-    sub.add_option("--host-threads", mo_.host_threads, "Host backend compute threads (0 = all cores)");
-    sub.add_option("--host-factor", mo_.host_compute_factor,
-                   "Hybrid execution: a block's host compute time before measurement, as a multiple of its device "
-                   "time (1 on the host backend; 0 = planned keeps blocks on the device)");
-    sub.add_flag("--exact", mo_.exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
-    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host (planned also chooses host / split sites with --host-factor)")->capture_default_str();
     SamplingOptions& so = gen_.sampling;
     sub.add_option("--temp", so.temperature, "Temperature (0: greedy)")->capture_default_str();
     sub.add_option("--top-k", so.top_k, "Top-k (0: all)")->capture_default_str();
@@ -96,19 +80,8 @@ class RunCommand : public Command {
 
   int run() override {
     if (prompt_.empty() == tokens_.empty()) return usage_error("give exactly one of -p TEXT or --tokens 1,2,3");
-    if (!vram_.empty()) {
-      auto v = parse_size_flag("--vram", vram_);
-      if (!v.ok()) return usage_error(v.status().message());
-      mo_.vram_budget = *v;
-    }
-    if (!ram_.empty()) {
-      auto v = parse_size_flag("--ram", ram_);
-      if (!v.ok()) return usage_error(v.status().message());
-      mo_.ram_budget = *v;
-    }
-    if (Status s = parse_enums(); !s.ok()) return usage_error(s.message());
+    if (Status s = model_flags_.resolve(); !s.ok()) return usage_error(s.message());
     if (mo_.sequences < 1) return usage_error("--batch must be >= 1");
-    if (mo_.host_threads < 0) return usage_error("--host-threads must be >= 0 (0 = all cores)");
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
     gen_.stop_at_eog = !ignore_eog_;
@@ -200,18 +173,9 @@ class RunCommand : public Command {
   }
 
  private:
-  Status parse_enums() {
-    LS_ASSIGN_OR_RETURN(mo_.backend, backend_from_name(backend_));
-    LS_ASSIGN_OR_RETURN(mo_.io, io_path_from_name(io_));
-    LS_ASSIGN_OR_RETURN(mo_.staging, staging_from_name(staging_));
-    LS_ASSIGN_OR_RETURN(mo_.kv_type, kv_type_from_name(kv_type_));
-    LS_ASSIGN_OR_RETURN(mo_.strategy, strategy_from_name(strategy_));
-    return Status::OK();
-  }
-
-  std::string model_, prompt_, tokens_, vram_, ram_, backend_ = "auto", trace_, json_, logits_;
-  std::string io_ = "auto", kv_type_ = "f32", strategy_ = "planned", staging_ = "auto";
-  ModelOptions mo_;
+  std::string model_, prompt_, tokens_, trace_, json_, logits_;
+  ModelFlags model_flags_;
+  ModelOptions& mo_ = model_flags_.options;
   GenerateOptions gen_;
   bool ignore_eog_ = false;
 };

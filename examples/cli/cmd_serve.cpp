@@ -45,16 +45,13 @@ class ServeCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
     sub.add_option("model", model_, "GGUF model file")->required();
-    sub.add_option("--vram", vram_,
-                   "Device memory budget for layers, KV cache of every sequence, activations");
-    sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
+    model_flags_.add_to(sub);
     sub.add_option("--host", so_.host, "Address to listen on")->capture_default_str();
     sub.add_option("--port", so_.port, "Port (0: any free port)")->capture_default_str();
     sub.add_option("--parallel", sched_.parallel, "Sequences decoded together in every pass")
         ->capture_default_str();
     sub.add_option("--queue", sched_.queue, "Requests that may wait for a sequence (beyond: 503)")
         ->capture_default_str();
-    sub.add_option("--ctx", mo_.context, "Positions per sequence (0: min(model, 2048))");
     sub.add_option("--api-key", so_.api_key, "Require 'Authorization: Bearer KEY' on /v1/* and /metrics");
     sub.add_option("--max-body", so_.max_body_bytes, "Largest request body in bytes (beyond: 413)")
         ->capture_default_str();
@@ -62,37 +59,13 @@ class ServeCommand : public Command {
         ->capture_default_str();
     sub.add_option("--grace", grace_s_, "Seconds running requests may finish after SIGTERM")
         ->capture_default_str();
-    sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
-    sub.add_option("--sim-link", mo_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
-    sub.add_option("--threads", mo_.host_threads, "Host backend compute threads (0: all)");
-    sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
-    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host")->capture_default_str();
   }
 
   int run() override {
-    for (auto [flag, text, out] :
-         {std::tuple{"--vram", &vram_, &mo_.vram_budget}, {"--ram", &ram_, &mo_.ram_budget}}) {
-      if (text->empty()) continue;
-      auto v = parse_size_flag(flag, *text);
-      if (!v.ok()) return usage_error(v.status().message());
-      *out = *v;
-    }
+    if (Status s = model_flags_.resolve(); !s.ok()) return usage_error(s.message());
     if (sched_.parallel < 1) return usage_error("--parallel must be >= 1");
     if (sched_.queue < 0) return usage_error("--queue must be >= 0");
     if (so_.port < 0 || so_.port > 65535) return usage_error("--port must be in [0, 65535]");
-    {
-      auto b = backend_from_name(backend_);
-      auto i = io_path_from_name(io_);
-      auto k = kv_type_from_name(kv_type_);
-      auto s = strategy_from_name(strategy_);
-      for (const Status& st : {b.status(), i.status(), k.status(), s.status()})
-        if (!st.ok()) return usage_error(st.message());
-      mo_.backend = *b;
-      mo_.io = *i;
-      mo_.kv_type = *k;
-      mo_.strategy = *s;
-    }
     mo_.sequences = sched_.parallel;
     so_.model_id = std::filesystem::path(model_).stem().string();
 
@@ -157,9 +130,10 @@ class ServeCommand : public Command {
   }
 
  private:
-  std::string model_, vram_, ram_, backend_ = "auto", io_ = "auto", kv_type_ = "f32", strategy_ = "planned";
+  std::string model_;
   double grace_s_ = 30;
-  ModelOptions mo_;
+  ModelFlags model_flags_;
+  ModelOptions& mo_ = model_flags_.options;
   serve::ServerOptions so_;
   serve::SchedulerOptions sched_;
 };

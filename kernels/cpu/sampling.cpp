@@ -19,22 +19,15 @@ double uniform_from_seed(uint64_t seed) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-// The rule shared with the CUDA kernel (kernels/math/argmax.h): NaN skipped.
-int32_t argmax(const float* logits, int64_t n) {
-  int64_t best = n;
-  for (int64_t i = 0; i < n; ++i) {
-    if (math::argmax_better(logits[i], i, best == n ? 0.0f : logits[best], best, n)) best = i;
-  }
-  return best == n ? 0 : static_cast<int32_t>(best);
-}
 
 }  // namespace
 
 int32_t sample(const float* logits, int64_t n_vocab, float temperature, int32_t top_k, float top_p, uint64_t seed) {
-  if (temperature <= 0 || top_k == 1) return argmax(logits, n_vocab);
-  const int64_t k = top_k <= 0 ? n_vocab : std::min<int64_t>(top_k, n_vocab);
-  // Descending logit, ties by lower id, so the order is fully determined.
-  auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  if (temperature <= 0 || top_k == 1) return static_cast<int32_t>(math::argmax_row(logits, n_vocab));
+  int64_t k = top_k <= 0 ? n_vocab : std::min<int64_t>(top_k, n_vocab);
+  // Descending logit, ties by lower id, NaN last (kernels/math/argmax.h), so
+  // the order is fully determined.
+  auto before = [&](int32_t a, int32_t b) { return math::ranks_before(logits[a], a, logits[b], b); };
   std::vector<int32_t> idx;
   if (k * 8 < n_vocab) {
     // The k best in one pass: a heap whose top is the worst kept id; most
@@ -57,6 +50,9 @@ int32_t sample(const float* logits, int64_t n_vocab, float temperature, int32_t 
     idx.resize(k);
   }
 
+  // NaN logits rank last: drop those that made the cut (a row with fewer
+  // than k numbers), so none can be drawn; an all-NaN row gives idx[0], 0.
+  while (k > 1 && std::isnan(logits[idx[k - 1]])) --k;
   std::vector<double> prob(k);
   const double max_logit = logits[idx[0]];
   double total = 0;

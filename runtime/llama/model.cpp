@@ -80,6 +80,10 @@ const ModelOptions& Model::options() const { return impl_->options; }
 int Model::n_vocab() const { return impl_->info.vocab; }
 int Model::n_context() const { return impl_->n_ctx; }
 bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
+int32_t Model::token_bos() const { return impl_->tokenizer->vocab().bos_id.value_or(-1); }
+int32_t Model::token_eos() const { return impl_->tokenizer->vocab().eos_id.value_or(-1); }
+int32_t Model::token_eot() const { return impl_->tokenizer->vocab().eot_id.value_or(-1); }
+const std::string& Model::chat_template() const { return impl_->chat_template; }
 
 Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelOptions& o) {
   if (o.sequences < 1) return Status::InvalidArgument("sequences must be >= 1, got " + std::to_string(o.sequences));
@@ -96,6 +100,9 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
     auto tok = Tokenizer::create(std::move(*vocab));
     if (!tok.ok()) return tok.status().WithContext(path);
     impl->tokenizer = std::move(*tok);
+    auto chat_template = file.get_string_or("tokenizer.chat_template", "");
+    if (!chat_template.ok()) return chat_template.status().WithContext(path);
+    impl->chat_template = std::move(*chat_template);
     const LlamaHparams& h = lm->hparams;
     impl->info = {path, h.arch, file.file_size(), int(h.n_layers), int(h.n_embd), int(h.n_head), int(h.n_head_kv),
                   int(h.n_vocab), int(h.n_ctx_train)};

@@ -24,6 +24,7 @@ struct Model::Impl {
   std::string path;
   ModelOptions options;
   ModelInfo info;
+  std::string chat_template;  // tokenizer.chat_template, empty where absent
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Device> device;
   int n_ctx = 0, n_seq = 0;  // the runner's, fixed at open

@@ -4,14 +4,19 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "kernels/math/argmax.h"
 #include "layerstream/sampler.h"
 
 namespace layerstream {
 
+namespace {
+// The one ranking rule of every sampler (kernels/math/argmax.h): the larger
+// logit first, the lower id on a tie, NaN last.
+bool ranks_before(const auto& a, const auto& b) { return math::ranks_before(a.logit, a.id, b.logit, b.id); }
+}  // namespace
+
 std::vector<double> SamplerChain::sorted_probs(std::vector<Candidate>& c) {
-  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
-    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-  });
+  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return ranks_before(a, b); });
   std::vector<double> p(c.size());
   double sum = 0;
   for (size_t i = 0; i < c.size(); ++i) sum += p[i] = std::exp(double(c[i].logit) - double(c[0].logit));
@@ -67,15 +72,14 @@ bool SamplerChain::plain_argmax() const {
 
 int32_t SamplerChain::sample(std::span<const float> logits) {
   if (logits.empty()) return -1;
-  if (plain_argmax()) {  // the lowest id wins a tie, as below
-    size_t best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-      if (logits[i] > logits[best]) best = i;
-    return static_cast<int32_t>(best);
-  }
+  if (plain_argmax()) return static_cast<int32_t>(math::argmax_row(logits.data(), std::ssize(logits)));
+  // NaN logits never become candidates (a row of NaNs gives token 0, as the
+  // argmax does).
   std::vector<Candidate>& c = cand_;
-  c.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) c[i] = {logits[i], static_cast<int32_t>(i)};
+  c.clear();
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isnan(logits[i])) c.push_back({logits[i], static_cast<int32_t>(i)});
+  if (c.empty()) return 0;
   bool greedy = true;  // until a temperature > 0 says otherwise
   for (const Stage& st : stages_) {
     switch (st.kind) {
@@ -89,9 +93,8 @@ int32_t SamplerChain::sample(std::span<const float> logits) {
       }
       case Kind::kTopK:
         if (st.count > 0 && static_cast<size_t>(st.count) < c.size()) {
-          std::partial_sort(c.begin(), c.begin() + st.count, c.end(), [](const Candidate& a, const Candidate& b) {
-            return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-          });
+          std::partial_sort(c.begin(), c.begin() + st.count, c.end(),
+                            [](const Candidate& a, const Candidate& b) { return ranks_before(a, b); });
           c.resize(st.count);
         }
         break;
@@ -128,7 +131,7 @@ int32_t SamplerChain::sample(std::span<const float> logits) {
   if (greedy) {
     // Argmax; the lowest id wins a tie.
     return std::min_element(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
-             return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+             return ranks_before(a, b);
            })->id;
   }
   const std::vector<double> p = sorted_probs(c);

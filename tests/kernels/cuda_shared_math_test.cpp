@@ -64,6 +64,37 @@ TEST(ArgmaxRule, CpuGreedySamplerSkipsNaN) {
   EXPECT_EQ(tok, 0);
 }
 
+// ranks_before is a strict weak order on rows with NaNs (irreflexive,
+// asymmetric, transitive), NaN ranks after every number, and the CPU
+// sampler's top-k draw never returns a NaN's index.
+TEST(ArgmaxRule, RankingIsAStrictWeakOrderWithNaN) {
+  std::mt19937_64 rng(layerstream::testing::fresh_seed());
+  std::vector<float> v = random_floats(60, rng, -2, 2);
+  for (int i = 0; i < 20; ++i) v[rng() % v.size()] = kNaN;
+  for (int i = 0; i < 10; ++i) v[rng() % v.size()] = v[rng() % v.size()];
+  const int64_t n = static_cast<int64_t>(v.size());
+  auto before = [&](int64_t a, int64_t b) { return math::ranks_before(v[a], a, v[b], b); };
+  for (int64_t a = 0; a < n; ++a) {
+    EXPECT_FALSE(before(a, a));
+    for (int64_t b = 0; b < n; ++b) {
+      if (a != b) EXPECT_NE(before(a, b), before(b, a)) << a << " " << b;  // ids make it total
+      if (std::isnan(v[b]) && !std::isnan(v[a])) EXPECT_TRUE(before(a, b));
+      for (int64_t c = 0; c < n; ++c)
+        if (before(a, b) && before(b, c)) EXPECT_TRUE(before(a, c)) << a << " " << b << " " << c;
+    }
+  }
+  auto cpu = make_kernels(BackendKind::kHost);
+  ASSERT_TRUE(cpu.ok());
+  InlineStream s;
+  std::vector<float> row = random_floats(64, rng, -1, 1);
+  for (size_t i = 0; i < row.size(); i += 2) row[i] = kNaN;  // 32 numbers, top-k 48 reaches the NaNs
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    int32_t tok = -1;
+    LS_ASSERT_OK((*cpu)->sample({row.data(), 64, 1.0f, 48, 1.0f, seed, &tok}, s));
+    ASSERT_FALSE(std::isnan(row[tok])) << "seed " << seed << " drew NaN id " << tok;
+  }
+}
+
 TEST(F16RowScaling, LargestElementLandsInRangeAndStaysFinite) {
   std::mt19937_64 rng(layerstream::testing::fresh_seed());
   std::uniform_real_distribution<double> log10(-30, 30);

@@ -112,7 +112,7 @@ TEST(CliPerplexity, ResidentStreamedJsonAndShortText) {
   const char* budgets[2] = {"", " --vram 500KiB"};
   for (int k = 0; k < 2; ++k) {
     const std::string json = dir.file("p" + std::to_string(k) + ".json");
-    CliResult r = run_cli("perplexity " + model + " -f " + text + " --ctx 32 --chunks 2 --batch 8 --backend host" +
+    CliResult r = run_cli("perplexity " + model + " -f " + text + " --ctx 32 --chunks 2 --prefill-chunk 8 --backend host" +
                           budgets[k] + " --json " + json);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_THAT(r.out, HasSubstr("[1]"));

@@ -8,6 +8,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -275,6 +278,39 @@ TEST(SamplerChain, GreedyArgmaxEqualsTheCandidateListPick) {
     EXPECT_EQ(fast.sample(row), want) << "trial " << trial;
     EXPECT_EQ(list.sample(row), want) << "trial " << trial;
   }
+}
+
+// NaN logits are never picked, and they do not break the ranking, on both of
+// the chain's paths (the greedy argmax and the candidate list) and when
+// drawing; an all-NaN row gives token 0, as the CPU and CUDA argmax do.
+TEST(SamplerChain, NaNLogitsAreNeverPicked) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> logits = {nan, 1.0f, 3.0f, nan, 2.0f};
+  SamplerChain greedy = SamplerChain::from({.temperature = 0});
+  EXPECT_EQ(greedy.sample(logits), 2);
+  SamplerChain list(0);
+  list.add_repetition_penalty(1.0f, 64).add_top_k(2).add_temperature(0);
+  EXPECT_EQ(list.sample(logits), 2);
+  std::mt19937_64 rng(testing::fresh_seed());
+  SamplerChain draw = SamplerChain::from({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = rng()});
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < 600; ++i) ++counts[draw.sample(logits)];
+  EXPECT_EQ(counts[0] + counts[3], 0);
+  EXPECT_GT(counts[2], counts[4]);
+  EXPECT_GT(counts[4], counts[1]);
+  // A large row with NaNs scattered at random: top-k and top-p sort it.
+  std::vector<float> row(4096);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (float& x : row) x = rng() % 4 == 0 ? nan : nd(rng);
+  const int32_t want = static_cast<int32_t>(std::max_element(row.begin(), row.end(), [](float a, float b) {
+                                              return std::isnan(a) || (!std::isnan(b) && a < b);
+                                            }) - row.begin());
+  EXPECT_EQ(SamplerChain::from({.temperature = 0}).sample(row), want);
+  SamplerChain sorted = SamplerChain::from({.temperature = 0.7f, .top_k = 3000, .top_p = 0.9f, .seed = rng()});
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(std::isnan(row[sorted.sample(row)]));
+  const std::vector<float> all_nan(7, nan);
+  EXPECT_EQ(SamplerChain::from({.temperature = 0}).sample(all_nan), 0);
+  EXPECT_EQ(SamplerChain::from({.temperature = 1.0f, .seed = 5}).sample(all_nan), 0);
 }
 
 }  // namespace

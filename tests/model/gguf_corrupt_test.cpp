@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
+#include <string>
 
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/llama_model.h"
@@ -164,7 +166,22 @@ TEST_P(CorruptFileTest, GivesTheSpecificError) {
 INSTANTIATE_TEST_SUITE_P(Corruptions, CorruptFileTest, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return std::string(info.param.name); });
 
-TEST(CorruptFileSuite, HasAtLeastTwentyDistinctCorruptions) { EXPECT_GE(cases().size(), 20u); }
+// The cases are distinct corruptions, told apart by the loader: at least 20
+// of them, each with its own name and its own error message.
+TEST(CorruptFileSuite, AtLeastTwentyCorruptionsGiveDistinctErrors) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  std::set<std::string> names, messages;
+  for (const Case& c : cases()) {
+    EXPECT_TRUE(names.insert(c.name).second) << "two cases named " << c.name;
+    GgufBuilder b = testing::llama_builder();
+    if (c.edit_builder) c.edit_builder(b);
+    Layout l;
+    auto bytes = b.build(rng, &l);
+    if (c.edit_bytes) c.edit_bytes(bytes, l);
+    EXPECT_TRUE(messages.insert(load_all(bytes).message()).second) << c.name << " repeats another case's error";
+  }
+  EXPECT_GE(messages.size(), 20u);
+}
 
 TEST(CorruptFileSuite, EveryErrorNamesTheFile) {
   std::mt19937_64 rng(testing::fresh_seed());

@@ -53,6 +53,14 @@ class Model : public std::enable_shared_from_this<Model> {
   std::vector<int32_t> tokenize(const std::string& text, bool add_special = true) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
   bool is_end_of_generation(int32_t token) const;
+  // The file's special tokens (tokenizer.ggml.bos_token_id, eos_token_id,
+  // eot_token_id); -1 where the file names none.
+  int32_t token_bos() const;
+  int32_t token_eos() const;
+  int32_t token_eot() const;
+  // The file's Jinja chat template (tokenizer.chat_template); empty where
+  // the file has none.
+  const std::string& chat_template() const;
   int n_vocab() const;
   int n_context() const;  // positions per sequence
 
