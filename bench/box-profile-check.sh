@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, box profiles: the commands behind bench/RESULTS.md "Issue 16: box profiles".
+# Issue 16, box profiles: the commands behind bench/RESULTS.md "Box profiles and the H200 prediction".
 #   1. this machine's box profile (`probe`, ~30 s);
 #   2. the check: the must-show-2 decode cell (host backend, 768 MiB Q8_0 example model,
 #      --vram 256MiB --ram 1GiB --sim-link 2) measured with the profile's prediction beside it

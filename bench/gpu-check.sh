@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: the one command run on a lent GPU machine (run step). It
 # builds nothing and installs nothing: it runs the binaries that
-# bench/gpu/prepare.sh built here and carried in gpu-carry/ (see bench/RESULTS.md,
-# "How to run on a GPU", for the exact device call):
+# bench/gpu/prepare.sh built here and carried in gpu-carry/ (see docs/GPU_CHECK.md
+# for the exact device call):
 #   1. the machine: nvidia-smi, the carried binaries' libraries (ldd; cuBLAS
 #      is looked up in the machine's CUDA install), then the gate: the runtime
 #      must see a CUDA device, else "FAIL: no CUDA device: <reason>", exit 2;

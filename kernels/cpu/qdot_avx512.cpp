@@ -320,8 +320,9 @@ void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq
 // each, and each stream is prefetched kStreamPrefetch bytes ahead of where
 // it is read. On the 768 MiB Q8_0 example model this read the pass's weights
 // from RAM about 15% faster per core than the neighbouring-rows tile with its
-// next-tile prefetch (bench_kernels_decode_stream, bench/RESULTS.md, issue 14
-// part 5). Rows past R runs' worth (n_rows % R) go one at a time.
+// next-tile prefetch (bench_kernels_decode_stream; issue 14 part 5 in
+// bench/history/2026-12-01-worklog.md). Rows past R runs' worth
+// (n_rows % R) go one at a time.
 constexpr int64_t kStreamPrefetch = 1024;  // bytes ahead in each stream
 
 template <class K, int R>

@@ -3,8 +3,9 @@
 // perplexity of `layerstream perplexity` must agree within 1%. The text is
 // the GPL-3 (data/gpl-3.txt, the same text bench/peer/perplexity.sh scores),
 // 4 windows of 256 tokens (512 tokens scored; with fewer the per-window noise
-// of the quantised activations alone reaches 1-3%: see bench/RESULTS.md,
-// issue 14). The model files come from $LAYERSTREAM_MODELS: unset, the suite
+// of the quantised activations alone reaches 1-3%: see
+// bench/history/2026-12-01-worklog.md, issue 14 part 2). The model files
+// come from $LAYERSTREAM_MODELS: unset, the suite
 // skips with a message; set but a file missing, it fails (CI: the fetch by
 // bench/peer/fetch-models.sh failed).
 #include <gtest/gtest.h>
