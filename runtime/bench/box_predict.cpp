@@ -5,48 +5,14 @@
 #include <algorithm>
 
 #include "layerstream/units.h"
+#include "runtime/bench/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/scheduler/cost_model.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::bench {
 namespace {
-
-// The planner input the executor builds from its options (mirrors
-// Executor::planner_input; the runner marks every layer but the head
-// host_ok when the policy may use the host site, and gives each block its
-// matmul weights as split tensors: their bytes are the footprint's matmuls).
-sched::PlannerInput executor_planner_input(const llama::RunnerFootprint& fp, const sched::ExecutorOptions& eo,
-                                           bool host_addressable, const sched::CostModel& cost, int cls) {
-  sched::PlannerInput in;
-  const bool host_sites = eo.host_policy != sched::HostPolicy::kNever;
-  for (size_t i = 0; i < fp.layers.size(); ++i) {
-    const sched::LayerSpec& l = fp.layers[i];
-    in.bytes.push_back(l.bytes);
-    in.spans.push_back(sched::slot_span(l));
-    in.from_file.push_back(l.from_file());
-    in.pins.push_back(l.pin);
-    const bool host_ok = host_sites && static_cast<int>(i) != fp.head_layer;
-    in.host_ok.push_back(host_ok);
-    uint64_t split = 0;
-    for (const auto& m : fp.matmuls[i]) split += m.bytes;
-    in.split_bytes.push_back(host_ok ? split : 0);
-  }
-  in.host_policy = eo.host_policy;
-  const uint64_t reserve = sched::round_up(eo.reserved_vram, sched::kSlotAlignment);
-  in.vram_budget = eo.vram_budget > reserve ? eo.vram_budget - reserve : 0;
-  in.ram_budget = eo.ram_budget;
-  in.staging_bytes = 0;
-  in.cost = &cost;
-  in.batch_class = cls;
-  in.disk_direct = host_addressable && !eo.force_staging;
-  in.chunk_bytes = in.disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
-  in.max_slots = eo.max_slots;
-  in.fixed_slots = eo.slots;
-  in.fixed_depth = eo.prefetch_depth;
-  in.serial = eo.serial;
-  return in;
-}
 
 // Seconds of a layer's matmuls for `tokens` tokens on a rate table.
 double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, const RateTable& r, int tokens,
@@ -122,9 +88,7 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
     cost.set_crossing_s(cls, static_cast<double>(tokens) * hidden * 4 / (out.link_gbps * 1e9) +
                                  (backend == BackendKind::kCuda ? 10e-6 : 0));
 
-  DeviceInfo info;
-  info.backend = backend;
-  info.host_addressable = backend == BackendKind::kHost;
+  const DeviceInfo info = sched::device_info_for(backend);
   for (const std::string& name : o.strategies) {
     LS_ASSIGN_OR_RETURN(llama::Strategy strategy, llama::parse_strategy(name));
     StrategyPrediction sp;
@@ -140,17 +104,14 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
       out.strategies.push_back(std::move(sp));
       continue;
     }
-    llama::RunnerFootprint lf = fp;
-    if (strategy == llama::Strategy::kResident)
-      for (auto& l : lf.layers) l.pin = sched::Tier::kResident;
-    auto eo = llama::executor_options_for(so, lf.layers, info, fp.reserve.total());
-    Result<sched::Plan> plan = eo.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(eo.status());
-    if (eo.ok()) {
+    auto view = runner_executor_view(fp, so, info);
+    Result<sched::Plan> plan = view.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(view.status());
+    if (view.ok()) {
       sched::CostModel c = cost;
-      c.set_host_factor(eo->host_compute_factor);
-      sched::PlannerInput in = executor_planner_input(lf, *eo, info.host_addressable, c, cls);
-      if (eo->plan) {
-        sched::Plan p = *eo->plan;
+      c.set_host_factor(view->options.host_compute_factor);
+      const sched::PlannerInput in = view->planner_input(c, cls);
+      if (view->options.plan) {
+        sched::Plan p = *view->options.plan;
         p.batch_class = cls;
         sched::evaluate_plan(in, p);
         plan = p;

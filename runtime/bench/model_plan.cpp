@@ -25,11 +25,13 @@
 #include "runtime/bench/block_probe.h"
 #include "runtime/bench/box_probe.h"
 #include "runtime/bench/box_profile.h"
+#include "runtime/bench/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/llama/model_impl.h"
 #include "runtime/model/model_shape.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream {
 namespace {
@@ -316,8 +318,13 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
       if (budgets.empty() || b > budgets.back()) budgets.push_back(b);
     }
   }
-  const bool disk_direct = backend == BackendKind::kHost;  // host memory is addressable: reads land in slots
-  sched::ExecutorOptions eo;  // the executor's defaults for staging and chunks
+  // Each budget is planned as the runner's executor would plan it under the
+  // planned strategy: the host site considered when the box has host figures.
+  llama::RunnerOptions planned = ro;
+  planned.strategy = llama::Strategy::kPlanned;
+  planned.ram_budget = o.ram_budget;
+  planned.host_compute_factor = host_box ? 1 : 0;
+  const DeviceInfo device = sched::device_info_for(backend);
   for (uint64_t b : budgets) {
     BudgetPlan row;
     row.vram_bytes = b;
@@ -328,30 +335,9 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
       plan.budgets.push_back(row);
       continue;
     }
-    sched::PlannerInput in;
-    for (const sched::LayerSpec& l : fp.layers) {
-      in.bytes.push_back(l.bytes);
-      in.spans.push_back(sched::slot_span(l));
-      in.from_file.push_back(true);
-      in.pins.push_back(std::nullopt);
-    }
-    in.vram_budget = b - reserve;
-    in.ram_budget = o.ram_budget;
-    in.staging_bytes = uint64_t{eo.staging_buffers} * sched::round_up(eo.staging_buffer_bytes, 4096);
-    in.cost = &cost;
-    in.disk_direct = disk_direct;
-    in.chunk_bytes = disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
-    in.max_slots = eo.max_slots;
-    if (host_box) {  // blocks may run on the host or split by rows (their matmul weights split)
-      for (int i = 0; i < n; ++i) {
-        in.host_ok.push_back(i != fp.head_layer);
-        uint64_t split = 0;
-        for (const auto& m : fp.matmuls[i]) split += m.bytes;
-        in.split_bytes.push_back(i != fp.head_layer ? split : 0);
-      }
-      in.host_policy = sched::HostPolicy::kChoose;
-    }
-    in.batch_class = decode_cls;
+    planned.vram_budget = b;
+    LS_ASSIGN_OR_RETURN(const bench::RunnerExecutorView view, bench::runner_executor_view(fp, planned, device));
+    sched::PlannerInput in = view.planner_input(cost, decode_cls);
     auto decode_plan = sched::make_plan(in);
     if (!decode_plan.ok()) {
       row.placement = decode_plan.status().message();

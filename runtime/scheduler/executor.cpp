@@ -10,6 +10,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::sched {
 
@@ -60,37 +61,13 @@ Executor::~Executor() {
   if (copy_) (void)copy_->synchronize();
   if (disk_thread_.joinable()) disk_thread_.join();
   if (host_lane_) (void)host_lane_->synchronize();
-  for (auto& [path, fd] : host_fds_) ::close(fd);
+  host_readers_.clear();  // the host lane is idle
   if (disk_copy_) (void)disk_copy_->synchronize();
   for (auto& [path, r] : readers_) r->cancel();
 }
 
 PlannerInput Executor::planner_input(int cls) const {
-  PlannerInput in;
-  in.bytes = bytes_;
-  in.spans = spans_;
-  for (const LayerSpec& l : layers_) {
-    in.from_file.push_back(l.from_file());
-    in.pins.push_back(l.pin);
-    in.host_ok.push_back(l.host_ok);
-    uint64_t sb = 0;
-    for (const SplitTensor& t : l.split_tensors) sb += t.bytes;
-    in.split_bytes.push_back(l.host_ok ? sb : 0);
-  }
-  in.host_policy = opt_.host_policy;
-  uint64_t reserve = round_up(opt_.reserved_vram, kSlotAlignment);
-  in.vram_budget = opt_.vram_budget > reserve ? opt_.vram_budget - reserve : 0;
-  in.ram_budget = opt_.ram_budget;
-  in.staging_bytes = 0;  // the staging buffers are their own allocation, outside ram_budget
-  in.cost = &cost_;
-  in.batch_class = cls;
-  in.disk_direct = disk_direct_;
-  in.chunk_bytes = disk_direct_ ? opt_.copy_chunk_bytes : opt_.staging_buffer_bytes;
-  in.max_slots = opt_.max_slots;
-  in.fixed_slots = opt_.slots;
-  in.fixed_depth = opt_.prefetch_depth;
-  in.serial = opt_.serial;
-  return in;
+  return executor_planner_input(layers_, opt_, disk_direct_, cost_, cls);
 }
 
 // Options and layers checked, streams and the host clock reference, a
@@ -99,7 +76,7 @@ PlannerInput Executor::planner_input(int cls) const {
 // RAM tier) with the disk thread started.
 Status Executor::init() {
   LS_ASSIGN_OR_RETURN(const uint64_t total, check_options_and_layers());
-  disk_direct_ = dev_.info().host_addressable && !opt_.force_staging;
+  disk_direct_ = disk_reads_direct(dev_.info(), opt_.force_staging);
   cost_ = CostModel(n_);
   for (int i = 0; i < n_; ++i) cost_.set_hint(i, layers_[i].compute_hint_s);
   cost_.set_host_factor(opt_.host_compute_factor);
