@@ -64,19 +64,24 @@ Status Executor::prepare_host_lane() {
       return Status::InvalidArgument(fmt::format("plan puts layer {} ({}) on the host site but its compute cannot run there", i, layers_[i].name));
     if (plan_.tiers[i] == Tier::kDisk) {
       scratch = std::max(scratch, bytes_[i]);
-      if (!host_readers_.count(layers_[i].file)) {
-        // Through the page cache, one read at a time (the lane computes in
-        // order); the caller's hooks (fault injection) apply as on the disk thread.
-        io::ReaderOptions ro = opt_.reader;
-        ro.path = io::IoPath::kBuffered;
-        ro.queue_depth = 1;
-        auto rd = io::open_reader(layers_[i].file, ro);
-        if (!rd.ok()) return rd.status().WithContext("open " + layers_[i].file + " for the host lane");
-        host_readers_.emplace(layers_[i].file, std::move(rd).value());
-      }
+      LS_RETURN_IF_ERROR(open_host_reader(layers_[i].file));
     }
   }
   if (host_scratch_.size() < scratch) host_scratch_.assign(scratch, 0);
+  return Status::OK();
+}
+
+// The host lane's reader of `path`: through the page cache, one read at a
+// time (the lane computes in order); the caller's hooks (fault injection)
+// apply as on the disk thread.
+Status Executor::open_host_reader(const std::string& path) {
+  if (host_readers_.count(path)) return Status::OK();
+  io::ReaderOptions ro = opt_.reader;
+  ro.path = io::IoPath::kBuffered;
+  ro.queue_depth = 1;
+  auto rd = io::open_reader(path, ro);
+  if (!rd.ok()) return rd.status().WithContext("open " + path + " for the host lane");
+  host_readers_.emplace(path, std::move(rd).value());
   return Status::OK();
 }
 
