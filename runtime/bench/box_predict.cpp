@@ -22,22 +22,21 @@ double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, co
   return s;
 }
 
-}  // namespace
-
-Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& file, const PredictOptions& o) {
-  if (o.work.tokens < 1) return Status::InvalidArgument("predict: tokens per pass must be >= 1");
-  const llama::RunnerOptions ro = workload_runner_options(o.runner, o.work);
-  BackendKind backend = box.backend == "cuda" ? BackendKind::kCuda : BackendKind::kHost;
+// The runner's footprint on the profile's backend (without CUDA here, the
+// host kernels size the scratch: a few MiB of the reserve).
+Result<llama::RunnerFootprint> prediction_footprint(const GgufFile& file, const llama::RunnerOptions& ro,
+                                                    BackendKind backend) {
   auto fpr = llama::LlamaRunner::footprint(file, ro, backend);
   if (!fpr.ok() && backend == BackendKind::kCuda) {
-    // Without CUDA here the host kernels size the scratch (a few MiB of the reserve).
     LS_LOG_INFO("predict: sizing the reserve with the host kernels ({})", fpr.status().message());
     fpr = llama::LlamaRunner::footprint(file, ro, BackendKind::kHost);
   }
-  if (!fpr.ok()) return fpr.status();
-  const llama::RunnerFootprint& fp = *fpr;
-  const int n = static_cast<int>(fp.layers.size());
+  return fpr;
+}
 
+// What the prediction is of: the box, the model, the budgets, the workload.
+BoxPrediction describe_prediction(const BoxFigures& box, const GgufFile& file, const PredictOptions& o,
+                                  const llama::RunnerOptions& ro, const llama::RunnerFootprint& fp) {
   BoxPrediction out;
   out.box_source = box.source;
   out.box_backend = box.backend;
@@ -48,7 +47,7 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   out.host_threads = box.host_threads;
   out.host_figures = box.has_host();
   out.model = file.path();
-  out.layers = n;
+  out.layers = static_cast<int>(fp.layers.size());
   for (const auto& l : fp.layers) {
     out.weight_bytes += l.bytes;
     out.layer_names.push_back(l.name);
@@ -57,13 +56,18 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   out.reserve_bytes = fp.reserve.total();
   out.vram_budget = ro.vram_budget;
   out.ram_budget = ro.ram_budget;
-  const bool decode = o.work.mode == BenchMode::kDecode;
-  out.mode = decode ? "decode" : "prefill";
+  out.mode = o.work.mode == BenchMode::kDecode ? "decode" : "prefill";
   out.tokens_per_pass = o.work.tokens;
+  return out;
+}
 
-  // The cost model of this pass size, from the profile.
+// The cost model of this pass size, from the profile; sets out.host_factor.
+sched::CostModel prediction_cost(const BoxFigures& box, const PredictOptions& o, const llama::RunnerFootprint& fp,
+                                 BackendKind backend, BoxPrediction& out) {
+  const int n = static_cast<int>(fp.layers.size());
   const int tokens = o.work.tokens;
   const int cls = sched::batch_class(tokens);
+  const bool decode = o.work.mode == BenchMode::kDecode;
   sched::CostModel cost(n);
   const RateTable& dev_rates = box.device_rates();
   int64_t hidden = 0;
@@ -87,55 +91,72 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   if (out.link_gbps > 0)
     cost.set_crossing_s(cls, static_cast<double>(tokens) * hidden * 4 / (out.link_gbps * 1e9) +
                                  (backend == BackendKind::kCuda ? 10e-6 : 0));
+  return cost;
+}
 
-  const DeviceInfo info = sched::device_info_for(backend);
+// The plan the strategy's executor would make (or is given) and its figures;
+// the reason when the strategy does not run at these budgets.
+StrategyPrediction predict_strategy(const std::string& name, llama::Strategy strategy, const BoxFigures& box,
+                                    const llama::RunnerOptions& ro, const llama::RunnerFootprint& fp,
+                                    const sched::CostModel& cost, int tokens, BackendKind backend) {
+  StrategyPrediction sp;
+  sp.name = name;
+  llama::RunnerOptions so = ro;
+  so.strategy = strategy;
+  // A profile with host figures makes host costs known, as measuring them would.
+  if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host()) so.host_compute_factor = 1;
+  if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
+    sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
+               "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
+    return sp;
+  }
+  const int cls = sched::batch_class(tokens);
+  auto view = runner_executor_view(fp, so, sched::device_info_for(backend));
+  Result<sched::Plan> plan = view.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(view.status());
+  if (view.ok()) {
+    sched::CostModel c = cost;
+    c.set_host_factor(view->options.host_compute_factor);
+    const sched::PlannerInput in = view->planner_input(c, cls);
+    if (view->options.plan) {
+      sched::Plan p = *view->options.plan;
+      p.batch_class = cls;
+      sched::evaluate_plan(in, p);
+      plan = p;
+    } else {
+      plan = sched::make_plan(in);
+    }
+  }
+  if (!plan.ok()) {
+    sp.error = plan.status().message();
+    return sp;
+  }
+  sp.plan = *plan;
+  sp.pass_s = plan->predicted_pass_s;
+  sp.lower_bound_s = plan->lower_bound_s;
+  sp.tokens_per_s = sp.pass_s > 0 ? tokens / sp.pass_s : 0;
+  sp.host = plan->count_site(sched::Site::kHost);
+  sp.split = plan->count_site(sched::Site::kSplit);
+  for (int i = 0; i < static_cast<int>(plan->tiers.size()); ++i) {
+    if (plan->site(i) != sched::Site::kDevice) continue;
+    if (plan->tiers[i] == sched::Tier::kResident) ++sp.resident;
+    else ++sp.streamed;
+  }
+  sp.sites = sched::site_map(*plan);
+  return sp;
+}
+
+}  // namespace
+
+Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& file, const PredictOptions& o) {
+  if (o.work.tokens < 1) return Status::InvalidArgument("predict: tokens per pass must be >= 1");
+  const llama::RunnerOptions ro = workload_runner_options(o.runner, o.work);
+  const BackendKind backend = box.backend == "cuda" ? BackendKind::kCuda : BackendKind::kHost;
+  LS_ASSIGN_OR_RETURN(const llama::RunnerFootprint fp, prediction_footprint(file, ro, backend));
+  BoxPrediction out = describe_prediction(box, file, o, ro, fp);
+  const sched::CostModel cost = prediction_cost(box, o, fp, backend, out);
   for (const std::string& name : o.strategies) {
     LS_ASSIGN_OR_RETURN(llama::Strategy strategy, llama::parse_strategy(name));
-    StrategyPrediction sp;
-    sp.name = name;
-    llama::RunnerOptions so = ro;
-    so.strategy = strategy;
-    // A profile with host figures makes host costs known, as measuring them would.
-    if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host())
-      so.host_compute_factor = 1;
-    if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
-      sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
-                 "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
-      out.strategies.push_back(std::move(sp));
-      continue;
-    }
-    auto view = runner_executor_view(fp, so, info);
-    Result<sched::Plan> plan = view.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(view.status());
-    if (view.ok()) {
-      sched::CostModel c = cost;
-      c.set_host_factor(view->options.host_compute_factor);
-      const sched::PlannerInput in = view->planner_input(c, cls);
-      if (view->options.plan) {
-        sched::Plan p = *view->options.plan;
-        p.batch_class = cls;
-        sched::evaluate_plan(in, p);
-        plan = p;
-      } else {
-        plan = sched::make_plan(in);
-      }
-    }
-    if (!plan.ok()) {
-      sp.error = plan.status().message();
-    } else {
-      sp.plan = *plan;
-      sp.pass_s = plan->predicted_pass_s;
-      sp.lower_bound_s = plan->lower_bound_s;
-      sp.tokens_per_s = sp.pass_s > 0 ? tokens / sp.pass_s : 0;
-      sp.host = plan->count_site(sched::Site::kHost);
-      sp.split = plan->count_site(sched::Site::kSplit);
-      for (int i = 0; i < n; ++i) {
-        if (plan->site(i) != sched::Site::kDevice) continue;
-        if (plan->tiers[i] == sched::Tier::kResident) ++sp.resident;
-        else ++sp.streamed;
-      }
-      sp.sites = sched::site_map(*plan);
-    }
-    out.strategies.push_back(std::move(sp));
+    out.strategies.push_back(predict_strategy(name, strategy, box, ro, fp, cost, o.work.tokens, backend));
   }
   return out;
 }
