@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -39,6 +40,15 @@ kernels::MatmulParams matmul_params(const ArenaRegion& w, const ArenaRegion& x, 
 // host pool awake) and describes it as a probe point.
 Result<ComputePoint> time_matmul_point(Device& dev, kernels::Kernels& k, Stream& stream, const kernels::MatmulParams& p,
                                        uint64_t w_bytes, double seconds);
+
+// One arena holding a probe matmul's weights, activations, outputs and
+// scratch (no scratch region when scratch_bytes is 0), named name-w, name-x...
+struct MatmulArena {
+  std::unique_ptr<Arena> arena;
+  ArenaRegion w, x, y, scratch;
+};
+Result<MatmulArena> matmul_arena(Device& dev, const std::string& name, uint64_t w_bytes, uint64_t x_bytes,
+                                 uint64_t y_bytes, uint64_t scratch_bytes);
 
 // H2D rate from pinned and pageable memory at each chunk size.
 Status probe_h2d(Device& dev, const ProbeOptions& o, BoxProfile& out);

@@ -76,6 +76,19 @@ Status probe_h2d(Device& dev, const ProbeOptions& o, BoxProfile& out) {
   return Status::OK();
 }
 
+Result<MatmulArena> matmul_arena(Device& dev, const std::string& name, uint64_t w_bytes, uint64_t x_bytes,
+                                 uint64_t y_bytes, uint64_t scratch_bytes) {
+  MatmulArena m;
+  LS_ASSIGN_OR_RETURN(m.arena, dev.create_arena(w_bytes + x_bytes + y_bytes + scratch_bytes + 4 * 4096));
+  LS_ASSIGN_OR_RETURN(m.w, m.arena->allocate(name + "-w", w_bytes, 4096));
+  LS_ASSIGN_OR_RETURN(m.x, m.arena->allocate(name + "-x", x_bytes, 4096));
+  LS_ASSIGN_OR_RETURN(m.y, m.arena->allocate(name + "-y", y_bytes, 4096));
+  if (scratch_bytes > 0) {
+    LS_ASSIGN_OR_RETURN(m.scratch, m.arena->allocate(name + "-scratch", scratch_bytes, 4096));
+  }
+  return m;
+}
+
 // The matmul of a probe point over regions already filled.
 kernels::MatmulParams matmul_params(const ArenaRegion& w, const ArenaRegion& x, const ArenaRegion& y,
                                     const ArenaRegion& scratch, uint64_t scratch_bytes, GgmlType type, int64_t n_out,
@@ -130,15 +143,8 @@ Status probe_compute(Device& dev, const ProbeOptions& o, BoxProfile& out) {
     max_scratch = std::max(max_scratch, k->matmul_scratch_bytes(t, n_out, n_in, prefill));
   }
   const uint64_t x_bytes = static_cast<uint64_t>(prefill) * n_in * 4, y_bytes = static_cast<uint64_t>(prefill) * n_out * 4;
-  const uint64_t need = max_w + x_bytes + y_bytes + max_scratch + 4 * 4096;
-  LS_ASSIGN_OR_RETURN(auto arena, dev.create_arena(need));
-  LS_ASSIGN_OR_RETURN(ArenaRegion w, arena->allocate("probe-w", max_w, 4096));
-  LS_ASSIGN_OR_RETURN(ArenaRegion x, arena->allocate("probe-x", x_bytes, 4096));
-  LS_ASSIGN_OR_RETURN(ArenaRegion y, arena->allocate("probe-y", y_bytes, 4096));
-  ArenaRegion scratch;
-  if (max_scratch > 0) {
-    LS_ASSIGN_OR_RETURN(scratch, arena->allocate("probe-scratch", max_scratch, 4096));
-  }
+  LS_ASSIGN_OR_RETURN(MatmulArena regions, matmul_arena(dev, "probe", max_w, x_bytes, y_bytes, max_scratch));
+  const ArenaRegion &w = regions.w, &x = regions.x, &y = regions.y, &scratch = regions.scratch;
   LS_ASSIGN_OR_RETURN(auto stream, dev.create_stream(StreamRole::kCompute));
 
   std::mt19937 rng(42);

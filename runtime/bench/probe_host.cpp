@@ -87,14 +87,8 @@ Result<ComputePoint> time_host_matmul(Device& dev, kernels::Kernels& k, GgmlType
   const uint64_t w_bytes = row_bytes * n_out;
   const uint64_t x_bytes = static_cast<uint64_t>(tokens) * n_in * 4, y_bytes = static_cast<uint64_t>(tokens) * n_out * 4;
   const uint64_t scratch_bytes = k.matmul_scratch_bytes(type, n_out, n_in, tokens);
-  LS_ASSIGN_OR_RETURN(auto arena, dev.create_arena(w_bytes + x_bytes + y_bytes + scratch_bytes + 4 * 4096));
-  LS_ASSIGN_OR_RETURN(ArenaRegion w, arena->allocate("probe-host-w", w_bytes, 4096));
-  LS_ASSIGN_OR_RETURN(ArenaRegion x, arena->allocate("probe-host-x", x_bytes, 4096));
-  LS_ASSIGN_OR_RETURN(ArenaRegion y, arena->allocate("probe-host-y", y_bytes, 4096));
-  ArenaRegion scratch;
-  if (scratch_bytes > 0) {
-    LS_ASSIGN_OR_RETURN(scratch, arena->allocate("probe-host-scratch", scratch_bytes, 4096));
-  }
+  LS_ASSIGN_OR_RETURN(MatmulArena regions, matmul_arena(dev, "probe-host", w_bytes, x_bytes, y_bytes, scratch_bytes));
+  const ArenaRegion &w = regions.w, &x = regions.x, &y = regions.y, &scratch = regions.scratch;
   LS_ASSIGN_OR_RETURN(auto stream, dev.create_stream(StreamRole::kCompute));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t tile_rows = std::min<int64_t>(64, n_out);

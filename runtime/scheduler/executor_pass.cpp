@@ -18,6 +18,17 @@ namespace {
 uint64_t data_offset(const LayerSpec& l) {
   return l.from_file() ? l.file_offset - l.file_offset / kSlotAlignment * kSlotAlignment : 0;
 }
+
+// What layer i's compute callback is told of its run in `pass`.
+LayerRun layer_run(int i, uint64_t pass, int batch_tokens, uint64_t bytes, Tier tier) {
+  LayerRun run;
+  run.layer = i;
+  run.pass = pass;
+  run.bytes = bytes;
+  run.tier = tier;
+  run.batch_tokens = batch_tokens;
+  return run;
+}
 }  // namespace
 
 // A re-plan when the batch class changed, each layer's compute in order
@@ -73,12 +84,7 @@ Status Executor::run_layers(uint64_t pass, int batch_tokens) {
 
 // Host-site layer i on the host lane; a failure drains and names the layer.
 Status Executor::run_host_site_layer(int i, uint64_t pass, int batch_tokens, bool entering) {
-  LayerRun run;
-  run.layer = i;
-  run.pass = pass;
-  run.bytes = bytes_[i];
-  run.tier = plan_.tiers[i];
-  run.batch_tokens = batch_tokens;
+  LayerRun run = layer_run(i, pass, batch_tokens, bytes_[i], plan_.tiers[i]);
   if (Status st = run_host_layer(run, entering); !st.ok()) {
     (void)drain();
     return st.WithContext(fmt::format("host compute of layer {} ({}) in pass {}", i, layers_[i].name, pass));
@@ -107,12 +113,7 @@ Status Executor::run_layer(int i, uint64_t pass, int batch_tokens) {
   const int E = events_per_ring();
   const bool disk_counters = disk_direct_ && plan_.count(Tier::kDisk) > 0;
   const bool staged_disk = !disk_direct_ && plan_.count(Tier::kDisk) > 0;
-  LayerRun run;
-  run.layer = i;
-  run.pass = pass;
-  run.bytes = bytes_[i];
-  run.tier = plan_.tiers[i];
-  run.batch_tokens = batch_tokens;
+  LayerRun run = layer_run(i, pass, batch_tokens, bytes_[i], plan_.tiers[i]);
   uint64_t g = 0;
   if (stream_index_[i] >= 0) {
     g = g_compute_++;

@@ -9,32 +9,12 @@
 #include "runtime/llama/llama_runner.h"
 #include "runtime/scheduler/executor.h"
 #include "runtime/scheduler/planner_input.h"
+#include "tests/common/planner_input_eq.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
 namespace layerstream::bench {
 namespace {
-
-// Every field but the cost model (each side has its own).
-void expect_same_input(const sched::PlannerInput& a, const sched::PlannerInput& b) {
-  EXPECT_EQ(a.bytes, b.bytes);
-  EXPECT_EQ(a.spans, b.spans);
-  EXPECT_EQ(a.from_file, b.from_file);
-  EXPECT_EQ(a.pins, b.pins);
-  EXPECT_EQ(a.vram_budget, b.vram_budget);
-  EXPECT_EQ(a.ram_budget, b.ram_budget);
-  EXPECT_EQ(a.staging_bytes, b.staging_bytes);
-  EXPECT_EQ(a.batch_class, b.batch_class);
-  EXPECT_EQ(a.disk_direct, b.disk_direct);
-  EXPECT_EQ(a.chunk_bytes, b.chunk_bytes);
-  EXPECT_EQ(a.max_slots, b.max_slots);
-  EXPECT_EQ(a.fixed_slots, b.fixed_slots);
-  EXPECT_EQ(a.fixed_depth, b.fixed_depth);
-  EXPECT_EQ(a.serial, b.serial);
-  EXPECT_EQ(a.host_ok, b.host_ok);
-  EXPECT_EQ(a.split_bytes, b.split_bytes);
-  EXPECT_EQ(a.host_policy, b.host_policy);
-}
 
 struct Case {
   llama::Strategy strategy;
@@ -79,7 +59,7 @@ TEST_P(RunnerExecutorViewTest, PlansFromTheRunnersExecutorInput) {
                           runner_executor_view(fp, ro, sched::device_info_for(BackendKind::kHost, c.copies_only)));
   EXPECT_EQ(view.disk_direct, !c.copies_only);
   const sched::PlannerInput in = view.planner_input(ex.cost_model(), 0);
-  expect_same_input(in, ex.planner_input(0));
+  testing::expect_same_planner_input(in, ex.planner_input(0));
   // And so the same plan, from the same costs.
   if (view.options.plan) {
     EXPECT_EQ(view.options.plan->tiers, ex.plan().tiers);

@@ -10,33 +10,13 @@
 
 #include "runtime/scheduler/executor.h"
 #include "runtime/scheduler/min_budget.h"
+#include "tests/common/planner_input_eq.h"
 #include "tests/common/testing.h"
 
 namespace layerstream::sched {
 namespace {
 
 constexpr uint64_t KiB = 1024;
-
-// Every field but the cost model (each side has its own).
-void expect_same_input(const PlannerInput& a, const PlannerInput& b) {
-  EXPECT_EQ(a.bytes, b.bytes);
-  EXPECT_EQ(a.spans, b.spans);
-  EXPECT_EQ(a.from_file, b.from_file);
-  EXPECT_EQ(a.pins, b.pins);
-  EXPECT_EQ(a.vram_budget, b.vram_budget);
-  EXPECT_EQ(a.ram_budget, b.ram_budget);
-  EXPECT_EQ(a.staging_bytes, b.staging_bytes);
-  EXPECT_EQ(a.batch_class, b.batch_class);
-  EXPECT_EQ(a.disk_direct, b.disk_direct);
-  EXPECT_EQ(a.chunk_bytes, b.chunk_bytes);
-  EXPECT_EQ(a.max_slots, b.max_slots);
-  EXPECT_EQ(a.fixed_slots, b.fixed_slots);
-  EXPECT_EQ(a.fixed_depth, b.fixed_depth);
-  EXPECT_EQ(a.serial, b.serial);
-  EXPECT_EQ(a.host_ok, b.host_ok);
-  EXPECT_EQ(a.split_bytes, b.split_bytes);
-  EXPECT_EQ(a.host_policy, b.host_policy);
-}
 
 // Random layers: file-backed at random offsets or host memory, random sizes,
 // some host-capable with a splittable tensor.
@@ -115,7 +95,7 @@ TEST(PlannerInput, ExecutorAndMinimumBudgetSearchPlanFromTheSameInput) {
     auto ex = Executor::create(*dev, m.layers, o);
     ASSERT_TRUE(ex.ok()) << "the executor refuses the search's minimum " << min << ": " << ex.status().ToString();
     const CostModel& cost = (*ex)->cost_model();
-    expect_same_input((*ex)->planner_input(0),
+    testing::expect_same_planner_input((*ex)->planner_input(0),
                       executor_planner_input(m.layers, min_budget_executor_options(q, min), q.disk_direct, cost, 0));
     EXPECT_EQ((*ex)->planner_input(0).staging_bytes, 0u);  // the staging buffers are outside ram_budget
     ex->reset();
