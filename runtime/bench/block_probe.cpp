@@ -1,6 +1,5 @@
 #include "runtime/bench/block_probe.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/reader.h"
 #include "runtime/bench/stats.h"
 #include "runtime/core/log.h"
 #include "runtime/model/gguf_file.h"
@@ -48,32 +48,20 @@ Status map_zeros(Mapping& m, uint64_t bytes) {
   return Status::OK();
 }
 
-// Copies file bytes [offset, offset + n) to the same offset of `base`.
-Status read_span(int fd, const std::string& path, uint8_t* base, uint64_t offset, uint64_t n) {
-  uint64_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd, base + offset + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::FromErrno(path + ": read at " + std::to_string(offset + done), errno);
-    if (r == 0) return Status::IOError(path + ": short read at " + std::to_string(offset + done));
-    done += static_cast<uint64_t>(r);
-  }
-  return Status::OK();
-}
-
-// The probed block's and the head's spans and the small tensors, from the file.
-Status fill_probed_bytes(const std::string& path, const llama::RunnerFootprint& fp, int block, int head,
-                         uint8_t* base) {
+// The probed block's and the head's spans and the small tensors, from the
+// file, each to its own offset of `base`; read through an io::Reader with the
+// runner's reader options (its fault-injection hooks included).
+Status fill_probed_bytes(const std::string& path, const io::ReaderOptions& reader, const llama::RunnerFootprint& fp,
+                         int block, int head, uint8_t* base) {
   LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(path + ": open", errno);
-  Status st;
-  for (int l : {block, head})
-    if (st.ok()) st = read_span(fd, path, base, fp.layers[l].file_offset, fp.layers[l].bytes);
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<io::Reader> rd, io::open_reader(path, reader));
+  for (int l : {block, head}) {
+    const sched::LayerSpec& spec = fp.layers[l];
+    LS_RETURN_IF_ERROR(rd->read_span(spec.file_offset, spec.bytes, base + spec.file_offset));
+  }
   for (const GgufTensorInfo& t : file.tensors())
-    if (st.ok() && t.n_bytes < kSmallTensorBytes) st = read_span(fd, path, base, t.offset, t.n_bytes);
-  ::close(fd);
-  return st;
+    if (t.n_bytes < kSmallTensorBytes) LS_RETURN_IF_ERROR(rd->read_span(t.offset, t.n_bytes, base + t.offset));
+  return Status::OK();
 }
 
 // What a real pass reads between two runs of one layer: the other layers'
@@ -223,7 +211,7 @@ Result<BlockTimes> probe_block(const BlockProbeOptions& o) {
   }
   Mapping weights;
   LS_RETURN_IF_ERROR(map_zeros(weights, file_bytes));
-  LS_RETURN_IF_ERROR(fill_probed_bytes(o.path, fp, t.block_layer, t.head_layer, weights.ptr));
+  LS_RETURN_IF_ERROR(fill_probed_bytes(o.path, o.runner.reader, fp, t.block_layer, t.head_layer, weights.ptr));
   uint64_t other_bytes = 0;
   for (int l = 0; l < n; ++l)
     if (l != t.block_layer && l != t.head_layer) other_bytes += fp.layers[l].bytes;

@@ -5,48 +5,14 @@
 #include <algorithm>
 
 #include "layerstream/units.h"
+#include "runtime/bench/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/scheduler/cost_model.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::bench {
 namespace {
-
-// The planner input the executor builds from its options (mirrors
-// Executor::planner_input; the runner marks every layer but the head
-// host_ok when the policy may use the host site, and gives each block its
-// matmul weights as split tensors: their bytes are the footprint's matmuls).
-sched::PlannerInput executor_planner_input(const llama::RunnerFootprint& fp, const sched::ExecutorOptions& eo,
-                                           bool host_addressable, const sched::CostModel& cost, int cls) {
-  sched::PlannerInput in;
-  const bool host_sites = eo.host_policy != sched::HostPolicy::kNever;
-  for (size_t i = 0; i < fp.layers.size(); ++i) {
-    const sched::LayerSpec& l = fp.layers[i];
-    in.bytes.push_back(l.bytes);
-    in.spans.push_back(sched::slot_span(l));
-    in.from_file.push_back(l.from_file());
-    in.pins.push_back(l.pin);
-    const bool host_ok = host_sites && static_cast<int>(i) != fp.head_layer;
-    in.host_ok.push_back(host_ok);
-    uint64_t split = 0;
-    for (const auto& m : fp.matmuls[i]) split += m.bytes;
-    in.split_bytes.push_back(host_ok ? split : 0);
-  }
-  in.host_policy = eo.host_policy;
-  const uint64_t reserve = sched::round_up(eo.reserved_vram, sched::kSlotAlignment);
-  in.vram_budget = eo.vram_budget > reserve ? eo.vram_budget - reserve : 0;
-  in.ram_budget = eo.ram_budget;
-  in.staging_bytes = 0;
-  in.cost = &cost;
-  in.batch_class = cls;
-  in.disk_direct = host_addressable && !eo.force_staging;
-  in.chunk_bytes = in.disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
-  in.max_slots = eo.max_slots;
-  in.fixed_slots = eo.slots;
-  in.fixed_depth = eo.prefetch_depth;
-  in.serial = eo.serial;
-  return in;
-}
 
 // Seconds of a layer's matmuls for `tokens` tokens on a rate table.
 double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, const RateTable& r, int tokens,
@@ -56,22 +22,21 @@ double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, co
   return s;
 }
 
-}  // namespace
-
-Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& file, const PredictOptions& o) {
-  if (o.work.tokens < 1) return Status::InvalidArgument("predict: tokens per pass must be >= 1");
-  const llama::RunnerOptions ro = workload_runner_options(o.runner, o.work);
-  BackendKind backend = box.backend == "cuda" ? BackendKind::kCuda : BackendKind::kHost;
+// The runner's footprint on the profile's backend (without CUDA here, the
+// host kernels size the scratch: a few MiB of the reserve).
+Result<llama::RunnerFootprint> prediction_footprint(const GgufFile& file, const llama::RunnerOptions& ro,
+                                                    BackendKind backend) {
   auto fpr = llama::LlamaRunner::footprint(file, ro, backend);
   if (!fpr.ok() && backend == BackendKind::kCuda) {
-    // Without CUDA here the host kernels size the scratch (a few MiB of the reserve).
     LS_LOG_INFO("predict: sizing the reserve with the host kernels ({})", fpr.status().message());
     fpr = llama::LlamaRunner::footprint(file, ro, BackendKind::kHost);
   }
-  if (!fpr.ok()) return fpr.status();
-  const llama::RunnerFootprint& fp = *fpr;
-  const int n = static_cast<int>(fp.layers.size());
+  return fpr;
+}
 
+// What the prediction is of: the box, the model, the budgets, the workload.
+BoxPrediction describe_prediction(const BoxFigures& box, const GgufFile& file, const PredictOptions& o,
+                                  const llama::RunnerOptions& ro, const llama::RunnerFootprint& fp) {
   BoxPrediction out;
   out.box_source = box.source;
   out.box_backend = box.backend;
@@ -82,7 +47,7 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   out.host_threads = box.host_threads;
   out.host_figures = box.has_host();
   out.model = file.path();
-  out.layers = n;
+  out.layers = static_cast<int>(fp.layers.size());
   for (const auto& l : fp.layers) {
     out.weight_bytes += l.bytes;
     out.layer_names.push_back(l.name);
@@ -91,13 +56,18 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   out.reserve_bytes = fp.reserve.total();
   out.vram_budget = ro.vram_budget;
   out.ram_budget = ro.ram_budget;
-  const bool decode = o.work.mode == BenchMode::kDecode;
-  out.mode = decode ? "decode" : "prefill";
+  out.mode = o.work.mode == BenchMode::kDecode ? "decode" : "prefill";
   out.tokens_per_pass = o.work.tokens;
+  return out;
+}
 
-  // The cost model of this pass size, from the profile.
+// The cost model of this pass size, from the profile; sets out.host_factor.
+sched::CostModel prediction_cost(const BoxFigures& box, const PredictOptions& o, const llama::RunnerFootprint& fp,
+                                 BackendKind backend, BoxPrediction& out) {
+  const int n = static_cast<int>(fp.layers.size());
   const int tokens = o.work.tokens;
   const int cls = sched::batch_class(tokens);
+  const bool decode = o.work.mode == BenchMode::kDecode;
   sched::CostModel cost(n);
   const RateTable& dev_rates = box.device_rates();
   int64_t hidden = 0;
@@ -121,60 +91,72 @@ Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& fi
   if (out.link_gbps > 0)
     cost.set_crossing_s(cls, static_cast<double>(tokens) * hidden * 4 / (out.link_gbps * 1e9) +
                                  (backend == BackendKind::kCuda ? 10e-6 : 0));
+  return cost;
+}
 
-  DeviceInfo info;
-  info.backend = backend;
-  info.host_addressable = backend == BackendKind::kHost;
+// The plan the strategy's executor would make (or is given) and its figures;
+// the reason when the strategy does not run at these budgets.
+StrategyPrediction predict_strategy(const std::string& name, llama::Strategy strategy, const BoxFigures& box,
+                                    const llama::RunnerOptions& ro, const llama::RunnerFootprint& fp,
+                                    const sched::CostModel& cost, int tokens, BackendKind backend) {
+  StrategyPrediction sp;
+  sp.name = name;
+  llama::RunnerOptions so = ro;
+  so.strategy = strategy;
+  // A profile with host figures makes host costs known, as measuring them would.
+  if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host()) so.host_compute_factor = 1;
+  if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
+    sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
+               "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
+    return sp;
+  }
+  const int cls = sched::batch_class(tokens);
+  auto view = runner_executor_view(fp, so, sched::device_info_for(backend));
+  Result<sched::Plan> plan = view.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(view.status());
+  if (view.ok()) {
+    sched::CostModel c = cost;
+    c.set_host_factor(view->options.host_compute_factor);
+    const sched::PlannerInput in = view->planner_input(c, cls);
+    if (view->options.plan) {
+      sched::Plan p = *view->options.plan;
+      p.batch_class = cls;
+      sched::evaluate_plan(in, p);
+      plan = p;
+    } else {
+      plan = sched::make_plan(in);
+    }
+  }
+  if (!plan.ok()) {
+    sp.error = plan.status().message();
+    return sp;
+  }
+  sp.plan = *plan;
+  sp.pass_s = plan->predicted_pass_s;
+  sp.lower_bound_s = plan->lower_bound_s;
+  sp.tokens_per_s = sp.pass_s > 0 ? tokens / sp.pass_s : 0;
+  sp.host = plan->count_site(sched::Site::kHost);
+  sp.split = plan->count_site(sched::Site::kSplit);
+  for (int i = 0; i < static_cast<int>(plan->tiers.size()); ++i) {
+    if (plan->site(i) != sched::Site::kDevice) continue;
+    if (plan->tiers[i] == sched::Tier::kResident) ++sp.resident;
+    else ++sp.streamed;
+  }
+  sp.sites = sched::site_map(*plan);
+  return sp;
+}
+
+}  // namespace
+
+Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& file, const PredictOptions& o) {
+  if (o.work.tokens < 1) return Status::InvalidArgument("predict: tokens per pass must be >= 1");
+  const llama::RunnerOptions ro = workload_runner_options(o.runner, o.work);
+  const BackendKind backend = box.backend == "cuda" ? BackendKind::kCuda : BackendKind::kHost;
+  LS_ASSIGN_OR_RETURN(const llama::RunnerFootprint fp, prediction_footprint(file, ro, backend));
+  BoxPrediction out = describe_prediction(box, file, o, ro, fp);
+  const sched::CostModel cost = prediction_cost(box, o, fp, backend, out);
   for (const std::string& name : o.strategies) {
     LS_ASSIGN_OR_RETURN(llama::Strategy strategy, llama::parse_strategy(name));
-    StrategyPrediction sp;
-    sp.name = name;
-    llama::RunnerOptions so = ro;
-    so.strategy = strategy;
-    // A profile with host figures makes host costs known, as measuring them would.
-    if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host())
-      so.host_compute_factor = 1;
-    if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
-      sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
-                 "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
-      out.strategies.push_back(std::move(sp));
-      continue;
-    }
-    llama::RunnerFootprint lf = fp;
-    if (strategy == llama::Strategy::kResident)
-      for (auto& l : lf.layers) l.pin = sched::Tier::kResident;
-    auto eo = llama::executor_options_for(so, lf.layers, info, fp.reserve.total());
-    Result<sched::Plan> plan = eo.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(eo.status());
-    if (eo.ok()) {
-      sched::CostModel c = cost;
-      c.set_host_factor(eo->host_compute_factor);
-      sched::PlannerInput in = executor_planner_input(lf, *eo, info.host_addressable, c, cls);
-      if (eo->plan) {
-        sched::Plan p = *eo->plan;
-        p.batch_class = cls;
-        sched::evaluate_plan(in, p);
-        plan = p;
-      } else {
-        plan = sched::make_plan(in);
-      }
-    }
-    if (!plan.ok()) {
-      sp.error = plan.status().message();
-    } else {
-      sp.plan = *plan;
-      sp.pass_s = plan->predicted_pass_s;
-      sp.lower_bound_s = plan->lower_bound_s;
-      sp.tokens_per_s = sp.pass_s > 0 ? tokens / sp.pass_s : 0;
-      sp.host = plan->count_site(sched::Site::kHost);
-      sp.split = plan->count_site(sched::Site::kSplit);
-      for (int i = 0; i < n; ++i) {
-        if (plan->site(i) != sched::Site::kDevice) continue;
-        if (plan->tiers[i] == sched::Tier::kResident) ++sp.resident;
-        else ++sp.streamed;
-      }
-      sp.sites = sched::site_map(*plan);
-    }
-    out.strategies.push_back(std::move(sp));
+    out.strategies.push_back(predict_strategy(name, strategy, box, ro, fp, cost, o.work.tokens, backend));
   }
   return out;
 }

@@ -1,8 +1,8 @@
 // What a workload's passes would take on a box, per strategy, without running
 // it: the runner's footprint (from a model file or a shape, model_shape.h), a
 // cost model made of a box profile's figures (box_profile.h), and the planner
-// and simulator asked as the executor asks them for each strategy
-// (llama::executor_options_for, then the executor's planner input). Used by
+// and simulator asked as the executor asks them for each strategy (the
+// planner input of runner_executor_view.h, the executor's own). Used by
 // `bench --box` for a profile of another box (nothing runs) and, next to the
 // measured figures, for a profile of this one.
 //

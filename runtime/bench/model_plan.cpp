@@ -25,11 +25,13 @@
 #include "runtime/bench/block_probe.h"
 #include "runtime/bench/box_probe.h"
 #include "runtime/bench/box_profile.h"
+#include "runtime/bench/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/llama/model_impl.h"
 #include "runtime/model/model_shape.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream {
 namespace {
@@ -212,30 +214,19 @@ void record_compute_estimates(sched::CostModel& cost, const llama::RunnerFootpri
   }
 }
 
-}  // namespace
+// The footprint the runner would work from: of the model file, or of a
+// shape (whose figures must then come from a box profile).
+Result<llama::RunnerFootprint> plan_footprint(const std::string& path, const PlanOptions& o,
+                                              const llama::RunnerOptions& ro, BackendKind backend) {
+  if (o.shape.empty()) return llama::LlamaRunner::footprint(path, ro, backend);
+  if (o.box.empty()) return Status::InvalidArgument("a model shape needs a box profile (box) to plan with");
+  LS_ASSIGN_OR_RETURN(ExampleModelSpec spec, parse_model_shape(o.shape));
+  LS_ASSIGN_OR_RETURN(GgufFile file, model_shape_file(spec, "shape " + o.shape));
+  return llama::LlamaRunner::footprint(file, ro, backend);
+}
 
-Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
-  if (o.budgets < 1) return Status::InvalidArgument("budgets must be >= 1, got " + std::to_string(o.budgets));
-  ModelOptions mo;
-  mo.context = o.context;
-  mo.sequences = o.sequences;
-  mo.prefill_chunk = o.prefill_chunk;
-  mo.kv_type = o.kv_type;
-  mo.io = o.io;
-  mo.host_threads = o.host_threads;
-  LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
-  BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
-  if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
-  llama::RunnerFootprint fp;
-  if (!o.shape.empty()) {  // a shape, no file: figures must come from a box profile
-    if (o.box.empty()) return Status::InvalidArgument("a model shape needs a box profile (box) to plan with");
-    LS_ASSIGN_OR_RETURN(ExampleModelSpec spec, parse_model_shape(o.shape));
-    LS_ASSIGN_OR_RETURN(GgufFile file, model_shape_file(spec, "shape " + o.shape));
-    LS_ASSIGN_OR_RETURN(fp, llama::LlamaRunner::footprint(file, ro, backend));
-  } else {
-    LS_ASSIGN_OR_RETURN(fp, llama::LlamaRunner::footprint(path, ro, backend));
-  }
-
+// The plan's sizes: reserve, weights, the least and the all-resident budgets.
+MemoryPlan plan_sizes(const std::string& path, const PlanOptions& o, const llama::RunnerFootprint& fp) {
   MemoryPlan plan;
   plan.model = path;
   plan.context = fp.n_ctx;
@@ -253,6 +244,84 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   }
   plan.min_vram_bytes = fp.min_vram_budget;
   plan.all_resident_vram_bytes = reserve + all_layers;
+  return plan;
+}
+
+// Host site (hybrid execution): a box profile with host figures (RAM
+// bandwidth, CPU matmul rates) gives each block a host compute time, and the
+// planner chooses each block's site (the head stays on the device).
+void record_host_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const bench::BoxFigures& box,
+                           int decode_cls, int prefill_cls) {
+  auto host_s = [&](int i, int tokens) {
+    double s = 0;
+    for (const auto& m : fp.matmuls[i])
+      s += bench::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
+    return s;
+  };
+  for (int i = 0; i < static_cast<int>(fp.layers.size()); ++i) {
+    cost.record_host_compute(i, decode_cls, host_s(i, fp.n_seq));
+    if (prefill_cls != decode_cls) cost.record_host_compute(i, prefill_cls, host_s(i, fp.max_pass_tokens));
+  }
+}
+
+// The budgets: the one asked for, or a range from the minimum to all resident.
+std::vector<uint64_t> plan_budgets(const MemoryPlan& plan, const PlanOptions& o) {
+  std::vector<uint64_t> budgets;
+  if (o.vram_budget) return {o.vram_budget};
+  const uint64_t lo = plan.min_vram_bytes, hi = std::max(plan.all_resident_vram_bytes, lo);
+  for (int i = 0; i < o.budgets; ++i) {
+    uint64_t b = o.budgets == 1 ? hi : lo + (hi - lo) * i / (o.budgets - 1);
+    if (i > 0 && i + 1 < o.budgets) b = std::min(sched::round_up(b, 1 << 20), hi);  // never past all resident
+    if (budgets.empty() || b > budgets.back()) budgets.push_back(b);
+  }
+  return budgets;
+}
+
+// One budget planned as the runner's executor would plan it (`view`, the
+// planned strategy at that budget), for decode and prefill.
+BudgetPlan plan_budget_row(const bench::RunnerExecutorView& view, const llama::RunnerFootprint& fp,
+                           const sched::CostModel& cost, int decode_cls, int prefill_cls, bool has_prefill_rates) {
+  BudgetPlan row;
+  row.vram_bytes = view.options.vram_budget;
+  row.ram_bytes = view.options.ram_budget;
+  sched::PlannerInput in = view.planner_input(cost, decode_cls);
+  auto decode_plan = sched::make_plan(in);
+  if (!decode_plan.ok()) {
+    row.placement = decode_plan.status().message();
+    return row;
+  }
+  in.batch_class = prefill_cls;
+  auto prefill_plan = sched::make_plan(in);
+  const sched::Plan& p = *decode_plan;
+  row.fits = true;
+  row.layers_resident = p.count(sched::Tier::kResident);
+  row.layers_ram = p.count(sched::Tier::kRam);
+  row.layers_disk = p.count(sched::Tier::kDisk);
+  row.slots = p.slots;
+  row.placement = sched::describe_plan(p, in.bytes);
+  row.predicted_decode_pass_s = p.predicted_pass_s;
+  row.predicted_decode_tokens_per_s = p.predicted_pass_s > 0 ? fp.n_seq / p.predicted_pass_s : 0;
+  if (has_prefill_rates && prefill_plan.ok() && prefill_plan->predicted_pass_s > 0)
+    row.predicted_prefill_tokens_per_s = fp.max_pass_tokens / prefill_plan->predicted_pass_s;
+  return row;
+}
+
+}  // namespace
+
+Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
+  if (o.budgets < 1) return Status::InvalidArgument("budgets must be >= 1, got " + std::to_string(o.budgets));
+  ModelOptions mo;
+  mo.context = o.context;
+  mo.sequences = o.sequences;
+  mo.prefill_chunk = o.prefill_chunk;
+  mo.kv_type = o.kv_type;
+  mo.io = o.io;
+  mo.host_threads = o.host_threads;
+  LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
+  BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
+  if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
+  LS_ASSIGN_OR_RETURN(const llama::RunnerFootprint fp, plan_footprint(path, o, ro, backend));
+  MemoryPlan plan = plan_sizes(path, o, fp);
 
   // Figures, and a cost model for decode (one token per sequence) and prefill.
   plan.decode_position = o.decode_position >= 0 ? o.decode_position : fp.n_ctx / 2;
@@ -269,11 +338,10 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   plan.link_gbps = fig.link_gbps;
   plan.disk_gbps = fig.disk_gbps;
   plan.compute_source = fig.block ? "block probe" : "matmul rates";
-  const int n = static_cast<int>(fp.layers.size());
   bool has_prefill_rates = false;  // without them no prefill prediction (0)
   for (const auto& [key, point] : fig.rates.points) has_prefill_rates |= key.second == "prefill";
   const int decode_cls = sched::batch_class(fp.n_seq), prefill_cls = sched::batch_class(fp.max_pass_tokens);
-  sched::CostModel cost(n);
+  sched::CostModel cost(static_cast<int>(fp.layers.size()));
   cost.set_link_bw(fig.link_gbps * 1e9);
   cost.set_disk_bw(fig.disk_gbps * 1e9);
   record_compute_estimates(cost, fp, fig, decode_cls, prefill_cls);
@@ -282,97 +350,34 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     plan.copy_beside_compute_gbps = fig.block->copy_gbps_contended;
     plan.copy_compute_ns_per_byte = cost.copy_contention() * 1e9;
   }
-  // Host site (hybrid execution): a box profile with host figures (RAM
-  // bandwidth, CPU matmul rates) gives each block a host compute time, and
-  // the planner chooses each block's site (the head stays on the device).
   std::optional<bench::BoxFigures> host_box;
   if (!o.box.empty()) {
     auto hb = bench::load_box_figures(o.box, ro.reader.path);
     if (hb.ok() && hb->has_host()) host_box = std::move(*hb);
   }
   cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores on the host backend
-  if (host_box) {
-    auto host_s = [&](int i, int tokens) {
-      double s = 0;
-      for (const auto& m : fp.matmuls[i])
-        s += bench::matmul_seconds(host_box->host, m.type, m.n_out, m.n_in, m.bytes, tokens, host_box->ram_read_gbps);
-      return s;
-    };
-    for (int i = 0; i < n; ++i) {
-      cost.record_host_compute(i, decode_cls, host_s(i, fp.n_seq));
-      if (prefill_cls != decode_cls) cost.record_host_compute(i, prefill_cls, host_s(i, fp.max_pass_tokens));
-    }
-  }
+  if (host_box) record_host_estimates(cost, fp, *host_box, decode_cls, prefill_cls);
 
-  // The budgets: the one asked for, or a range from the minimum to all resident.
-  std::vector<uint64_t> budgets;
-  if (o.vram_budget) {
-    budgets.push_back(o.vram_budget);
-  } else {
-    const uint64_t lo = plan.min_vram_bytes, hi = std::max(plan.all_resident_vram_bytes, lo);
-    for (int i = 0; i < o.budgets; ++i) {
-      uint64_t b = o.budgets == 1 ? hi : lo + (hi - lo) * i / (o.budgets - 1);
-      if (i > 0 && i + 1 < o.budgets) b = std::min(sched::round_up(b, 1 << 20), hi);  // never past all resident
-      if (budgets.empty() || b > budgets.back()) budgets.push_back(b);
-    }
-  }
-  const bool disk_direct = backend == BackendKind::kHost;  // host memory is addressable: reads land in slots
-  sched::ExecutorOptions eo;  // the executor's defaults for staging and chunks
-  for (uint64_t b : budgets) {
-    BudgetPlan row;
-    row.vram_bytes = b;
-    row.ram_bytes = o.ram_budget;
+  // Each budget is planned as the runner's executor would plan it under the
+  // planned strategy: the host site considered when the box has host figures.
+  llama::RunnerOptions planned = ro;
+  planned.strategy = llama::Strategy::kPlanned;
+  planned.ram_budget = o.ram_budget;
+  planned.host_compute_factor = host_box ? 1 : 0;
+  const DeviceInfo device = sched::device_info_for(backend);
+  for (uint64_t b : plan_budgets(plan, o)) {
     if (b < plan.min_vram_bytes) {
+      BudgetPlan row;
+      row.vram_bytes = b;
+      row.ram_bytes = o.ram_budget;
       row.placement = "below the minimum " + format_bytes(plan.min_vram_bytes) + " (KV + activations " +
                       format_bytes(fp.reserve.total()) + " + one slot " + format_bytes(plan.largest_layer_bytes) + ")";
       plan.budgets.push_back(row);
       continue;
     }
-    sched::PlannerInput in;
-    for (const sched::LayerSpec& l : fp.layers) {
-      in.bytes.push_back(l.bytes);
-      in.spans.push_back(sched::slot_span(l));
-      in.from_file.push_back(true);
-      in.pins.push_back(std::nullopt);
-    }
-    in.vram_budget = b - reserve;
-    in.ram_budget = o.ram_budget;
-    in.staging_bytes = uint64_t{eo.staging_buffers} * sched::round_up(eo.staging_buffer_bytes, 4096);
-    in.cost = &cost;
-    in.disk_direct = disk_direct;
-    in.chunk_bytes = disk_direct ? eo.copy_chunk_bytes : eo.staging_buffer_bytes;
-    in.max_slots = eo.max_slots;
-    if (host_box) {  // blocks may run on the host or split by rows (their matmul weights split)
-      for (int i = 0; i < n; ++i) {
-        in.host_ok.push_back(i != fp.head_layer);
-        uint64_t split = 0;
-        for (const auto& m : fp.matmuls[i]) split += m.bytes;
-        in.split_bytes.push_back(i != fp.head_layer ? split : 0);
-      }
-      in.host_policy = sched::HostPolicy::kChoose;
-    }
-    in.batch_class = decode_cls;
-    auto decode_plan = sched::make_plan(in);
-    if (!decode_plan.ok()) {
-      row.placement = decode_plan.status().message();
-      plan.budgets.push_back(row);
-      continue;
-    }
-    in.batch_class = prefill_cls;
-    auto prefill_plan = sched::make_plan(in);
-    const sched::Plan& p = *decode_plan;
-    row.fits = true;
-    row.layers_resident = p.count(sched::Tier::kResident);
-    row.layers_ram = p.count(sched::Tier::kRam);
-    row.layers_disk = p.count(sched::Tier::kDisk);
-    row.slots = p.slots;
-    std::vector<uint64_t> bytes(in.bytes);
-    row.placement = sched::describe_plan(p, bytes);
-    row.predicted_decode_pass_s = p.predicted_pass_s;
-    row.predicted_decode_tokens_per_s = p.predicted_pass_s > 0 ? fp.n_seq / p.predicted_pass_s : 0;
-    if (has_prefill_rates && prefill_plan.ok() && prefill_plan->predicted_pass_s > 0)
-      row.predicted_prefill_tokens_per_s = fp.max_pass_tokens / prefill_plan->predicted_pass_s;
-    plan.budgets.push_back(row);
+    planned.vram_budget = b;
+    LS_ASSIGN_OR_RETURN(const bench::RunnerExecutorView view, bench::runner_executor_view(fp, planned, device));
+    plan.budgets.push_back(plan_budget_row(view, fp, cost, decode_cls, prefill_cls, has_prefill_rates));
   }
   return plan;
 }

@@ -17,17 +17,17 @@
 // every event waited on has been recorded. At the end of a pass the loads of
 // the next pass's first streamed layers are already enqueued.
 //
-// Disk tier: a disk thread owns the readers. Direct path (host-addressable
-// device memory): it reads a layer straight into its region once the region
-// is free. Staged path (device memory only copies reach; every GPU): it reads
-// chunks of staging_buffer_bytes into registered pinned staging buffers with
-// many reads in flight over several layers, issues each chunk's H2D copy on
-// the disk-copy stream as soon as the chunk lands (in layer order), and
-// reuses a buffer only after the event recorded behind its copy completes.
-// No stream ever runs a blocking host function: the thread that calls
-// run_pass waits (on the host) until the disk thread has issued a disk
-// layer's last copy before it enqueues that layer's compute, so a failed
-// read fails the pass with the read's error.
+// Disk tier (disk_loader.h): a disk thread owns the readers. Direct path
+// (host-addressable device memory): it reads a layer straight into its
+// region once the region is free. Staged path (device memory only copies
+// reach; every GPU): it reads chunks of staging_buffer_bytes into registered
+// pinned staging buffers with many reads in flight over several layers,
+// issues each chunk's H2D copy on the disk-copy stream as soon as the chunk
+// lands (in layer order), and reuses a buffer only after the event recorded
+// behind its copy completes. No stream ever runs a blocking host function:
+// the thread that calls run_pass waits (on the host) until the disk thread
+// has issued a disk layer's last copy before it enqueues that layer's
+// compute, so a failed read fails the pass with the read's error.
 //
 // Start-up: the arena (the whole VRAM budget, one allocation) is carved into
 // the caller's reserve, resident layers and the window; RAM-tier layers are
@@ -36,27 +36,31 @@
 // difference: residents that stay resident keep their place and bytes, RAM
 // copies that stay are kept; load_bytes() counts what was loaded.
 //
+// Files, one job each: start-up, validation and probes (executor.cpp); plan
+// application, arena carving and loads (executor_placement.cpp); the pass
+// loop and the window's loads (executor_pass.cpp); drift and re-plan policy
+// (executor_replan.cpp); measuring a finished pass (pass_collector.cpp); the
+// host lane (host_lane.cpp); the disk tier (disk_loader.cpp,
+// staged_disk_loop.cpp).
+//
 // Thread safety: one thread calls run_pass() and the other methods. The
 // state shared with the disk thread and the compute stream's host functions
-// is LS_GUARDED_BY(dmu_) (clang checks it: -Werror=thread-safety).
+// is the DiskLoader's, LS_GUARDED_BY its own lock (clang checks it:
+// -Werror=thread-safety).
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <thread>
+#include <string>
 #include <vector>
 
 #include "io/reader.h"
-#include "io/staging_ring.h"
-#include "runtime/core/annotated_mutex.h"
 #include "runtime/device/device.h"
 #include "runtime/scheduler/cost_model.h"
+#include "runtime/scheduler/disk_loader.h"
+#include "runtime/scheduler/executor_options.h"
 #include "runtime/scheduler/layer.h"
 #include "runtime/scheduler/plan.h"
 #include "runtime/scheduler/planner.h"
@@ -65,58 +69,6 @@
 #include "runtime/scheduler/window_ring.h"
 
 namespace layerstream::sched {
-
-struct ExecutorOptions {
-  uint64_t vram_budget = 0;        // device bytes the executor may use (the arena size)
-  uint64_t ram_budget = 0;         // pinned host bytes for RAM-tier layers and staging
-  uint64_t reserved_vram = 0;      // carved first for the caller (KV cache, activations)
-  bool serial = false;             // baseline: one slot, load then compute, no prefetch
-  int slots = 0;                   // > 0: force the slot count
-  int prefetch_depth = -1;         // >= 0: force the prefetch depth
-  int max_slots = 8;
-  std::optional<Plan> plan;        // use these tiers/slots instead of planning (validated)
-  bool auto_replan = true;         // re-plan after warm-up and on drift
-  int warmup_passes = 1;
-  double drift_threshold = 0.2;    // relative change of a layer's compute / the predicted pass time that counts as drift
-  // Hysteresis (replan_gate.h): a re-plan is tried only after this many
-  // consecutive drifted warm passes, and a new placement is applied only when
-  // it predicts a pass at least replan_min_gain faster than the current one
-  // under the same costs (otherwise the plan's figures are refreshed in place).
-  int drift_passes = 3;
-  double replan_min_gain = 0.05;
-  int replan_confirmations = 2;  // drift re-plans in a row that must propose the same placement
-  double link_gbps = 0;            // H2D bandwidth (GB/s); 0 = probe at start-up
-  double disk_gbps = 0;            // disk bandwidth (GB/s); 0 = probe at start-up (when a layer is on disk)
-  uint64_t copy_chunk_bytes = 8 << 20;  // RAM-tier H2D copies, bytes per copy call
-  bool force_staging = false;      // read disk layers through the staging buffers even when host-addressable
-  // Staged disk path: pinned staging buffers (their own allocation, not part
-  // of ram_budget), one read request each; reads in flight <= staging_buffers.
-  uint64_t staging_buffer_bytes = 4 << 20;
-  unsigned staging_buffers = 24;
-  // Staged disk path: disk layers are handed to the disk thread up to this
-  // many streamed layers beyond the window, so reads run ahead into the
-  // staging buffers (a read needs no window region; only its copy does).
-  int read_ahead_layers = 8;
-  io::ReaderOptions reader;
-  bool trace = true;
-  // Called after each layer loaded into the resident or RAM tier with the
-  // bytes loaded so far and the bytes this placement loads; returning false
-  // cancels (create/apply_plan return Cancelled).
-  std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
-  // Hybrid execution (host_lane.cpp). The planner's site policy, and the host
-  // compute estimate before measurement (CostModel::set_host_factor; 0 =
-  // unknown: only a given plan or a measured host cost puts a layer there).
-  HostPolicy host_policy = HostPolicy::kNever;
-  double host_compute_factor = 0;
-  // Enqueue on the device compute stream the copy of the pass's activations
-  // to host memory (before a run of host-site layers) and back (after it).
-  // Required when a plan has host sites.
-  std::function<Status(Stream& device_compute, int batch_tokens)> activations_to_host, activations_to_device;
-  // Called by apply_plan with nothing in flight, before a plan takes effect
-  // (`from` has no tiers for the first plan): moves per-layer state that
-  // follows a layer's site (a host-site layer's KV cache lives on the host).
-  std::function<Status(const Plan& from, const Plan& to)> on_plan_change;
-};
 
 // Measured costs of one finished pass.
 struct PassStats {
@@ -138,7 +90,7 @@ class Executor {
 
   // Runs every layer once, in order, and waits for the compute stream.
   // `batch_tokens` selects the cost-model class; a class change re-plans.
-  Status run_pass(int batch_tokens = 1) LS_EXCLUDES(dmu_);
+  Status run_pass(int batch_tokens = 1);
 
   // Re-plans now (at this pass boundary) from the current cost model; applies
   // the new plan when its placement differs and it beats the current plan by
@@ -171,24 +123,29 @@ class Executor {
   // The planner input the executor uses (for baselines and diagnostics).
   PlannerInput planner_input(int batch_class) const;
   // Replaces the plan (validated against the budgets) at this pass boundary.
-  Status apply_plan(Plan plan) LS_EXCLUDES(dmu_);
+  Status apply_plan(Plan plan);
 
  private:
-  struct DiskJob;
-  class StagedDiskLoop;  // disk_staged_loop()'s state and steps (disk thread only)
-  struct Placed {
-    uint64_t offset = 0;  // in the window
-    int64_t need = -1;    // compute of this streamed layer must finish before the load (-1: none)
-  };
   Executor(Device& device, std::vector<LayerSpec> layers, ExecutorOptions options);
+
+  // Start-up (executor.cpp), in init()'s order.
   Status init();
-  // init()'s steps.
   Result<uint64_t> check_options_and_layers();
   Status create_streams();
   Status check_placement_possible(uint64_t reserve);
-  Status probe();
-  // apply_plan's steps, in order.
-  Status check_and_size_plan(Plan& p, const PlannerInput& in) const;
+  Status probe_link();
+  Status probe_disk();
+  Status load_layer_to_host(int layer, void* dst);
+  // Waits until nothing is in flight (disk jobs finished or dropped, every
+  // stream idle); a new epoch of streamed-layer numbering. The first error.
+  Status drain();
+  // A new epoch of streamed-layer numbering (g from 0) at this pass boundary.
+  // REQUIRES: drained (nothing in flight, no disk job pending).
+  void reset_stream_state();
+
+  // apply_plan's steps, in order (executor_placement.cpp).
+  Status check_plan(const Plan& p) const;
+  Status size_plan(Plan& p, const PlannerInput& in) const;
   void count_load_total(const Plan& p);
   bool same_placement(const Plan& p) const;
   void adopt_unchanged_placement(Plan p);
@@ -196,35 +153,27 @@ class Executor {
   Result<uint64_t> load_new_residents(const std::vector<bool>& fresh);
   Status load_resident_through_bounce(int layer);
   Result<uint64_t> load_ram_tier(const Plan& p);
-  Status ensure_staging_ring(const Plan& p);
-  Status adopt_plan(Plan p) LS_EXCLUDES(dmu_);
+  Status adopt_plan(Plan p);
   Status create_events();
-  Status enqueue_copy(uint64_t g);
-  const Placed& placed(uint64_t g);
+
+  // The pass loop (executor_pass.cpp).
+  Status replan_for_class(int cls);
+  Status run_layers(uint64_t pass, int batch_tokens);
+  Status run_layer(int layer, uint64_t pass, int batch_tokens);
+  // Where the activations are in a pass: the host site after a host-site
+  // layer, until the next device layer brings them back.
+  Status run_host_site_layer(int layer, uint64_t pass, int batch_tokens, bool entering);
+  Status leave_host_site(uint64_t pass, int batch_tokens, int next_layer);
+  Status finish_pass(uint64_t pass, int cls);
+  // Loads of the streamed layers up to W ahead of `computing` (further for
+  // staged disk layers), each once the compute it waits for is enqueued.
   Status enqueue_ready_copies(uint64_t computing);
-  void reset_stream_state() LS_EXCLUDES(dmu_);
-  Status post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k)
-      LS_EXCLUDES(dmu_);
-  void disk_direct_loop() LS_EXCLUDES(dmu_);
-  void disk_staged_loop() LS_EXCLUDES(dmu_);
-  void set_disk_error(const Status& st, int layer) LS_EXCLUDES(dmu_);
-  // run_pass()'s steps.
-  Status run_layer(int layer, uint64_t pass, int batch_tokens) LS_EXCLUDES(dmu_);
-  Status finish_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
-  Status collect_pass(uint64_t pass, int cls) LS_EXCLUDES(dmu_);
-  // collect_pass()'s steps.
-  Result<double> event_us(const Event& e) const;
-  Status collect_layer_times(uint64_t pass, int cls, PassStats& st, double& begin, double& end, uint64_t& ram_bytes);
-  void collect_disk_reads(PassStats& st) LS_EXCLUDES(dmu_);
-  void summarize_pass(PassStats& st, int cls, double begin, double end, uint64_t ram_bytes);
-  Status drain() LS_EXCLUDES(dmu_);
-  Result<io::Reader*> reader_for(const std::string& path);
-  Status load_layer_to_host(int layer, void* dst);
-  void disk_thread_main();
+  Status enqueue_copy(uint64_t g);
+  void post_disk_job(uint64_t g, int layer, uint8_t* dst, int64_t need, uint64_t pass, int slot, int k);
   int events_per_ring() const { return plan_.slots + 1; }
-  // Waits until `counter` (one of the counters guarded by dmu_) reaches
-  // at_least; the disk error, or Cancelled when the executor stops.
-  Status wait_counter(uint64_t Executor::*counter, uint64_t at_least) LS_EXCLUDES(dmu_);
+
+  // Drift and re-plan policy (executor_replan.cpp).
+  Status replan_if_due(int cls);
   bool drifted(int cls) const;
   // replan()'s body; `confirmations` > 1 (re-plans on drift): the new
   // placement must have been proposed that many times in a row (ReplanGate).
@@ -233,8 +182,26 @@ class Executor {
   // keeps noise between measured plans from moving bytes; a hint is no
   // measurement to defend).
   Result<bool> replan_confirmed(int confirmations, bool from_hints = false);
+  // Keeps the placement, with the figures of `p` (the current plan re-evaluated).
+  void keep_plan(const Plan& p);
+
+  // Measuring a finished pass (pass_collector.cpp): per-layer compute and
+  // copy times into the cost model and the trace, the disk thread's reads,
+  // then the pass summary.
+  struct PassSpan {
+    double begin_us = 0, end_us = 0;  // the pass's first and last compute, event microseconds
+    uint64_t ram_bytes = 0;           // copied from the RAM tier
+  };
+  Status collect_pass(uint64_t pass, int cls);
+  Result<double> event_us(const Event& e) const;
+  Result<PassSpan> collect_layer_times(uint64_t pass, int cls, PassStats& st);
+  Status collect_layer_copy(int layer, int k, uint64_t pass, int slot, PassStats& st, PassSpan& span);
+  void collect_disk_reads(PassStats& st);
+  void summarize_pass(PassStats& st, int cls, const PassSpan& span);
+
   // Host lane (host_lane.cpp).
   Status prepare_host_lane();
+  Status open_host_reader(const std::string& path);
   Status run_host_layer(LayerRun& run, bool entering);
   Status leave_host_lane(uint64_t pass, int batch_tokens);
   // The timed activation crossings and split halves of `pass` into the cost model.
@@ -247,6 +214,7 @@ class Executor {
   // Every layer has a compute sample in `cls` at the site the plan gives it.
   bool measured_at_sites(int cls) const;
 
+  // The layers and options, fixed after init().
   Device& dev_;
   std::vector<LayerSpec> layers_;
   ExecutorOptions opt_;
@@ -254,62 +222,46 @@ class Executor {
   int n_ = 0;
   bool disk_direct_ = false;
 
+  // Placement: the arena's regions and the RAM tier (executor_placement.cpp).
   std::unique_ptr<Arena> arena_;
   ArenaRegion reserved_;
   std::vector<ArenaRegion> resident_;   // per layer (ptr null unless resident)
   ArenaRegion window_;                  // the window ring
-  WindowRing ring_place_;
-  std::deque<Placed> placed_;           // placements of streamed layers placed_base_.. (in g order)
-  uint64_t placed_base_ = 0;
   std::vector<HostBuffer> ram_;         // per layer (RAM tier)
   HostBuffer bounce_;                   // resident loads on devices that are not host-addressable
+  uint64_t load_bytes_ = 0;
+  uint64_t load_total_ = 0;      // bytes the current apply_plan loads (progress)
+  uint64_t load_done_ = 0;
+
+  // Streams and events.
   std::unique_ptr<Stream> compute_, copy_, disk_copy_;
   std::vector<std::unique_ptr<Event>> loaded_, done_;  // [g % events_per_ring()]
-  std::vector<std::unique_ptr<Event>> buf_done_;       // per staging buffer: its last H2D copy
-  uint64_t load_bytes_ = 0;
   // Timing: [parity][layer] compute start/end; [parity][streamed k] copy start/end.
   std::vector<std::unique_ptr<Event>> c_start_[2], c_end_[2], k_start_[2], k_end_[2], pass_begin_;
   std::unique_ptr<Event> ref_;
   std::chrono::steady_clock::time_point host_ref_;
 
+  // The plan in force and what it was made from.
   CostModel cost_;
   Plan plan_;
   std::vector<double> plan_compute_;    // the compute estimates the plan was made with
   bool plan_measured_ = false;          // plan made from measured (not hinted) costs
   std::vector<int> streamed_;           // layer indices streamed, in order
   std::vector<int> stream_index_;       // per layer: k in streamed_, or -1
+  int replans_ = 0;
+  ReplanGate replan_gate_;
   TraceRecorder trace_;
   PassStats last_;
 
+  // The pass loop's position.
   uint64_t pass_ = 0;             // passes run
   uint64_t epoch_pass_ = 0;       // pass at which the current plan started
   uint64_t g_compute_ = 0;        // next streamed layer to compute (global within the plan epoch)
   uint64_t g_copy_ = 0;           // next streamed layer to enqueue a load for
-  int replans_ = 0;
-  ReplanGate replan_gate_;
-  uint64_t load_total_ = 0;      // bytes the current apply_plan loads (progress)
-  uint64_t load_done_ = 0;
+  WindowSchedule window_schedule_;  // where streamed layer g goes in the window
 
-  // Disk tier: one thread owns the readers; counters coordinate it with the streams.
-  std::map<std::string, std::unique_ptr<io::Reader>> readers_;
-  std::unique_ptr<io::StagingRing> ring_;
-  std::thread disk_thread_;
-  // State below is guarded by dmu_ (shared by run_pass's thread, the disk
-  // thread and the compute stream's host functions).
-  Mutex dmu_;
-  std::condition_variable_any dcv_;  // waits on dmu_ itself (a Mutex, so the analysis sees it)
-  std::deque<DiskJob> jobs_ LS_GUARDED_BY(dmu_);  // posted, not yet taken by the disk thread
-  uint64_t posted_ LS_GUARDED_BY(dmu_) = 0;       // disk jobs posted
-  uint64_t finished_ LS_GUARDED_BY(dmu_) = 0;     // disk jobs fully issued (or abandoned)
-  uint64_t done_recorded_ LS_GUARDED_BY(dmu_) = 0;  // streamed layers whose "done" event is recorded (+1 past g)
-  bool abandon_ LS_GUARDED_BY(dmu_) = false;  // drain: drop staged jobs whose copies can never start
-  bool stop_ LS_GUARDED_BY(dmu_) = false;
-  Status disk_error_ LS_GUARDED_BY(dmu_);
-  uint64_t computed_ LS_GUARDED_BY(dmu_) = 0;    // direct: streamed layers whose compute finished (+1 past g)
-  uint64_t disk_ready_ LS_GUARDED_BY(dmu_) = 0;  // disk layers whose data is in place or whose copies are issued (+1 past g)
-  std::vector<std::pair<uint64_t, double>> disk_samples_ LS_GUARDED_BY(dmu_);  // (bytes, seconds)
-  std::vector<TraceEvent> disk_trace_ LS_GUARDED_BY(dmu_);
-  int max_in_flight_ LS_GUARDED_BY(dmu_) = 0;  // most reads in flight since the last collect_pass
+  // Disk tier: its thread, readers, staging ring and counters.
+  std::unique_ptr<DiskLoader> disk_;
 
   // Host lane: host-site layers' compute, in pass order, on a host-backend
   // stream of its own (whatever the device backend).
@@ -324,7 +276,9 @@ class Executor {
   std::vector<bool> split_reported_;        // per layer: its split callback reports its halves
   std::vector<double> host_ts_[2];          // [parity][2 * layer + {0 start, 1 end}], us since host_ref_
   std::vector<uint8_t> host_scratch_;       // a disk-tier host layer's bytes, read each pass
-  std::map<std::string, int> host_fds_;     // files the host lane reads (page cache)
+  // Readers of the files the host lane reads (buffered: page cache); used
+  // on the host lane's thread only.
+  std::map<std::string, std::unique_ptr<io::Reader>> host_readers_;
 };
 
 }  // namespace layerstream::sched

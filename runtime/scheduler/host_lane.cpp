@@ -1,18 +1,14 @@
 // Executor: the host lane of hybrid execution. Host-site layers (Plan::sites)
 // compute in pass order on a host-backend stream of the executor's own, from
 // host memory (the RAM-tier copy, the caller's host_data, or a buffer read
-// from the file through the page cache), with the CPU kernels the layer's
+// from the file through the page cache by an io::Reader of the lane's own), with the CPU kernels the layer's
 // callback chooses. Only activations cross: activations_to_host is enqueued
 // on the device compute stream before a run of host layers and the host lane
 // waits for it (an event: a failed device stream fails the host lane rather
 // than hanging it); after the run, the thread that calls run_pass waits for
 // the host lane and enqueues activations_to_device before the next device
 // layer. The copy stream goes on loading streamed layers meanwhile.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <utility>
 #include <fmt/format.h>
@@ -68,14 +64,24 @@ Status Executor::prepare_host_lane() {
       return Status::InvalidArgument(fmt::format("plan puts layer {} ({}) on the host site but its compute cannot run there", i, layers_[i].name));
     if (plan_.tiers[i] == Tier::kDisk) {
       scratch = std::max(scratch, bytes_[i]);
-      if (!host_fds_.count(layers_[i].file)) {
-        const int fd = ::open(layers_[i].file.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return Status::FromErrno("open " + layers_[i].file + " for the host lane", errno);
-        host_fds_[layers_[i].file] = fd;
-      }
+      LS_RETURN_IF_ERROR(open_host_reader(layers_[i].file));
     }
   }
   if (host_scratch_.size() < scratch) host_scratch_.assign(scratch, 0);
+  return Status::OK();
+}
+
+// The host lane's reader of `path`: through the page cache, one read at a
+// time (the lane computes in order); the caller's hooks (fault injection)
+// apply as on the disk thread.
+Status Executor::open_host_reader(const std::string& path) {
+  if (host_readers_.count(path)) return Status::OK();
+  io::ReaderOptions ro = opt_.reader;
+  ro.path = io::IoPath::kBuffered;
+  ro.queue_depth = 1;
+  auto rd = io::open_reader(path, ro);
+  if (!rd.ok()) return rd.status().WithContext("open " + path + " for the host lane");
+  host_readers_.emplace(path, std::move(rd).value());
   return Status::OK();
 }
 
@@ -103,18 +109,10 @@ Status Executor::run_host_layer(LayerRun& run, bool entering) {
   run.site = Site::kHost;
   if (plan_.tiers[i] == Tier::kDisk) {
     const LayerSpec& l = layers_[i];
-    const int fd = host_fds_.at(l.file);
+    io::Reader* rd = host_readers_.at(l.file).get();
     uint8_t* dst = host_scratch_.data();
-    LS_RETURN_IF_ERROR(host_lane_->host_func([fd, dst, &l] {
-      uint64_t done = 0;
-      while (done < l.bytes) {
-        const ssize_t r = ::pread(fd, dst + done, l.bytes - done, static_cast<off_t>(l.file_offset + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return Status::FromErrno("host lane read of " + l.name + " from " + l.file, errno);
-        if (r == 0) return Status::IOError(fmt::format("{}: {} ends past the end of the file", l.file, l.name));
-        done += static_cast<uint64_t>(r);
-      }
-      return Status::OK();
+    LS_RETURN_IF_ERROR(host_lane_->host_func([rd, dst, &l] {
+      return rd->read_span(l.file_offset, l.bytes, dst).WithContext("host lane read of " + l.name);
     }));
     run.data = dst;
   } else {

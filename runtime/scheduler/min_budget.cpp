@@ -2,24 +2,9 @@
 
 #include <algorithm>
 
-#include "runtime/scheduler/executor.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::sched {
-
-PlannerInput layer_planner_input(const std::vector<LayerSpec>& layers) {
-  PlannerInput in;
-  for (const LayerSpec& l : layers) {
-    in.bytes.push_back(l.bytes);
-    in.spans.push_back(slot_span(l));
-    in.from_file.push_back(l.from_file());
-    in.pins.push_back(l.pin);
-    in.host_ok.push_back(l.host_ok);
-    uint64_t sb = 0;
-    for (const SplitTensor& t : l.split_tensors) sb += t.bytes;
-    in.split_bytes.push_back(l.host_ok ? sb : 0);
-  }
-  return in;
-}
 
 uint64_t device_span_floor(const std::vector<LayerSpec>& layers, HostPolicy policy) {
   uint64_t m = 0;
@@ -28,28 +13,27 @@ uint64_t device_span_floor(const std::vector<LayerSpec>& layers, HostPolicy poli
   return m;
 }
 
+ExecutorOptions min_budget_executor_options(const MinBudgetQuery& q, uint64_t vram_budget) {
+  ExecutorOptions o;  // the executor's defaults for slots, chunks and staging
+  o.vram_budget = vram_budget;
+  o.reserved_vram = q.reserve_bytes;
+  o.ram_budget = q.ram_budget;
+  o.serial = q.serial;
+  o.host_policy = q.host_policy;
+  return o;
+}
+
 uint64_t min_vram_budget(const std::vector<LayerSpec>& layers, const MinBudgetQuery& q) {
   const uint64_t reserve = round_up(q.reserve_bytes, kSlotAlignment);
   uint64_t all = 0;
   for (const LayerSpec& l : layers) all += round_up(l.bytes, kSlotAlignment);
   const uint64_t largest = device_span_floor(layers, q.host_policy);
   if (q.all_resident) return reserve + all;
-  const ExecutorOptions defaults;
   CostModel cost(static_cast<int>(layers.size()));
-  PlannerInput in = layer_planner_input(layers);
-  in.ram_budget = q.ram_budget;
-  // As Executor::planner_input: the staging ring is its own allocation, outside ram_budget.
-  in.staging_bytes = 0;
-  in.cost = &cost;
-  in.disk_direct = q.disk_direct;
-  in.chunk_bytes = defaults.copy_chunk_bytes;
-  in.max_slots = defaults.max_slots;
-  in.serial = q.serial;
-  in.host_policy = q.host_policy;
   // A host site needs a known host cost; its value does not change what fits.
   if (q.host_policy != HostPolicy::kNever) cost.set_host_factor(1.0);
   auto fits = [&](uint64_t budget) {
-    in.vram_budget = budget - reserve;
+    const PlannerInput in = executor_planner_input(layers, min_budget_executor_options(q, budget), q.disk_direct, cost, 0);
     if (q.first_fit) return plan_first_fit(in, q.first_fit_slots).ok();
     return make_plan(in).ok();
   };

@@ -7,14 +7,11 @@
 #include <vector>
 
 #include "runtime/scheduler/layer.h"
+#include "runtime/scheduler/executor_options.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::sched {
-
-// The planner's view of `layers`: bytes, slot spans, file-backed, pins,
-// host_ok and splittable bytes.
-// Budgets, costs and options are left at their defaults for the caller.
-PlannerInput layer_planner_input(const std::vector<LayerSpec>& layers);
 
 // Which placement the budget must allow.
 struct MinBudgetQuery {
@@ -37,9 +34,14 @@ struct MinBudgetQuery {
 // all_resident, else found by bisection between reserve + the largest slot of
 // a layer that must compute on the device (device_span_floor) and the budget
 // that fits. Feasibility depends on sizes only, so a cost model
-// without measurements serves, with the executor's default slots; the staging
-// ring is outside the RAM budget, as in the executor's own planner input.
+// without measurements serves. Each budget tried is planned from the
+// executor's own planner input (executor_planner_input) for the options below.
 uint64_t min_vram_budget(const std::vector<LayerSpec>& layers, const MinBudgetQuery& query);
+
+// The executor options the search plans each budget with: the query's
+// budgets, reserve, serial baseline and site policy, the executor's defaults
+// for the rest (slots, chunks, staging).
+ExecutorOptions min_budget_executor_options(const MinBudgetQuery& query, uint64_t vram_budget);
 
 // The largest slot span among the layers that must compute on the device
 // under `policy` (all of them under kNever; those not host_ok otherwise):

@@ -245,6 +245,70 @@ Result<Plan> make_plan(const PlannerInput& in) {
 }
 
 namespace {
+// The tiers the residency search starts from. Slot-size caps: residency only
+// shrinks the window once every layer of the largest span is resident, which
+// single greedy steps cannot see. So the search also starts from "every
+// layer larger than the cap is resident" for the few largest distinct spans.
+std::vector<std::vector<Tier>> search_starts(const PlannerInput& in, const std::vector<Tier>& base, bool all_host) {
+  const int n = n_layers(in);
+  std::vector<uint64_t> caps = {std::numeric_limits<uint64_t>::max()};  // no cap
+  for (int i = 0; i < n; ++i)
+    if (!in.pins[i]) caps.push_back(in.spans[i]);
+  std::sort(caps.rbegin(), caps.rend());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  if (caps.size() > 5) caps.resize(5);
+  std::vector<std::vector<Tier>> starts;
+  for (uint64_t cap : caps) {
+    std::vector<Tier> start = base;
+    for (int i = 0; i < n; ++i)
+      if (!in.pins[i] && in.spans[i] > cap) start[i] = Tier::kResident;
+    starts.push_back(std::move(start));
+  }
+  if (all_host) {
+    // Every layer that cannot go to the host resident: the least VRAM a
+    // host plan needs (no window when nothing else streams), which the
+    // greedy steps from "stream it" cannot reach when no window fits.
+    std::vector<Tier> start = base;
+    for (int i = 0; i < n; ++i)
+      if (!in.pins[i] && !host_candidate(in, i)) start[i] = Tier::kResident;
+    starts.push_back(std::move(start));
+  }
+  return starts;
+}
+
+// From `cur`, makes resident one layer at a time the one whose residency
+// cuts the predicted pass most per byte (ties: the farthest from other
+// residents) while one does.
+Trial greedy_residents(const PlannerInput& in, Trial cur, int slots, int depth, bool all_host) {
+  const int n = n_layers(in);
+  for (;;) {
+    int pick = -1;
+    double pick_score = 0, pick_spread = 0;
+    Trial pick_trial;
+    const double cur_s = cur.plan.predicted_pass_s;
+    for (int i = 0; i < n; ++i) {
+      if (in.pins[i] || cur.plan.tiers[i] == Tier::kResident) continue;
+      std::vector<Tier> t = cur.plan.tiers;
+      for (int j = 0; j < n; ++j)
+        if (!in.pins[j] && t[j] != Tier::kResident) t[j] = Tier::kRam;  // re-assign RAM/disk
+      t[i] = Tier::kResident;
+      Trial tr = try_tiers(in, t, slots, depth, all_host);
+      if (!tr.ok) continue;
+      double gain = cur_s - tr.plan.predicted_pass_s;
+      if (gain < -1e-12 * std::max(1e-9, cur_s)) continue;
+      double score = gain / static_cast<double>(in.bytes[i]);
+      double spread = distance_to_resident(cur.plan.tiers, i);
+      bool better = pick < 0 || score > pick_score * (1 + 1e-9) + 1e-18 ||
+                    (std::abs(score - pick_score) <= 1e-9 * std::abs(pick_score) + 1e-18 &&
+                     spread > pick_spread);
+      if (better) pick = i, pick_score = score, pick_spread = spread, pick_trial = std::move(tr);
+    }
+    if (pick < 0) break;
+    cur = std::move(pick_trial);
+  }
+  return cur;
+}
+
 Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
   const int n = n_layers(in);
   std::vector<int> slot_choices;
@@ -269,63 +333,14 @@ Result<Plan> make_plan_sites(const PlannerInput& in, bool all_host) {
       if (t.ok) return t.plan;
     }
   }
-  // Slot-size caps: residency only shrinks the window once every layer of the
-  // largest span is resident, which single greedy steps cannot see. So the
-  // search also starts from "every layer larger than the cap is resident" for
-  // the few largest distinct spans.
-  std::vector<uint64_t> caps = {std::numeric_limits<uint64_t>::max()};  // no cap
-  for (int i = 0; i < n; ++i)
-    if (!in.pins[i]) caps.push_back(in.spans[i]);
-  std::sort(caps.rbegin(), caps.rend());
-  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
-  if (caps.size() > 5) caps.resize(5);
-  std::vector<std::vector<Tier>> starts;
-  for (uint64_t cap : caps) {
-    std::vector<Tier> start = base;
-    for (int i = 0; i < n; ++i)
-      if (!in.pins[i] && in.spans[i] > cap) start[i] = Tier::kResident;
-    starts.push_back(std::move(start));
-  }
-  if (all_host) {
-    // Every layer that cannot go to the host resident: the least VRAM a
-    // host plan needs (no window when nothing else streams), which the
-    // greedy steps from "stream it" cannot reach when no window fits.
-    std::vector<Tier> start = base;
-    for (int i = 0; i < n; ++i)
-      if (!in.pins[i] && !host_candidate(in, i)) start[i] = Tier::kResident;
-    starts.push_back(std::move(start));
-  }
+  const std::vector<std::vector<Tier>> starts = search_starts(in, base, all_host);
   bool streamed_any = false;  // all-host: once no plan streams, other slot counts repeat the same search
   for (int slots : slot_choices) for (const std::vector<Tier>& start : starts) {
     if (all_host && slots != slot_choices.front() && !streamed_any) break;
     int depth = in.serial ? 0 : (in.fixed_depth >= 0 ? in.fixed_depth : slots - 1);
     Trial cur = try_tiers(in, start, slots, depth, all_host);
     if (!cur.ok) continue;
-    for (;;) {
-      int pick = -1;
-      double pick_score = 0, pick_spread = 0;
-      Trial pick_trial;
-      const double cur_s = cur.plan.predicted_pass_s;
-      for (int i = 0; i < n; ++i) {
-        if (in.pins[i] || cur.plan.tiers[i] == Tier::kResident) continue;
-        std::vector<Tier> t = cur.plan.tiers;
-        for (int j = 0; j < n; ++j)
-          if (!in.pins[j] && t[j] != Tier::kResident) t[j] = Tier::kRam;  // re-assign RAM/disk
-        t[i] = Tier::kResident;
-        Trial tr = try_tiers(in, t, slots, depth, all_host);
-        if (!tr.ok) continue;
-        double gain = cur_s - tr.plan.predicted_pass_s;
-        if (gain < -1e-12 * std::max(1e-9, cur_s)) continue;
-        double score = gain / static_cast<double>(in.bytes[i]);
-        double spread = distance_to_resident(cur.plan.tiers, i);
-        bool better = pick < 0 || score > pick_score * (1 + 1e-9) + 1e-18 ||
-                      (std::abs(score - pick_score) <= 1e-9 * std::abs(pick_score) + 1e-18 &&
-                       spread > pick_spread);
-        if (better) pick = i, pick_score = score, pick_spread = spread, pick_trial = std::move(tr);
-      }
-      if (pick < 0) break;
-      cur = std::move(pick_trial);
-    }
+    cur = greedy_residents(in, std::move(cur), slots, depth, all_host);
     streamed_any = streamed_any || cur.plan.streams_anything();
     if (!best || cur.plan.predicted_pass_s < best->predicted_pass_s * (1 - 1e-6)) best = cur.plan;
   }

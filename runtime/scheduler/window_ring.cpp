@@ -1,6 +1,7 @@
 #include "runtime/scheduler/window_ring.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "layerstream/status.h"
 
@@ -17,6 +18,32 @@ WindowRing::Placement WindowRing::place(uint64_t g, uint64_t span) {
   live_.push_back({g, p.offset, span});
   head_ = end;
   return p;
+}
+
+void WindowSchedule::reset(uint64_t window_bytes, int window_layers, std::vector<uint64_t> spans) {
+  ring_ = WindowRing(std::max<uint64_t>(1, window_bytes), static_cast<uint64_t>(std::max(1, window_layers)));
+  window_layers_ = window_layers;
+  spans_ = std::move(spans);
+  placed_.clear();
+  base_ = 0;
+}
+
+const WindowSchedule::Placed& WindowSchedule::at(uint64_t g) {
+  LS_CHECK(g >= base_);
+  const uint64_t m = spans_.size();
+  while (base_ + placed_.size() <= g) {
+    const uint64_t h = base_ + placed_.size();
+    const WindowRing::Placement pl = ring_.place(h, spans_[h % m]);
+    placed_.push_back({pl.offset, std::max<int64_t>(pl.overlaps, static_cast<int64_t>(h) - window_layers_)});
+  }
+  return placed_[g - base_];
+}
+
+void WindowSchedule::forget_before(uint64_t g) {
+  while (base_ < g && !placed_.empty()) {
+    placed_.pop_front();
+    ++base_;
+  }
 }
 
 uint64_t window_bytes_for(const std::vector<uint64_t>& spans, int slots) {

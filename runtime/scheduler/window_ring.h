@@ -50,6 +50,37 @@ class WindowRing {
   std::deque<Live> live_;  // oldest first
 };
 
+// Where each streamed layer of one plan epoch goes in the executor's window,
+// in streaming order g (over passes): its region's offset, and the streamed
+// layer whose compute must finish before its load may write there (the
+// latest earlier layer its region overwrites, or g - W: a load waits for the
+// compute of g - W anyway; W = prefetch depth + 1). Placements are made on
+// demand (at) and dropped once no load or compute needs them (forget_before).
+// Thread safety: none (the pass loop's thread).
+class WindowSchedule {
+ public:
+  struct Placed {
+    uint64_t offset = 0;  // in the window
+    int64_t need = -1;    // compute of this streamed layer must finish before the load (-1: none)
+  };
+  // A new epoch: a window of window_bytes, `window_layers` (W) streamed
+  // layers ahead at most, and the spans of the plan's streamed layers in
+  // streaming order (layer g has spans[g % spans.size()]).
+  void reset(uint64_t window_bytes, int window_layers, std::vector<uint64_t> spans);
+  // Streamed layer g's placement. REQUIRES: g not forgotten; spans not empty.
+  // Valid until the next call.
+  const Placed& at(uint64_t g);
+  // Drops the placements of the layers before g.
+  void forget_before(uint64_t g);
+
+ private:
+  WindowRing ring_;
+  int64_t window_layers_ = 1;
+  std::vector<uint64_t> spans_;
+  std::deque<Placed> placed_;  // layers base_ .. base_ + size - 1
+  uint64_t base_ = 0;
+};
+
 // The window a plan needs so that `slots` consecutive streamed layers fit:
 // the largest sum of `slots` cyclically consecutive spans (spans in streaming
 // order). 0 when nothing streams.

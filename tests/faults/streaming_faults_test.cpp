@@ -237,6 +237,53 @@ TEST_P(StreamingFaults, ReadErrorMidPassNamesFileAndOffset) {
   ex.reset();  // joins the disk thread; ASan reports anything left behind
 }
 
+// A disk-tier layer on the host site is read each pass by the host lane,
+// through an io::Reader of its own with the executor's hooks: EIO there fails
+// the pass with an IOError naming the host lane, the file, the offset and the
+// errno, and no compute ran on bytes that did not arrive.
+TEST_P(StreamingFaults, HostLaneReadErrorNamesFileAndOffset) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto dev = host_device();
+  ASSERT_TRUE(dev);
+  DiskModel m(4, rng);
+  for (LayerSpec& l : m.layers) l.host_ok = true;
+  io::FaultInjector faults;
+  ExecutorOptions o = m.options(GetParam());
+  o.reader.hooks = &faults;
+  o.activations_to_host = o.activations_to_device = [](Stream&, int) { return Status::OK(); };
+  Plan p;
+  p.tiers = {Tier::kDisk, Tier::kDisk, Tier::kDisk, Tier::kDisk};
+  p.sites = {Site::kDevice, Site::kDevice, Site::kHost, Site::kDevice};
+  p.slots = 2;
+  p.prefetch_depth = 1;
+  o.plan = p;
+  LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
+  LS_ASSERT_OK(ex->run_pass());
+  EXPECT_EQ(m.calls.load(), 4);
+  EXPECT_EQ(m.bad.load(), 0);
+  // Only the host lane starts a read at layer 2's first byte (unaligned
+  // reads are the buffered reader's; the disk thread reads aligned spans).
+  const LayerSpec& host_layer = m.layers[2];
+  io::FaultRule rule;
+  rule.kind = io::FaultKind::kEio;
+  rule.offset_begin = host_layer.file_offset;
+  rule.offset_end = host_layer.file_offset + 1;
+  rule.count = UINT64_MAX;
+  faults.add(rule);
+  const int calls_before = m.calls.load();
+  Status s = ex->run_pass();
+  ASSERT_FALSE(s.ok()) << "a host lane read failed and the pass succeeded";
+  EXPECT_GT(faults.injected(io::FaultKind::kEio), 0u);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.message().find("host lane read of layer2"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(m.path), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("offset " + std::to_string(host_layer.file_offset)), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("Input/output error"), std::string::npos) << s.ToString();
+  EXPECT_EQ(m.bad.load(), 0);
+  EXPECT_LT(m.calls.load(), calls_before + 4);  // layer 2 did not compute
+  ex.reset();
+}
+
 // io_uring setup fails (ENOSYS, as on an old kernel or under seccomp): the
 // reader falls back to the pread pool, says so in the log, and every pass
 // delivers the right bytes.

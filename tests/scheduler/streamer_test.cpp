@@ -124,7 +124,8 @@ TEST(Streamer, ComputeSeesEachLayersBytesAndStatsAreSane) {
   EXPECT_GT(stats.predicted_ms, 0);
   EXPECT_GT(stats.overlap_efficiency, 0);
   EXPECT_LE(stats.overlap_efficiency, 1.5);
-  EXPECT_GE(stats.stall_ms, 0);
+  // The stalls are waits inside the pass: never longer than the pass itself.
+  EXPECT_LE(stats.stall_ms, stats.measured_ms);
   EXPECT_GT(stats.streamed_bytes, 0u);
   EXPECT_LE(stats.streamed_bytes, f.total);
   EXPECT_NE(st.plan_description().find("slots"), std::string::npos) << st.plan_description();
