@@ -123,7 +123,7 @@ Result<std::unique_ptr<BenchRunner>> make_uvm_bench_runner(Device& device, const
   int ordinal = 0;
   LS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&ordinal));
   LS_ASSIGN_OR_RETURN(state->file, cuda::ManagedModelFile::load(path, ordinal, o.vram_budget,
-                                                                static_cast<int>(state->spans.size())));
+                                                                static_cast<int>(state->spans.size()), o.reader));
   UvmState* sp = state.get();
   o.external_weights = llama::RunnerOptions::ExternalWeights{
       state->file->data(), [sp](int layer, Stream& s) { return sp->before_layer(layer, s); }};

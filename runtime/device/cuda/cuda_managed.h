@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "io/reader.h"
 #include "layerstream/status.h"
 #include "runtime/device/cuda/cuda_owners.h"
 
@@ -32,9 +33,12 @@ struct ManagedFree {
 class ManagedModelFile {
  public:
   // Reads `path` into managed memory on CUDA device `device` (the current
-  // device is set to it). `tickets`: prefetch events kept (one per layer).
+  // device is set to it) through an io::Reader with `reader`'s options, its
+  // hooks included (buffered reads: O_DIRECT into managed memory is not
+  // asked of the driver). `tickets`: prefetch events kept (one per layer).
   static Result<std::unique_ptr<ManagedModelFile>> load(const std::string& path, int device,
-                                                        uint64_t other_device_bytes, int tickets);
+                                                        uint64_t other_device_bytes, int tickets,
+                                                        const io::ReaderOptions& reader = {});
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(mem_.get()); }
   uint64_t size() const { return size_; }
