@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kernels/math/ggml_type.h"
+#include "layerstream/options.h"
 #include "layerstream/status.h"
 #include "runtime/device/device.h"
 #include "runtime/model/llama_model.h"
@@ -48,22 +49,16 @@
 
 namespace layerstream::llama {
 
-// How layers are placed.
-//   kResident: every layer pinned resident (OutOfBudget when it does not fit).
-//   kSerial:   the scheduler's serial baseline: one slot, load then compute.
-//   kOverlap:  fixed window (overlap_slots slots, depth slots-1), first layers
-//              resident while they fit next to the window (plan_first_fit),
-//              no planner and no re-planning.
-//   kPlanned:  the planner (measured costs, re-plans after warm-up and on drift);
-//              with host_compute_factor > 0 it also chooses each block's
-//              execution site (device or host, sched::HostPolicy::kChoose).
-//   kHost:     the planner's residency search, every non-resident block
-//              computed on the host site (from its RAM copy or the file; only
-//              activations cross; its KV cache lives on the host).
-enum class Strategy { kResident, kSerial, kOverlap, kPlanned, kHost };
+// How layers are placed: the public Strategy (layerstream/options.h: what
+// each one does, its names). What each means to the scheduler (executor
+// options, site policy, minimum budget) is decided in one place,
+// runner_strategy.h's strategy_placement().
+using Strategy = ::layerstream::Strategy;
 
-std::string_view strategy_name(Strategy s);               // "resident", "serial", "overlap", "planned", "host"
-Result<Strategy> parse_strategy(std::string_view name);   // InvalidArgument on junk
+// "resident", "serial", "overlap", "planned", "host"; InvalidArgument naming
+// the choices on junk (the public names: name_of, strategy_from_name).
+inline std::string_view strategy_name(Strategy s) { return name_of(s); }
+inline Result<Strategy> parse_strategy(std::string_view name) { return strategy_from_name(name); }
 
 struct RunnerOptions {
   uint64_t vram_budget = 0;    // arena bytes (KV + activations + layers); 0 = device free memory

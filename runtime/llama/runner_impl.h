@@ -156,6 +156,14 @@ struct LlamaRunner::Impl {
   char* host_base() const { return static_cast<char*>(host_res.data()); }
   char* site_base(sched::Site s) const { return s == sched::Site::kHost ? host_base() : base(); }
   kernels::Kernels& site_kernels(sched::Site s) const { return s == sched::Site::kHost ? *hk : *k; }
+  // Where a block's pass runs: its site's reserve (the device's, or the host
+  // mirror) and kernels.
+  struct SiteView {
+    char* base;
+    kernels::Kernels& k;
+    float* f(uint64_t off) const { return reinterpret_cast<float*>(base + off); }
+  };
+  SiteView site_view(sched::Site s) const { return {site_base(s), site_kernels(s)}; }
 
   // Split blocks (split_matmuls.cpp): a matmul's output rows divided between
   // the device (rows [0, r), from the window) and the host lane (rows

@@ -1,7 +1,6 @@
 #include "runtime/llama/runner_strategy.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -9,24 +8,6 @@
 #include "runtime/scheduler/min_budget.h"
 
 namespace layerstream::llama {
-
-std::string_view strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::kResident: return "resident";
-    case Strategy::kSerial: return "serial";
-    case Strategy::kOverlap: return "overlap";
-    case Strategy::kPlanned: return "planned";
-    case Strategy::kHost: return "host";
-  }
-  return "?";
-}
-
-Result<Strategy> parse_strategy(std::string_view name) {
-  for (Strategy s : {Strategy::kResident, Strategy::kSerial, Strategy::kOverlap, Strategy::kPlanned, Strategy::kHost})
-    if (strategy_name(s) == name) return s;
-  return Status::InvalidArgument("unknown strategy '" + std::string(name) +
-                                 "' (choices: resident, serial, overlap, planned, host)");
-}
 
 StrategyPlacement strategy_placement(const RunnerOptions& o) {
   StrategyPlacement p;
