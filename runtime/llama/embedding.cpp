@@ -29,10 +29,20 @@ Status LlamaRunner::Impl::gather_embedding_rows(int T) {
   return Status::OK();
 }
 
-// All of the pass's rows are in flight at once (buffered reads: any offset
-// and length); every completion is collected before an error returns, so no
-// read still writes into the rows.
+// All of the pass's rows are in flight at once; every completion is
+// collected before an error returns, so no read still writes into the rows.
+// The reader is opened the first time rows come from the file (a tied head
+// with a host copy never needs it): buffered reads (rows are small and read
+// again and again: the page cache serves them, at any offset and length)
+// with the runner's reader options otherwise, fault injection included.
 Status LlamaRunner::Impl::read_embedding_rows(int T) {
+  if (!emb_reader) {
+    io::ReaderOptions ro = opt.reader;
+    ro.path = io::IoPath::kBuffered;
+    auto rd = io::open_reader(path, ro);
+    if (!rd.ok()) return rd.status().WithContext("the token embedding's reader");
+    emb_reader = std::move(*rd);
+  }
   const auto* ids = static_cast<const int32_t*>(tokens_host.data());
   auto* rows = static_cast<uint8_t*>(emb_rows_host.data());
   const uint64_t table = m.token_embd.offset;

@@ -132,9 +132,7 @@ Status LlamaRunner::Impl::fit_budget(RunnerOptions& o, const std::vector<LayerSp
 }
 
 // Pinned host buffers of a pass (tokens, positions, embedding rows, the
-// bench helpers' logits) and the reader the embedding rows come through:
-// buffered (rows are small and read again and again: the page cache serves
-// them) with the runner's reader options otherwise, fault injection included.
+// bench helpers' logits).
 Status LlamaRunner::Impl::alloc_host_buffers() {
   const uint64_t T = t_max, S = n_seq, V = m.hparams.n_vocab;
   LS_ASSIGN_OR_RETURN(tokens_host, dev.alloc_pinned(T * 4));
@@ -143,11 +141,6 @@ Status LlamaRunner::Impl::alloc_host_buffers() {
   LS_ASSIGN_OR_RETURN(emb_rows_host, dev.alloc_pinned(T * emb_row_bytes));
   LS_ASSIGN_OR_RETURN(row_ids_host, dev.alloc_pinned(T * 4));
   for (uint64_t t = 0; t < T; ++t) static_cast<int32_t*>(row_ids_host.data())[t] = static_cast<int32_t>(t);
-  io::ReaderOptions ro = opt.reader;
-  ro.path = io::IoPath::kBuffered;
-  auto rd = io::open_reader(path, ro);
-  if (!rd.ok()) return rd.status().WithContext("the token embedding's reader");
-  emb_reader = std::move(*rd);
   return Status::OK();
 }
 

@@ -70,7 +70,7 @@ struct LlamaRunner::Impl {
   // activations; the device embeds them from that small table.
   HostBuffer emb_rows_host, row_ids_host;  // [T][emb_row_bytes], ids 0..T-1
   uint64_t emb_row_bytes = 0;
-  std::unique_ptr<io::Reader> emb_reader;  // the file, for rows with no host copy (buffered reads)
+  std::unique_ptr<io::Reader> emb_reader;  // the file, for rows with no host copy (opened at first need)
   HostBuffer bench_logits_host;            // bench_*: the logits they ask for [n_seq][n_vocab]
   std::vector<float> out_norm_host;        // tied head: output_norm weights
   std::vector<float> rope_freqs_host;      // Llama 3.1 RoPE frequency factors
