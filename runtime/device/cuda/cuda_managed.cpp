@@ -24,15 +24,11 @@ cudaMemLocation host_location() {
 
 }  // namespace
 
-Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::string& path, int device,
-                                                                 uint64_t other_device_bytes, int tickets,
-                                                                 const io::ReaderOptions& reader) {
+Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::string& name, uint64_t bytes,
+                                                                 const ReadFn& read, int device,
+                                                                 uint64_t other_device_bytes, int tickets) {
   if (tickets < 1) return Status::InvalidArgument("managed model file: tickets must be >= 1");
-  io::ReaderOptions ro = reader;
-  ro.path = io::IoPath::kBuffered;
-  LS_ASSIGN_OR_RETURN(std::unique_ptr<io::Reader> rd, io::open_reader(path, ro));
-  const uint64_t bytes = rd->file_size();
-  if (bytes == 0) return Status::InvalidArgument(path + " is empty");
+  if (bytes == 0) return Status::InvalidArgument(name + " is empty");
 
   LS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   int concurrent = 0;  // prefetch and read-mostly duplicates need it
@@ -62,7 +58,7 @@ Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::stri
     m->mem_.reset(p);
   }
   // Written by the CPU first, so every page starts on the host.
-  LS_RETURN_IF_ERROR(rd->read_span(0, bytes, m->mem_.get()).WithContext("uvm: reading the model into managed memory"));
+  LS_RETURN_IF_ERROR(read(0, bytes, m->mem_.get()).WithContext("uvm: reading " + name + " into managed memory"));
   LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
   LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetReadMostly, device_location(device)));
   LS_ASSIGN_OR_RETURN(m->prefetch_stream_, create_stream(cudaStreamNonBlocking, "uvm prefetch stream"));

@@ -16,11 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "io/reader.h"
 #include "layerstream/status.h"
 #include "runtime/device/cuda/cuda_owners.h"
 
@@ -32,13 +32,14 @@ struct ManagedFree {
 
 class ManagedModelFile {
  public:
-  // Reads `path` into managed memory on CUDA device `device` (the current
-  // device is set to it) through an io::Reader with `reader`'s options, its
-  // hooks included (buffered reads: O_DIRECT into managed memory is not
-  // asked of the driver). `tickets`: prefetch events kept (one per layer).
-  static Result<std::unique_ptr<ManagedModelFile>> load(const std::string& path, int device,
-                                                        uint64_t other_device_bytes, int tickets,
-                                                        const io::ReaderOptions& reader = {});
+  // read(offset, bytes, dst) fills dst with `bytes` bytes of the file from
+  // `offset` (the caller's io::Reader: its options and fault injection apply).
+  using ReadFn = std::function<Status(uint64_t offset, uint64_t bytes, void* dst)>;
+  // Reads the file `name` of `bytes` bytes through `read` into managed
+  // memory on CUDA device `device` (the current device is set to it).
+  // `tickets`: prefetch events kept (one per layer).
+  static Result<std::unique_ptr<ManagedModelFile>> load(const std::string& name, uint64_t bytes, const ReadFn& read,
+                                                        int device, uint64_t other_device_bytes, int tickets);
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(mem_.get()); }
   uint64_t size() const { return size_; }
