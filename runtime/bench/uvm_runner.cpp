@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "layerstream/units.h"
+#include "io/reader.h"
 #include "runtime/bench/executor_runner.h"
+#include "runtime/bench/llama_bench.h"
 
 #if LAYERSTREAM_HAVE_CUDA_BACKEND
 #include <cuda_runtime_api.h>
@@ -98,14 +100,7 @@ Result<std::unique_ptr<BenchRunner>> make_uvm_bench_runner(Device& device, const
   if (std::string why = uvm_unavailable_reason(device.info()); !why.empty()) return Status::Unsupported(why);
 #if LAYERSTREAM_HAVE_CUDA_BACKEND
   if (work.tokens < 1) return Status::InvalidArgument("bench: tokens per pass must be >= 1");
-  if (work.mode == BenchMode::kDecode) {
-    o.n_seq = std::max(o.n_seq, work.tokens);
-    if (work.decode_pos >= 0) o.n_ctx = std::max(o.n_ctx, work.decode_pos + 1);
-  } else {
-    o.prefill_chunk = std::max(o.prefill_chunk, work.tokens);
-    if (o.n_ctx == 0) o.n_ctx = work.tokens;
-    o.n_ctx = std::max(o.n_ctx, work.tokens);
-  }
+  o = workload_runner_options(std::move(o), work);
   // Every layer is a resident placeholder: no planner, no window.
   o.strategy = llama::Strategy::kResident;
   o.pins.clear();
@@ -122,7 +117,13 @@ Result<std::unique_ptr<BenchRunner>> make_uvm_bench_runner(Device& device, const
   if (o.vram_budget == 0 || o.vram_budget > arena) o.vram_budget = arena;
   int ordinal = 0;
   LS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&ordinal));
-  LS_ASSIGN_OR_RETURN(state->file, cuda::ManagedModelFile::load(path, ordinal, o.vram_budget,
+  // The file is read once, through a reader with the run's options (buffered:
+  // O_DIRECT into managed memory is not asked of the driver).
+  io::ReaderOptions ro = o.reader;
+  ro.path = io::IoPath::kBuffered;
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<io::Reader> rd, io::open_reader(path, ro));
+  auto read = [&rd](uint64_t offset, uint64_t bytes, void* dst) { return rd->read_span(offset, bytes, dst); };
+  LS_ASSIGN_OR_RETURN(state->file, cuda::ManagedModelFile::load(path, rd->file_size(), read, ordinal, o.vram_budget,
                                                                 static_cast<int>(state->spans.size())));
   UvmState* sp = state.get();
   o.external_weights = llama::RunnerOptions::ExternalWeights{

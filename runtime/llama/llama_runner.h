@@ -11,22 +11,22 @@
 // Reserved region (carved first in the arena): per sequence slot a KV cache
 // [layer][pos][n_kv_head][head_dim] of kv_type for K and V, positions
 // 0..n_ctx-1 (a Model lends these slots to its contexts); activations for
-// max_pass_tokens() tokens; head rows and logits for n_seq rows;
-// tokens/positions; matmul scratch.
+// max_pass_tokens() tokens; head rows and logits for max_logits_rows()
+// rows; tokens/positions; the pass's embedding rows; matmul scratch.
 //
-// A pass runs a list of segments, one per sequence: (seq, n tokens) appended
-// at that sequence's current position. prefill/decode produce logits for the
-// last token of each segment (logits(seq), and on the device for sample());
-// decode_tokens() takes a batch of (token, position, sequence, wants logits)
-// and writes the logits of every token that asks, in groups of n_seq rows
-// through the head buffers.
+// Tokens go through one path, decode_tokens(): a batch of (token, position,
+// sequence, wants logits), cut into passes of at most max_pass_tokens()
+// tokens, each pass one list of segments (one per sequence: its tokens
+// appended at its current position). The head computes the logits of every
+// token that asks, in groups of max_logits_rows() rows, into the caller's
+// memory.
 //
 // Architectures: one block forward pass; what gemma3 / qwen3 / Llama 3.1
 // change (QK-norm, post-norms, GeGLU, embedding scale, sliding-window layers
 // with their own RoPE base, the file's attention scale, RoPE frequency
 // factors kept in the reserve) comes from the model's ArchTraits and hparams.
-// With logits_all the head also computes every token's logits of a pass
-// (pass_logits(), for perplexity).
+// With logits_all the head's buffers hold a whole pass of rows, so every
+// token's logits of a pass come from one head product (perplexity).
 //
 // Thread safety: one thread uses a runner. The Device must outlive it.
 #pragma once
@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "kernels/math/ggml_type.h"
+#include "layerstream/options.h"
 #include "layerstream/status.h"
 #include "runtime/device/device.h"
 #include "runtime/model/llama_model.h"
@@ -48,22 +49,16 @@
 
 namespace layerstream::llama {
 
-// How layers are placed.
-//   kResident: every layer pinned resident (OutOfBudget when it does not fit).
-//   kSerial:   the scheduler's serial baseline: one slot, load then compute.
-//   kOverlap:  fixed window (overlap_slots slots, depth slots-1), first layers
-//              resident while they fit next to the window (plan_first_fit),
-//              no planner and no re-planning.
-//   kPlanned:  the planner (measured costs, re-plans after warm-up and on drift);
-//              with host_compute_factor > 0 it also chooses each block's
-//              execution site (device or host, sched::HostPolicy::kChoose).
-//   kHost:     the planner's residency search, every non-resident block
-//              computed on the host site (from its RAM copy or the file; only
-//              activations cross; its KV cache lives on the host).
-enum class Strategy { kResident, kSerial, kOverlap, kPlanned, kHost };
+// How layers are placed: the public Strategy (layerstream/options.h: what
+// each one does, its names). What each means to the scheduler (executor
+// options, site policy, minimum budget) is decided in one place,
+// runner_strategy.h's strategy_placement().
+using Strategy = ::layerstream::Strategy;
 
-std::string_view strategy_name(Strategy s);               // "resident", "serial", "overlap", "planned", "host"
-Result<Strategy> parse_strategy(std::string_view name);   // InvalidArgument on junk
+// "resident", "serial", "overlap", "planned", "host"; InvalidArgument naming
+// the choices on junk (the public names: name_of, strategy_from_name).
+inline std::string_view strategy_name(Strategy s) { return name_of(s); }
+inline Result<Strategy> parse_strategy(std::string_view name) { return strategy_from_name(name); }
 
 struct RunnerOptions {
   uint64_t vram_budget = 0;    // arena bytes (KV + activations + layers); 0 = device free memory
@@ -91,9 +86,10 @@ struct RunnerOptions {
   std::optional<sched::Plan> plan;               // explicit plan (kPlanned only)
   // Resident / RAM-tier load progress (ExecutorOptions::load_progress).
   std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
-  // The head computes logits for every token of a pass, not only the last of
-  // each sequence (perplexity); costs max_pass_tokens() x n_vocab floats of
-  // reserve and pinned memory, so keep prefill_chunk small with big vocabularies.
+  // The head's buffers hold max_pass_tokens() rows, not n_seq: a pass whose
+  // tokens all ask for logits (perplexity) is one head product. Costs
+  // max_pass_tokens() x n_vocab floats of reserve, so keep prefill_chunk
+  // small with big vocabularies.
   bool logits_all = false;
   // The `uvm` bench strategy (runtime/bench/uvm_runner.h): the weights live
   // outside the executor, in one allocation the device reads directly
@@ -138,12 +134,6 @@ struct PassToken {
   bool logits = false;
 };
 
-struct SampleOptions {
-  float temperature = 0;  // <= 0: greedy
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-};
-
 // What a runner with given options needs, from the file alone (no device,
 // nothing loaded): for `layerstream plan` and Model::plan.
 struct RunnerFootprint {
@@ -185,23 +175,12 @@ class LlamaRunner {
   LlamaRunner(const LlamaRunner&) = delete;
   LlamaRunner& operator=(const LlamaRunner&) = delete;
 
-  // Appends `tokens` to sequence `seq` (in passes of at most prefill_chunk
-  // tokens) and leaves the logits of the last token in logits(seq).
-  // InvalidArgument when the sequence would pass n_ctx or a token is outside
-  // the vocabulary.
-  Status prefill(int seq, std::span<const int32_t> tokens);
-  // Prefills several sequences' prompts in shared passes (all of seqs[i]'s
-  // tokens are prompts[i]); one pass when they fit prefill_chunk in total.
-  Status prefill_many(std::span<const int> seqs, std::span<const std::vector<int32_t>> prompts);
-  // One pass: tokens[i] appended to sequence seqs[i] (distinct seqs).
-  Status decode(std::span<const int> seqs, std::span<const int32_t> tokens);
-
   // Decodes a batch in as few passes as max_pass_tokens() allows (the tokens
   // of a sequence stay in order; a sequence's tokens must continue it:
   // positions position(seq), position(seq)+1, ...). The logits of the k-th
   // token with logits = true go to logits_out + k * n_vocab (host memory of
-  // the caller, written before this returns). Does not touch logits(seq).
-  // InvalidArgument (naming the token) on a bad sequence, position or id.
+  // the caller, written before this returns). InvalidArgument (naming the
+  // token) on a bad sequence, position or id, before any pass runs.
   Status decode_tokens(std::span<const PassToken> tokens, float* logits_out);
   // Sequence slot dst := the KV cache of src (its position(src) positions).
   Status copy_sequence(int src, int dst);
@@ -210,17 +189,8 @@ class LlamaRunner {
   Status truncate(int seq, int n_positions);
 
   // Errors: bad arguments from a caller (a sequence, a token, a position)
-  // are Status InvalidArgument; the accessors below take a sequence the
-  // caller already holds (0 <= seq < n_seq()) and check it with LS_CHECK.
-
-  // Host copy of the last logits computed for `seq` [n_vocab].
-  std::span<const float> logits(int seq) const;
-  // logits_all: the logits of every token of the last pass, in pass order
-  // [tokens][n_vocab] (a prefill() of at most max_pass_tokens() tokens is one
-  // pass). Empty without logits_all.
-  std::span<const float> pass_logits() const;
-  // Samples from logits(seq) with Kernels::sample (deterministic in seed).
-  Result<int32_t> sample(int seq, const SampleOptions& options, uint64_t seed);
+  // are Status InvalidArgument; position() takes a sequence the caller
+  // already holds (0 <= seq < n_seq()) and checks it with LS_CHECK.
 
   // Sequence position (tokens in its KV cache); reset forgets the tokens
   // (InvalidArgument for a sequence outside [0, n_seq)).
@@ -228,19 +198,23 @@ class LlamaRunner {
   Status reset(int seq);
   void reset_all();
 
-  // Benchmark helpers: one prefill pass of n_tokens (synthetic ids) on
-  // sequence 0 from position 0; one decode pass over sequences 0..batch-1
-  // (each at its current position, reset when full).
+  // Benchmark helpers, through decode_tokens: one prefill pass of n_tokens
+  // (synthetic ids; the last one's logits) on sequence 0 from position 0;
+  // one decode pass over sequences 0..n_seqs-1 (each at its current
+  // position, reset when full; every token's logits).
   Status bench_prefill(int n_tokens);
   // at_pos >= 0: every sequence decodes at that position (InvalidArgument
   // when it is not below n_ctx); -1: each sequence's next position.
-  Status bench_decode(int batch, int at_pos = -1);
+  Status bench_decode(int n_seqs, int at_pos = -1);
 
   const LlamaModel& model() const;
   const RunnerOptions& options() const;
   int n_ctx() const;
   int n_seq() const;
   int max_pass_tokens() const;
+  // Logits rows the head computes in one product (n_seq; with logits_all at
+  // least max_pass_tokens()).
+  int max_logits_rows() const;
   ReserveSize reserve() const;
   sched::Executor& executor();
   const sched::Plan& plan() const;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace layerstream::llama {
 
@@ -39,6 +40,10 @@ Result<PerplexityResult> compute_perplexity(LlamaRunner& r, std::span<const int3
   double nll = 0, nll2 = 0;
   int64_t count = 0;
   std::vector<int32_t> window(n_ctx);
+  // One pass at a time, every token's logits: the head computes the pass's
+  // rows in one product (logits_all), as the figures were made.
+  std::vector<PassToken> batch;
+  std::vector<float> logits(size_t(pass) * V);
   for (int c = 0; c < res.n_chunks; ++c) {
     const auto t0 = std::chrono::steady_clock::now();
     std::copy(tokens.begin() + int64_t(c) * n_ctx, tokens.begin() + int64_t(c + 1) * n_ctx, window.begin());
@@ -47,8 +52,10 @@ Result<PerplexityResult> compute_perplexity(LlamaRunner& r, std::span<const int3
     double chunk_nll = 0;
     for (int start = 0; start < n_ctx; start += pass) {
       const int n = std::min(pass, n_ctx - start);
-      LS_RETURN_IF_ERROR(r.prefill(0, std::span<const int32_t>(window.data() + start, n)));
-      const std::span<const float> rows = r.pass_logits();
+      batch.clear();
+      for (int k = 0; k < n; ++k) batch.push_back({window[start + k], start + k, 0, true});
+      LS_RETURN_IF_ERROR(r.decode_tokens(batch, logits.data()));
+      const std::span<const float> rows(logits.data(), size_t(n) * V);
       // Row k is position start + k; it predicts the token at start + k + 1.
       for (int k = 0; k < n; ++k) {
         const int p = start + k;

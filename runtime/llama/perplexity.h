@@ -11,7 +11,8 @@
 //   - nll = -log softmax(logits)[target], averaged over every scored token
 //     of every window so far; perplexity = exp(mean nll).
 // The runner must have been created with logits_all and a context of at
-// least n_ctx; windows go through it in passes of max_pass_tokens() tokens,
+// least n_ctx; windows go through decode_tokens in passes of max_pass_tokens()
+// tokens (every token asking for its logits),
 // streamed like any other run.
 #pragma once
 

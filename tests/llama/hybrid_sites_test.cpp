@@ -15,6 +15,7 @@
 #include "runtime/device/device.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/model/example_model.h"
+#include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
@@ -43,22 +44,11 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
 }
 
 std::vector<std::vector<float>> prefill_logits(LlamaRunner& r, const std::vector<int32_t>& prompt) {
-  std::vector<std::vector<float>> out;
-  Status st = r.prefill(0, prompt);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  auto l = r.logits(0);
-  out.emplace_back(l.begin(), l.end());
-  return out;
+  return {testing::decode_last_logits(r, prompt)};
 }
 
 void decode_logits(LlamaRunner& r, const std::vector<int32_t>& next, std::vector<std::vector<float>>& out) {
-  for (int32_t t : next) {
-    const int seq = 0;
-    Status st = r.decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&t, 1));
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    auto l = r.logits(0);
-    out.emplace_back(l.begin(), l.end());
-  }
+  for (int32_t t : next) out.push_back(testing::decode_last_logits(r, {t}));
 }
 
 void expect_same(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,

@@ -22,6 +22,14 @@ using llama::RunnerOptions;
 using testing::TempDir;
 using ::testing::HasSubstr;
 
+// `tokens` appended to sequence 0 in one decode_tokens batch, no logits.
+Status decode(LlamaRunner& r, const std::vector<int32_t>& tokens) {
+  std::vector<llama::PassToken> batch;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    batch.push_back({tokens[i], r.position(0) + static_cast<int32_t>(i), 0, false});
+  return r.decode_tokens(batch, nullptr);
+}
+
 ExampleModelSpec tiny(uint64_t seed) { return testing::tiny_llama_spec(GgmlType::F32, seed, /*n_ctx=*/128); }
 
 // Rewrites the example model's layout, letting `edit` change keys; tensor data random.
@@ -51,16 +59,15 @@ TEST(LlamaErrors, PromptLongerThanContext) {
   o.n_ctx = 8;
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
   std::vector<int32_t> prompt(9, 5);
-  Status st = r->prefill(0, prompt);
+  Status st = decode(*r, prompt);
   EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
-  EXPECT_THAT(st.message(), HasSubstr("longer than the context (8 tokens"));
+  EXPECT_THAT(st.message(), HasSubstr("sequence 0 is full: the context holds 8 tokens"));
+  EXPECT_EQ(r->position(0), 0) << "a refused batch runs no pass";
   // Exactly the context fits.
   prompt.resize(8);
-  LS_EXPECT_OK(r->prefill(0, prompt));
+  LS_EXPECT_OK(decode(*r, prompt));
   // A full sequence refuses one more token.
-  const int seq = 0;
-  const int32_t t = 1;
-  st = r->decode(std::span<const int>(&seq, 1), std::span<const int32_t>(&t, 1));
+  st = decode(*r, {1});
   EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("full"));
 }
@@ -72,7 +79,7 @@ TEST(LlamaErrors, TokenOutsideVocabulary) {
   auto dev = testing::open_host_device(1);
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, RunnerOptions{}));
   std::vector<int32_t> prompt = {1, 512};
-  Status st = r->prefill(0, prompt);
+  Status st = decode(*r, prompt);
   EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("token id 512 is outside the vocabulary [0, 512)"));
 }

@@ -29,6 +29,7 @@ namespace layerstream {
 namespace {
 
 using llama::LlamaRunner;
+using llama::PassToken;
 using llama::RunnerOptions;
 using llama::Strategy;
 using testing::open_host_device;
@@ -215,15 +216,18 @@ TEST(ExternalWeights, ReadInPlaceEqualsResidentBitForBit) {
     // The weights are read from `file` itself: changed bytes, changed logits.
     for (size_t i = file.size() - weights; i < file.size(); ++i) file[i] ^= 0x5a;
     LS_ASSERT_OK(r->reset(0));
-    LS_ASSERT_OK(r->prefill(0, prompt));
-    EXPECT_NE(0, std::memcmp(r->logits(0).data(), want[0].data(), want[0].size() * sizeof(float)));
+    const std::vector<float> changed = testing::decode_last_logits(*r, prompt);
+    ASSERT_EQ(changed.size(), want[0].size());
+    EXPECT_NE(0, std::memcmp(changed.data(), want[0].data(), want[0].size() * sizeof(float)));
     // A failing hook fails the pass with its error.
     RunnerOptions bad = o;
     bad.external_weights->before_layer = [](int layer, Stream&) {
       return layer == 1 ? Status::IOError("prefetch refused") : Status::OK();
     };
     LS_ASSERT_OK_AND_ASSIGN(auto rb, LlamaRunner::create(*dev, path, bad));
-    Status st = rb->prefill(0, prompt);
+    std::vector<PassToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], static_cast<int32_t>(i), 0, false});
+    Status st = rb->decode_tokens(batch, nullptr);
     EXPECT_FALSE(st.ok());
     EXPECT_NE(st.ToString().find("prefetch refused"), std::string::npos) << st.ToString();
   }

@@ -1,11 +1,6 @@
 #include "runtime/device/cuda/cuda_managed.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 
 #include "layerstream/units.h"
 
@@ -27,34 +22,13 @@ cudaMemLocation host_location() {
   return loc;
 }
 
-Status read_all(int fd, uint8_t* dst, uint64_t bytes, const std::string& path) {
-  uint64_t done = 0;
-  while (done < bytes) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(bytes - done, 64ull << 20));
-    const ssize_t r = ::pread(fd, dst + done, want, static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::FromErrno("read " + path, errno);
-    if (r == 0) return Status::IOError(path + ": file ended at byte " + std::to_string(done) + " while reading it");
-    done += static_cast<uint64_t>(r);
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
-Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::string& path, int device,
+Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::string& name, uint64_t bytes,
+                                                                 const ReadFn& read, int device,
                                                                  uint64_t other_device_bytes, int tickets) {
   if (tickets < 1) return Status::InvalidArgument("managed model file: tickets must be >= 1");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  struct FdClose {
-    int fd;
-    ~FdClose() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::FromErrno("stat " + path, errno);
-  const uint64_t bytes = static_cast<uint64_t>(st.st_size);
-  if (bytes == 0) return Status::InvalidArgument(path + " is empty");
+  if (bytes == 0) return Status::InvalidArgument(name + " is empty");
 
   LS_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   int concurrent = 0;  // prefetch and read-mostly duplicates need it
@@ -84,7 +58,7 @@ Result<std::unique_ptr<ManagedModelFile>> ManagedModelFile::load(const std::stri
     m->mem_.reset(p);
   }
   // Written by the CPU first, so every page starts on the host.
-  LS_RETURN_IF_ERROR(read_all(fd, static_cast<uint8_t*>(m->mem_.get()), bytes, path));
+  LS_RETURN_IF_ERROR(read(0, bytes, m->mem_.get()).WithContext("uvm: reading " + name + " into managed memory"));
   LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetPreferredLocation, host_location()));
   LS_CUDA_RETURN_IF_ERROR(cudaMemAdvise(m->mem_.get(), bytes, cudaMemAdviseSetReadMostly, device_location(device)));
   LS_ASSIGN_OR_RETURN(m->prefetch_stream_, create_stream(cudaStreamNonBlocking, "uvm prefetch stream"));

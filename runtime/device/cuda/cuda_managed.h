@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,10 +32,14 @@ struct ManagedFree {
 
 class ManagedModelFile {
  public:
-  // Reads `path` into managed memory on CUDA device `device` (the current
-  // device is set to it). `tickets`: prefetch events kept (one per layer).
-  static Result<std::unique_ptr<ManagedModelFile>> load(const std::string& path, int device,
-                                                        uint64_t other_device_bytes, int tickets);
+  // read(offset, bytes, dst) fills dst with `bytes` bytes of the file from
+  // `offset` (the caller's io::Reader: its options and fault injection apply).
+  using ReadFn = std::function<Status(uint64_t offset, uint64_t bytes, void* dst)>;
+  // Reads the file `name` of `bytes` bytes through `read` into managed
+  // memory on CUDA device `device` (the current device is set to it).
+  // `tickets`: prefetch events kept (one per layer).
+  static Result<std::unique_ptr<ManagedModelFile>> load(const std::string& name, uint64_t bytes, const ReadFn& read,
+                                                        int device, uint64_t other_device_bytes, int tickets);
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(mem_.get()); }
   uint64_t size() const { return size_; }
