@@ -25,13 +25,7 @@ Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
   ro.host_threads = o.host_threads;
   ro.exact = o.exact;
   ro.kv_type = o.kv_type == KvType::kF16 ? GgmlType::F16 : GgmlType::F32;
-  switch (o.strategy) {
-    case Strategy::kResident: ro.strategy = llama::Strategy::kResident; break;
-    case Strategy::kSerial: ro.strategy = llama::Strategy::kSerial; break;
-    case Strategy::kOverlap: ro.strategy = llama::Strategy::kOverlap; break;
-    case Strategy::kPlanned: ro.strategy = llama::Strategy::kPlanned; break;
-    case Strategy::kHost: ro.strategy = llama::Strategy::kHost; break;
-  }
+  ro.strategy = o.strategy;  // llama::Strategy is the public enum
   ro.host_compute_factor = o.host_compute_factor;
   LS_ASSIGN_OR_RETURN(ro.reader.path, io::parse_io_path(name_of(o.io)));
   if (o.progress) {

@@ -125,7 +125,7 @@ Status LlamaRunner::Impl::fit_budget(RunnerOptions& o, const std::vector<LayerSp
     LS_LOG_INFO("llama: no VRAM budget given; using {} ({} free on {})", format_bytes(o.vram_budget),
                 format_bytes(info.free_memory_bytes), info.name);
   }
-  const bool disk_direct = disk_reads_direct(info, /*force_staging=*/false);  // the runner never forces staging
+  const bool disk_direct = sched::disk_reads_direct(info);  // the runner never forces staging
   if (o.vram_budget < min_vram_for(layers, lay.total, o, disk_direct))
     return budget_too_small(m, o, n_ctx, layers, disk_direct, lay, *k);
   return Status::OK();
@@ -216,7 +216,7 @@ Result<RunnerFootprint> LlamaRunner::footprint(const GgufFile& file, const Runne
     f.matmuls.push_back(std::move(mats));
   }
   f.layers = std::move(list.specs);
-  f.min_vram_budget = min_vram_for(f.layers, L.total, o, disk_reads_direct(backend));
+  f.min_vram_budget = min_vram_for(f.layers, L.total, o, sched::disk_reads_direct(sched::device_info_for(backend)));
   return f;
 }
 

@@ -37,22 +37,10 @@ StrategyPlacement strategy_placement(const RunnerOptions& o) {
 }
 
 bool blocks_host_ok(const RunnerOptions& o) {
-  return host_policy_for(o) != sched::HostPolicy::kNever ||
-         (o.strategy == Strategy::kPlanned && o.plan &&
-          o.plan->count_site(sched::Site::kHost) + o.plan->count_site(sched::Site::kSplit) > 0);
-}
-
-sched::PlannerInput overlap_planner_input(const std::vector<sched::LayerSpec>& layers,
-                                          const sched::ExecutorOptions& e, const DeviceInfo& info,
-                                          uint64_t reserved_bytes, const sched::CostModel& cost) {
-  sched::PlannerInput in = sched::layer_planner_input(layers);
-  in.vram_budget = e.vram_budget - reserved_bytes;
-  in.ram_budget = e.ram_budget;
-  in.staging_bytes = e.staging_buffer_bytes * e.staging_buffers;
-  in.cost = &cost;
-  in.disk_direct = disk_reads_direct(info, e.force_staging);
-  in.chunk_bytes = e.copy_chunk_bytes;
-  return in;
+  sched::ExecutorOptions e;
+  e.host_policy = host_policy_for(o);
+  if (o.strategy == Strategy::kPlanned && o.plan) e.plan = *o.plan;
+  return sched::may_use_host_site(e);
 }
 
 Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, const std::vector<sched::LayerSpec>& layers,
@@ -81,9 +69,9 @@ Result<sched::ExecutorOptions> executor_options_for(const RunnerOptions& o, cons
       return Status::OutOfBudget("vram budget " + format_bytes(o.vram_budget) +
                                  " cannot hold the KV cache and activations (" + format_bytes(reserved_bytes) + ")");
     const sched::CostModel cost(static_cast<int>(layers.size()));
-    LS_ASSIGN_OR_RETURN(sched::Plan plan, sched::plan_first_fit(overlap_planner_input(layers, e, info, reserved_bytes,
-                                                                                      cost),
-                                                                o.overlap_slots));
+    const sched::PlannerInput in =
+        sched::executor_planner_input(layers, e, sched::disk_reads_direct(info, e.force_staging), cost, 0);
+    LS_ASSIGN_OR_RETURN(sched::Plan plan, sched::plan_first_fit(in, o.overlap_slots));
     e.plan = std::move(plan);
   }
   return e;

@@ -1,10 +1,8 @@
 // What each runner Strategy means to the scheduler, in one place: the
 // executor's options (executor_options_for, declared in llama_runner.h), the
 // site policy, whether blocks may compute on the host, and the minimum VRAM
-// budget the strategy's placement needs. Also the runner's two inputs that
-// belong to the scheduler's rules (the planner input of the fixed kOverlap
-// plan and the direct-read rule), each in one small function so that a
-// shared scheduler rule can replace it.
+// budget the strategy's placement needs. The planner input and the
+// direct-read rule are the scheduler's (runtime/scheduler/planner_input.h).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +12,7 @@
 #include "runtime/llama/llama_runner.h"
 #include "runtime/scheduler/executor.h"
 #include "runtime/scheduler/planner.h"
+#include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::llama {
 
@@ -32,25 +31,9 @@ StrategyPlacement strategy_placement(const RunnerOptions& o);
 // The executor's site policy for these options.
 inline sched::HostPolicy host_policy_for(const RunnerOptions& o) { return strategy_placement(o).host_policy; }
 
-// Blocks may compute on the host site (the head stays on the device): under
-// a host policy, or a given plan with host or split sites.
+// Blocks may compute on the host site (the head stays on the device): the
+// scheduler's rule (sched::may_use_host_site) for the executor these options make.
 bool blocks_host_ok(const RunnerOptions& o);
-
-// Disk reads land straight in device memory (no staging ring): the device is
-// host-addressable and staging is not forced. The runner's copy of the
-// scheduler's rule; footprint() knows only the backend (the host backend is
-// host-addressable).
-inline bool disk_reads_direct(const DeviceInfo& info, bool force_staging) {
-  return info.host_addressable && !force_staging;
-}
-inline bool disk_reads_direct(BackendKind backend) { return backend == BackendKind::kHost; }
-
-// The planner input of kOverlap's fixed first-fit plan: the layers, the
-// budget beside the reserve, the RAM budget with the staging ring counted
-// against it. `cost` must outlive the input.
-sched::PlannerInput overlap_planner_input(const std::vector<sched::LayerSpec>& layers,
-                                          const sched::ExecutorOptions& e, const DeviceInfo& info,
-                                          uint64_t reserved_bytes, const sched::CostModel& cost);
 
 // The smallest VRAM budget at which the executor finds a placement for
 // `layers` next to a reserve of `reserve_bytes` under the strategy (asked of
