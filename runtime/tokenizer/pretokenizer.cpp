@@ -19,6 +19,7 @@ struct Family {
   std::initializer_list<const char*> names;
   std::initializer_list<const char*> patterns;
   bool ignore_merges;
+  bool adds_bos = false;  // llama.cpp's add_bos when the file does not say
 };
 
 #define LS_CONTRACTIONS R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]))re"
@@ -56,6 +57,7 @@ const Family kFamilies[] = {
      false},
     {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"},
      {kLlama3},
+     true,
      true},
     {{"dbrx", "smaug-bpe", "chatglm-bpe"}, {kLlama3}, false},
     {{"glm4", "glm5"}, {kLlama3}, true},
@@ -73,7 +75,7 @@ const Family kFamilies[] = {
      {"[\r\n]", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", "[\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF]+", R"re(\p{N})re"},
      false},
     {{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"}, {R"re(\p{N}{1,3})re", kCjk, kDeepseek3Words}, false},
-    {{"tekken"}, {kTekken}, true},
+    {{"tekken"}, {kTekken}, true, true},
     {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, {kGpt4o}, false},
     {{"kimi-k2"}, {kKimiK2}, false},
     {{"poro-chat", "bloom", "gpt3-finnish"}, {kBloom}, false},
@@ -187,6 +189,15 @@ Result<const PreTokenizer*> find_pre_tokenizer(std::string_view name) {
   for (const std::string& n : supported_pre_tokenizer_names()) list += (list.empty() ? "" : ", ") + n;
   return Status::Unsupported("tokenizer pre-tokenizer '" + std::string(name) + "' is not supported (supported: " +
                              list + ")");
+}
+
+bool bpe_adds_bos_by_default(std::string_view name) {
+  for (const Family& f : kFamilies) {
+    for (const char* n : f.names) {
+      if (n == name) return f.adds_bos;
+    }
+  }
+  return false;
 }
 
 std::vector<std::string> supported_pre_tokenizer_names() {

@@ -27,6 +27,11 @@ struct PreTokenizer {
 // when unknown. The result lives as long as the program.
 Result<const PreTokenizer*> find_pre_tokenizer(std::string_view name);
 
+// Whether llama.cpp adds BOS for a byte-level BPE vocabulary with this
+// tokenizer.ggml.pre value when the file has no add_bos_token key (true for
+// the Llama 3 family and Tekken).
+bool bpe_adds_bos_by_default(std::string_view name);
+
 // Every supported tokenizer.ggml.pre value, sorted.
 std::vector<std::string> supported_pre_tokenizer_names();
 

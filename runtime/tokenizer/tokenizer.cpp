@@ -218,8 +218,14 @@ Status Tokenizer::Impl::index_tokens(const TokenizerVocab& vocab) {
       specials.push_back({t, id, type != TokenType::kUserDefined, false, false});
     }
   }
+  // Every byte needs a token (or <unk>): for SentencePiece its <0xXX>
+  // fallback; for byte-level BPE only printable ASCII is required, as some
+  // real vocabularies (Falcon: control bytes, a few UTF-8 lead bytes) lack
+  // others and llama.cpp loads them. Such a byte in the text is dropped
+  // where llama.cpp throws.
   for (int b = 0; b < 256; ++b) {
-    if (byte_to_id[b] < 0 && !vocab.unk_id) {
+    const bool required = model == Impl::Model::kSpm || (b >= 0x20 && b < 0x7F);
+    if (required && byte_to_id[b] < 0 && !vocab.unk_id) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
       return Status::Unsupported(std::string("tokenizer (") + vocab.model + ") has no token for byte " + hex +
