@@ -1,5 +1,6 @@
 #include "runtime/tokenizer/split_regex.h"
 
+#include <bit>
 #include <limits>
 
 #include "runtime/tokenizer/unicode_class.h"
@@ -43,6 +44,14 @@ struct Node {
     bool want;
   };
   std::vector<Test> single;
+  // What the first unit of a match can be: one of these single-unit nodes,
+  // or anything (also when the node can match nothing at all).
+  bool starts_anywhere = false;
+  std::vector<int> starts;
+  // kAlt with at most 64 alternatives: for each ASCII unit, the bit set of
+  // the alternatives that may start with it (a unit below 128 is fully
+  // described by its code point).
+  std::vector<uint64_t> ascii_kids;
 };
 
 Node make_node(Kind k) {
@@ -358,10 +367,93 @@ void find_single_unit_nodes(SplitRegex::Program& p) {
   }
 }
 
+// Fills starts / starts_anywhere (children first), a superset of the units
+// a match can begin with, so that alternatives and start positions that
+// cannot match are skipped with one test. Lookahead and $ consume nothing
+// and add no units.
+void find_start_sets(SplitRegex::Program& p) {
+  for (size_t id = 0; id < p.nodes.size(); ++id) {
+    Node& n = p.nodes[id];
+    if (!n.single.empty()) {
+      n.starts = {static_cast<int>(id)};
+      continue;
+    }
+    auto take = [&](const Node& kid) {
+      n.starts_anywhere = n.starts_anywhere || kid.starts_anywhere;
+      n.starts.insert(n.starts.end(), kid.starts.begin(), kid.starts.end());
+    };
+    auto nullable = [&](const Node& kid) {
+      return kid.starts_anywhere || kid.kind == Kind::kLook || kid.kind == Kind::kEnd ||
+             (kid.kind == Kind::kRepeat && kid.min == 0) || (kid.kind == Kind::kSeq && kid.kids.empty());
+    };
+    switch (n.kind) {
+      case Kind::kAlt:
+        for (int k : n.kids) take(p.nodes[k]);
+        break;
+      case Kind::kRepeat:
+        take(p.nodes[n.kids[0]]);
+        break;
+      case Kind::kSeq: {
+        bool all_nullable = true;
+        for (int k : n.kids) {
+          const Node& kid = p.nodes[k];
+          if (kid.kind != Kind::kLook && kid.kind != Kind::kEnd) take(kid);
+          if (!nullable(kid)) {
+            all_nullable = false;
+            break;
+          }
+        }
+        n.starts_anywhere = n.starts_anywhere || all_nullable;
+        break;
+      }
+      default:  // lookahead, $: zero width
+        n.starts_anywhere = true;
+    }
+    if (n.starts_anywhere) n.starts.clear();
+  }
+}
+
+bool unit_passes(const Node& n, const Unit& u) {
+  for (const Node::Test& t : n.single) {
+    if (t.cls->test(u) != t.want) return false;
+  }
+  return true;
+}
+
+bool may_start_with(const SplitRegex::Program& p, const Node& n, const Unit& u) {
+  if (n.starts_anywhere) return true;
+  for (int s : n.starts) {
+    if (unit_passes(p.nodes[s], u)) return true;
+  }
+  return false;
+}
+
+void build_ascii_dispatch(SplitRegex::Program& p) {
+  for (Node& n : p.nodes) {
+    if (n.kind != Kind::kAlt || n.kids.size() > 64) continue;
+    n.ascii_kids.assign(128, 0);
+    for (uint32_t c = 0; c < 128; ++c) {
+      const Unit u = make_unit(c);
+      for (size_t k = 0; k < n.kids.size(); ++k) {
+        if (may_start_with(p, p.nodes[n.kids[k]], u)) n.ascii_kids[c] |= uint64_t{1} << k;
+      }
+    }
+  }
+}
+
 // Backtracking matcher over text[.., end).
 class Matcher {
  public:
   Matcher(const SplitRegex::Program& p, const Unit* text, size_t end) : p_(p), t_(text), end_(end) {}
+
+  // False when no match of node `id` can begin at pos (see find_start_sets).
+  bool may_start(int id, size_t pos) const {
+    const Node& n = p_.nodes[id];
+    if (n.starts_anywhere) return true;
+    if (pos >= end_) return false;
+    if (!n.ascii_kids.empty() && t_[pos].cp < 128) return n.ascii_kids[t_[pos].cp] != 0;
+    return may_start_with(p_, n, t_[pos]);
+  }
 
   bool node(int id, size_t pos, Cont k) const {
     const Node& n = p_.nodes[id];
@@ -369,8 +461,14 @@ class Matcher {
     switch (n.kind) {
       case Kind::kSeq: return seq(n, 0, pos, k);
       case Kind::kAlt:
+        if (!n.ascii_kids.empty() && pos < end_ && t_[pos].cp < 128) {
+          for (uint64_t m = n.ascii_kids[t_[pos].cp]; m != 0; m &= m - 1) {
+            if (node(n.kids[std::countr_zero(m)], pos, k)) return true;
+          }
+          return false;
+        }
         for (int kid : n.kids) {
-          if (node(kid, pos, k)) return true;
+          if (may_start(kid, pos) && node(kid, pos, k)) return true;
         }
         return false;
       case Kind::kRepeat: {
@@ -390,12 +488,7 @@ class Matcher {
   }
 
  private:
-  bool unit_ok(const Node& n, size_t pos) const {
-    for (const Node::Test& t : n.single) {
-      if (t.cls->test(t_[pos]) != t.want) return false;
-    }
-    return true;
-  }
+  bool unit_ok(const Node& n, size_t pos) const { return unit_passes(n, t_[pos]); }
 
   bool seq(const Node& n, size_t i, size_t pos, Cont k) const {
     if (i == n.kids.size()) return k(pos);
@@ -455,6 +548,8 @@ Result<SplitRegex> SplitRegex::compile(std::string_view pattern) {
   p->pattern = std::string(pattern);
   LS_RETURN_IF_ERROR(Parser(pattern, *p).run());
   find_single_unit_nodes(*p);
+  find_start_sets(*p);
+  build_ascii_dispatch(*p);
   return SplitRegex(std::move(p));
 }
 
@@ -463,6 +558,7 @@ bool SplitRegex::find(const Unit* text, size_t begin, size_t end, size_t from, s
   (void)begin;  // no lookbehind: the text before `from` is never examined
   const Matcher m(*p_, text, end);
   for (size_t start = from; start < end; ++start) {
+    if (!m.may_start(p_->root, start)) continue;
     size_t got = start;
     auto accept = [&](size_t p) {
       if (p == start) return false;  // a match must not be empty
