@@ -20,6 +20,7 @@
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/tokenizer/vocab_prompts.h"
 
 namespace layerstream {
 namespace {
@@ -114,6 +115,25 @@ TEST_P(VocabVectors, TokenizesEveryTestStringAsLlamaCppOrIsRefusedAsDocumented) 
   }
 }
 
+// llama-tokenize's ids (its defaults: BOS where the file asks, special
+// tokens parsed) for our own varied text, with the vocabularies that load.
+const char* const kPromptVocabs[] = {"qwen2",     "qwen35", "llama-bpe", "gpt-2",    "deepseek-llm",
+                                     "deepseek-coder", "falcon", "mpt", "starcoder", "refact",
+                                     "command-r", "phi-3",  "llama-spm"};
+
+class VocabPrompts : public VocabVectors {};
+
+TEST_P(VocabPrompts, SameIdsAsLlamaTokenizeOnVariedText) {
+  auto tok = load();
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const auto cases = testing::vocab_prompt_cases(GetParam());
+  ASSERT_GE(cases.size(), 25u);
+  for (const auto& c : cases) {
+    EXPECT_EQ((*tok)->encode(c.text, /*add_special=*/true, /*parse_special=*/true), c.ids)
+        << GetParam() << ": '" << c.text << "'";
+  }
+}
+
 TEST(VocabVectorsFiles, EveryFileOfThePeerIsCovered) {
   const char* dir = std::getenv("LAYERSTREAM_VOCABS");
   if (!dir || !*dir) GTEST_SKIP() << "LAYERSTREAM_VOCABS is not set";
@@ -129,13 +149,16 @@ TEST(VocabVectorsFiles, EveryFileOfThePeerIsCovered) {
   EXPECT_EQ(n, std::size(kFiles));
 }
 
-INSTANTIATE_TEST_SUITE_P(Peer, VocabVectors, ::testing::ValuesIn(kFiles), [](const auto& info) {
+std::string param_name(const ::testing::TestParamInfo<const char*>& info) {
   std::string s = info.param;
   for (char& c : s) {
     if (c == '-') c = '_';
   }
   return s;
-});
+}
+
+INSTANTIATE_TEST_SUITE_P(Peer, VocabVectors, ::testing::ValuesIn(kFiles), param_name);
+INSTANTIATE_TEST_SUITE_P(Peer, VocabPrompts, ::testing::ValuesIn(kPromptVocabs), param_name);
 
 }  // namespace
 }  // namespace layerstream
