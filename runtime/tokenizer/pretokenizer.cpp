@@ -81,6 +81,7 @@ const Family kFamilies[] = {
     {{"poro-chat", "bloom", "gpt3-finnish"}, {kBloom}, false},
     {{"viking"}, {kBloom, R"re(\p{N})re"}, false},
 };
+#undef LS_CONTRACTIONS
 
 struct Registry {
   std::vector<PreTokenizer> all;

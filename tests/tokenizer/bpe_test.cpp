@@ -99,6 +99,30 @@ TEST(BpeTokenizer, SpecialTokensAndEog) {
   EXPECT_EQ(t->decode(Ids{eot_text, 'a', eot}), "a");
 }
 
+TEST(BpeTokenizer, LongerSpecialTokensAreCutOutFirstAsLlamaCpp) {
+  // "ab" and "bcd" overlap in "abcd": llama.cpp cuts the longer one out first.
+  auto v = bpe_vocab({"ab", "bcd"}, {}, "gpt-2");
+  v.token_types[id_of(v, "ab")] = static_cast<int32_t>(TokenType::kUserDefined);
+  v.token_types[id_of(v, "bcd")] = static_cast<int32_t>(TokenType::kUserDefined);
+  auto t = make_tokenizer(v);
+  EXPECT_EQ(t->encode("abcd", false), (Ids{'a', id_of(v, "bcd")}));
+  EXPECT_EQ(t->encode("abxab", false), (Ids{id_of(v, "ab"), 'x', id_of(v, "ab")}));
+}
+
+TEST(BpeTokenizer, Phi3SpecialTokensEatTheWhitespaceAfterThem) {
+  auto v = bpe_vocab({}, {}, "gpt-2");
+  const int32_t eot = id_of(v, "<|eot_id|>"), text_end = id_of(v, "<|endoftext|>");
+  // Without the model name: the spaces stay (" " then " b" by GPT-2 words).
+  EXPECT_EQ(make_tokenizer(v)->encode("a<|eot_id|>  b", false, true), (Ids{'a', eot, ' ', ' ', 'b'}));
+  // Phi-3 (by general.name, as llama.cpp): rstrip on every special but
+  // <unk>, <s> and <|endoftext|>; only with parse_special is it a token at all.
+  v.model_name = "Phi-3 Mini 4k Instruct";
+  auto t = make_tokenizer(v);
+  EXPECT_EQ(t->encode("a<|eot_id|>  \n b", false, true), (Ids{'a', eot, 'b'}));
+  EXPECT_EQ(t->encode("<|endoftext|> b", false, true), (Ids{text_end, ' ', 'b'}));
+  EXPECT_EQ(t->encode("<|eot_id|> b", false, false).size(), 12u);  // plain text, spaces kept
+}
+
 TEST(BpeTokenizer, RejectsUnknownPreAndBadMerges) {
   auto v = bpe_vocab({}, {}, "qwen9");
   auto r = Tokenizer::create(v);
