@@ -38,6 +38,10 @@ step() { printf '\n=== %s ===\n' "$*"; }
 step "real models (bench/peer/fetch-models.sh)"
 export LAYERSTREAM_MODELS=${LAYERSTREAM_MODELS:-$HOME/.cache/layerstream/models}
 "$ROOT/bench/peer/fetch-models.sh" "$LAYERSTREAM_MODELS" || echo "warning: fetching the real models failed; the suites that need them will fail" >&2
+# llama.cpp's tokenizer test vectors (ggml-vocab-*.gguf with .inp/.out) for
+# test_tokenizer_vocab_vectors; as above, the variable is set even when the fetch fails.
+export LAYERSTREAM_VOCABS=${LAYERSTREAM_VOCABS:-$HOME/.cache/layerstream/vocabs}
+"$ROOT/bench/peer/fetch-vocabs.sh" "$LAYERSTREAM_VOCABS" || echo "warning: fetching the tokenizer vectors failed; test_tokenizer_vocab_vectors will fail" >&2
 
 step "build (CUDA=$cuda_flag)"
 cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=$cuda_flag

@@ -10,17 +10,10 @@ set -euo pipefail
 DIR=${1:-${LAYERSTREAM_PEER:-$HOME/.cache/layerstream/llama.cpp}}
 TOOLS=(llama-quantize llama-perplexity llama-bench llama-tokenize)
 mkdir -p "$DIR"
-if [ ! -d "$DIR/src/vendor/llama.cpp" ]; then
-  dl=$(mktemp -d)
-  echo "fetching the llama-cpp-python source distribution ..." >&2
-  python3 -m pip download -q --no-deps --no-binary :all: -d "$dl" llama-cpp-python
-  mkdir -p "$DIR/src"
-  tar -xzf "$dl"/llama_cpp_python-*.tar.gz -C "$DIR/src" --strip-components=1
-  rm -rf "$dl"
-fi
+SRC=$("$(dirname "$0")/llamacpp-source.sh" "$DIR")
 if [ ! -x "$DIR/build/bin/llama-bench" ]; then
   echo "building ${TOOLS[*]} (CPU, native) ..." >&2
-  cmake -S "$DIR/src/vendor/llama.cpp" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$SRC" -B "$DIR/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
   cmake --build "$DIR/build" -j "$(nproc)" --target "${TOOLS[@]}" >/dev/null
 fi

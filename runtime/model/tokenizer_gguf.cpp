@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/tokenizer/pretokenizer.h"
+
 namespace layerstream {
 
 namespace {
@@ -27,6 +29,10 @@ Result<TokenizerVocab> read_tokenizer_vocab(const GgufFile& f) {
                                            f.path(), v.model));
   }
   LS_ASSIGN_OR_RETURN(v.pre, f.get_string_or("tokenizer.ggml.pre", ""));
+  LS_ASSIGN_OR_RETURN(v.model_name, f.get_string_or("general.name", ""));
+  // Without add_bos_token, llama.cpp adds BOS for SentencePiece and for the
+  // byte-level BPE families that ask for it (Llama 3, Tekken), not for others.
+  if (v.model == "gpt2") v.add_bos = bpe_adds_bos_by_default(v.pre);
   LS_ASSIGN_OR_RETURN(const GgufValue* tokens, f.get_array("tokenizer.ggml.tokens", GgufType::kString));
   v.tokens = tokens->array_strings();
   const uint64_t n = v.tokens.size();

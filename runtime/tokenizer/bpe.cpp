@@ -1,5 +1,6 @@
 // Byte-level BPE encoding, after llama.cpp's llm_tokenizer_bpe: the text is
-// split into words by the pre-tokenizer, each byte of a word is replaced by
+// split into words by the pre-tokenizer (bytes that are not UTF-8 become
+// U+FFFD there, as in llama.cpp), each byte of a word is replaced by
 // its GPT-2 printable character, then the adjacent pair with the lowest merge
 // rank is merged, repeatedly (ties: the leftmost pair). Each final symbol is
 // looked up in the vocabulary; one that is not there falls back to its
@@ -56,9 +57,11 @@ const std::array<uint32_t, 256>& gpt2_byte_to_code_point() {
 
 void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
   const auto& mapped = mapped_bytes();
-  std::string key;
-  for (std::string_view word : pre_tokenize(pre, text)) {
-    if (ignore_merges) {
+  std::string key, scratch;
+  std::vector<std::string_view> words;
+  pre_tokenize(*pre, text, scratch, words);
+  for (std::string_view word : words) {
+    if (pre->ignore_merges) {
       std::string whole;
       for (unsigned char c : word) whole += mapped[c];
       auto it = piece_to_id.find(whole);

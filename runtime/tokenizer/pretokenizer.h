@@ -1,35 +1,45 @@
 // Pre-tokenizers of byte-level BPE vocabularies (tokenizer.ggml.pre): split
-// text into words before BPE merging, as llama.cpp's regexes do. Written by
-// hand (no \p{..} regex engine); code point classes from unicode_class.h.
+// the text into words before BPE merging, as llama.cpp does. Every
+// pre-tokenizer is data: its names (tokenizer.ggml.pre values, aliases
+// included), an ordered list of split patterns and whether a word that is
+// itself a token skips merging (ignore_merges). One matcher (split_regex.h)
+// runs them all: each pattern splits every piece the previous one left into
+// its matches and the text between them.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "layerstream/status.h"
+#include "runtime/tokenizer/split_regex.h"
 
 namespace layerstream {
 
-enum class PreTokenizer {
-  // "default", "gpt2", "": the GPT-2 regex
-  //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  // (llama.cpp's own fallback for an unrecognised "default" differs; we use GPT-2's.)
-  kGpt2,
-  // "llama3": (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
-  //           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-  // (and a word that is itself a token skips merging: ignore_merges).
-  kLlama3,
-  // "smollm": first \p{N} (every digit its own piece), then on each piece
-  //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
-  kSmollm,
+struct PreTokenizer {
+  std::string name;                  // the canonical name (first of the family's names)
+  std::vector<SplitRegex> patterns;  // applied in order
+  bool ignore_merges = false;        // a word that is a token is emitted whole
 };
 
-// Maps a tokenizer.ggml.pre value; Unsupported naming it when unknown.
-Result<PreTokenizer> parse_pre_tokenizer(std::string_view name);
+// The pre-tokenizer a tokenizer.ggml.pre value names ("" is "default", as in
+// llama.cpp); Unsupported naming the value and listing the supported names
+// when unknown. The result lives as long as the program.
+Result<const PreTokenizer*> find_pre_tokenizer(std::string_view name);
 
-// Splits text into words. The words are views into `text`, in order, and
-// concatenate to exactly `text` (bytes that are not valid UTF-8 are kept,
-// each classed as punctuation-like "other").
-std::vector<std::string_view> pre_tokenize(PreTokenizer kind, std::string_view text);
+// Whether llama.cpp adds BOS for a byte-level BPE vocabulary with this
+// tokenizer.ggml.pre value when the file has no add_bos_token key (true for
+// the Llama 3 family and Tekken).
+bool bpe_adds_bos_by_default(std::string_view name);
+
+// Every supported tokenizer.ggml.pre value, sorted.
+std::vector<std::string> supported_pre_tokenizer_names();
+
+// Splits text into words (views into `text`, or into `scratch` when the text
+// is not valid UTF-8). As llama.cpp does, each byte that does not start a
+// well-formed sequence stands for U+FFFD, so then the words concatenate to
+// the text with those bytes replaced by EF BF BD; otherwise to exactly `text`.
+void pre_tokenize(const PreTokenizer& pre, std::string_view text, std::string& scratch,
+                  std::vector<std::string_view>& words);
 
 }  // namespace layerstream

@@ -1,12 +1,14 @@
 // SentencePiece BPE encoding, after llama.cpp's llm_tokenizer_spm: the text
-// is split into characters, then the adjacent pair whose concatenation is a
-// vocabulary piece with the highest score is merged, repeatedly (ties: the
-// leftmost pair). Characters left that are not pieces fall back to byte
-// tokens <0xXX> (or <unk> when the vocabulary has none).
+// is split into characters (by the length each lead byte announces, as
+// llama.cpp does, so bytes that are not UTF-8 may join the next ones), then
+// the adjacent pair whose concatenation is a vocabulary piece with the
+// highest score is merged, repeatedly (ties: the leftmost pair). Characters
+// left that are not pieces fall back to byte tokens <0xXX> (or <unk> when
+// the vocabulary has none).
+#include <algorithm>
 #include <queue>
 
 #include "runtime/tokenizer/tokenizer_impl.h"
-#include "runtime/tokenizer/utf8.h"
 
 namespace layerstream {
 namespace {
@@ -37,21 +39,33 @@ void Tokenizer::Impl::encode_spm(std::string_view text, bool prefix_space, std::
   std::string buf;
   buf.reserve(text.size() * 3 / 2 + 3);
   std::vector<Symbol> syms;
-  auto add = [&](std::string_view bytes, bool literal) {
-    const int idx = static_cast<int>(syms.size());
-    syms.push_back({idx - 1, idx + 1, buf.size(), bytes.size(), literal});
-    buf.append(bytes);
-  };
-  if (prefix_space) add(kSpace, false);
+  // The text with spaces escaped to "▁", and where a "▁" of the input itself starts.
+  std::vector<size_t> literal_at;
+  if (prefix_space) buf.append(kSpace);
   for (size_t pos = 0; pos < text.size();) {
-    utf8::ScanResult r = utf8::scan(text, pos);
-    const size_t n = r.kind == utf8::Scan::kValid ? r.len : 1;
-    const std::string_view ch = text.substr(pos, n);
-    if (ch == " ") {
-      add(kSpace, false);
+    if (text[pos] == ' ') {
+      buf.append(kSpace);
+      ++pos;
+    } else if (text.compare(pos, kSpace.size(), kSpace) == 0) {
+      literal_at.push_back(buf.size());
+      buf.append(kSpace);
+      pos += kSpace.size();
     } else {
-      add(ch, ch == kSpace);
+      buf.push_back(text[pos++]);
     }
+  }
+  // Characters as llama.cpp cuts them: the length a lead byte announces
+  // (a stray continuation byte alone), so bytes that are not UTF-8 may join
+  // the bytes after them into one symbol, which then falls back to bytes.
+  size_t next_literal = 0;
+  for (size_t pos = 0; pos < buf.size();) {
+    const auto lead = static_cast<uint8_t>(buf[pos]);
+    const size_t want = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const size_t n = std::min(want, buf.size() - pos);
+    while (next_literal < literal_at.size() && literal_at[next_literal] < pos) ++next_literal;  // swallowed
+    const bool literal = next_literal < literal_at.size() && literal_at[next_literal] == pos;
+    const int idx = static_cast<int>(syms.size());
+    syms.push_back({idx - 1, idx + 1, pos, n, literal});
     pos += n;
   }
   if (syms.empty()) return;

@@ -1,6 +1,8 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
+#include <initializer_list>
 #include <cstdio>
 #include <unordered_set>
 
@@ -140,8 +142,7 @@ Status Tokenizer::Impl::choose_model(const TokenizerVocab& vocab) {
     model = Model::kSpm;
   } else if (vocab.model == "gpt2") {
     model = Model::kBpe;
-    LS_ASSIGN_OR_RETURN(pre, parse_pre_tokenizer(vocab.pre));
-    ignore_merges = pre == PreTokenizer::kLlama3;
+    LS_ASSIGN_OR_RETURN(pre, find_pre_tokenizer(vocab.pre));
   } else {
     return Status::Unsupported("tokenizer model '" + vocab.model + "' is not supported (supported: llama, gpt2)");
   }
@@ -214,11 +215,17 @@ Status Tokenizer::Impl::index_tokens(const TokenizerVocab& vocab) {
     // tokenizer_st_partition).
     if (!t.empty() &&
         (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown)) {
-      specials.push_back({t, id, type != TokenType::kUserDefined});
+      specials.push_back({t, id, type != TokenType::kUserDefined, false, false});
     }
   }
+  // Every byte needs a token (or <unk>): for SentencePiece its <0xXX>
+  // fallback; for byte-level BPE only printable ASCII is required, as some
+  // real vocabularies (Falcon: control bytes, a few UTF-8 lead bytes) lack
+  // others and llama.cpp loads them. Such a byte in the text is dropped
+  // where llama.cpp throws.
   for (int b = 0; b < 256; ++b) {
-    if (byte_to_id[b] < 0 && !vocab.unk_id) {
+    const bool required = model == Impl::Model::kSpm || (b >= 0x20 && b < 0x7F);
+    if (required && byte_to_id[b] < 0 && !vocab.unk_id) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", b);
       return Status::Unsupported(std::string("tokenizer (") + vocab.model + ") has no token for byte " + hex +
@@ -230,7 +237,33 @@ Status Tokenizer::Impl::index_tokens(const TokenizerVocab& vocab) {
   for (size_t i = 0; i < specials.size(); ++i) {
     specials_by_byte[static_cast<uint8_t>(specials[i].text[0])].push_back(static_cast<uint32_t>(i));
   }
+  set_strip_attributes(vocab);
   return Status::OK();
+}
+
+// GGUF files do not store the lstrip/rstrip attributes of special tokens;
+// llama.cpp sets them for a few models by name, and so do we: Phi-3 (every
+// special token but <unk>, <s> and <|endoftext|> eats the whitespace after
+// it) and the <mask> / [MASK] token of Jina v2 and ModernBERT (eats the
+// whitespace before it).
+void Tokenizer::Impl::set_strip_attributes(const TokenizerVocab& vocab) {
+  std::string name = vocab.model_name;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto has = [](const std::string& s, std::initializer_list<std::string_view> parts) {
+    for (std::string_view p : parts) {
+      if (s.find(p) != std::string::npos) return true;
+    }
+    return false;
+  };
+  for (Special& s : specials) {
+    if (has(vocab.pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"})) {
+      s.lstrip = s.text == "<mask>";
+    } else if (has(name, {"phi-3", "phi3"})) {
+      s.rstrip = s.text != "<unk>" && s.text != "<s>" && s.text != "<|endoftext|>";
+    } else if (has(name, {"modern-bert"})) {
+      s.lstrip = s.text == "[MASK]";
+    }
+  }
 }
 
 // BPE: "left right" -> rank (first, lowest rank wins).
@@ -282,6 +315,58 @@ void Tokenizer::Impl::render_tokens(const TokenizerVocab& vocab) {
   if (vocab.eot_id) eog[*vocab.eot_id] = true;
 }
 
+// As llama.cpp's tokenizer_st_partition: each special token in turn, longest
+// first, is cut out of every plain fragment wherever it occurs (so a longer
+// token wins over a shorter one it overlaps). Only the specials that occur
+// in the text take part, found in one pass.
+std::vector<Tokenizer::Impl::Fragment> Tokenizer::Impl::partition_specials(std::string_view text,
+                                                                           bool parse_special) const {
+  if (text.empty()) return {};
+  std::vector<Fragment> frags = {{-1, 0, text.size()}};
+  std::vector<bool> present(specials.size(), false);
+  bool any = false;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    for (uint32_t si : specials_by_byte[static_cast<uint8_t>(text[pos])]) {
+      const Special& s = specials[si];
+      if (!present[si] && (parse_special || !s.control) && text.compare(pos, s.text.size(), s.text) == 0) {
+        present[si] = any = true;
+      }
+    }
+  }
+  if (!any) return frags;
+  auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  std::vector<Fragment> next;
+  for (size_t si = 0; si < specials.size(); ++si) {
+    if (!present[si]) continue;
+    const Special& s = specials[si];
+    next.clear();
+    for (const Fragment& f : frags) {
+      if (f.id >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      size_t begin = f.offset, end = f.offset + f.size;
+      for (;;) {
+        const size_t hit = text.substr(0, end).find(s.text, begin);
+        if (hit == std::string_view::npos) break;
+        size_t left_end = hit;
+        if (s.lstrip) {
+          while (left_end > begin && is_space(text[left_end - 1])) --left_end;
+        }
+        if (left_end > begin) next.push_back({-1, begin, left_end - begin});
+        next.push_back({s.id, hit, s.text.size()});
+        begin = hit + s.text.size();
+        if (s.rstrip) {
+          while (begin < end && is_space(text[begin])) ++begin;
+        }
+      }
+      if (begin < end) next.push_back({-1, begin, end - begin});
+    }
+    frags.swap(next);
+  }
+  return frags;
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const Impl& m = *impl_;
   std::vector<int32_t> out;
@@ -289,38 +374,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   if (add_special && m.v.add_bos) out.push_back(*m.v.bos_id);
 
   bool prev_special = true;  // llama: a text fragment at the start or after a special gets the "▁" prefix
-  auto plain = [&](std::string_view frag) {
-    if (frag.empty()) return;
+  for (const Impl::Fragment& f : m.partition_specials(text, parse_special)) {
+    if (f.id >= 0) {
+      out.push_back(f.id);
+      prev_special = true;
+      continue;
+    }
+    const std::string_view frag = text.substr(f.offset, f.size);
     if (m.model == Impl::Model::kSpm) {
       m.encode_spm(frag, m.v.add_space_prefix && prev_special, out);
     } else {
       m.encode_bpe(frag, out);
     }
     prev_special = false;
-  };
-
-  size_t frag_start = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    const Impl::Special* hit = nullptr;
-    for (uint32_t si : m.specials_by_byte[static_cast<uint8_t>(text[pos])]) {  // longest first
-      const Impl::Special& s = m.specials[si];
-      if (s.control && !parse_special) continue;
-      if (text.compare(pos, s.text.size(), s.text) == 0) {
-        hit = &s;
-        break;
-      }
-    }
-    if (!hit) {
-      ++pos;
-      continue;
-    }
-    plain(text.substr(frag_start, pos - frag_start));
-    out.push_back(hit->id);
-    prev_special = true;
-    pos += hit->text.size();
-    frag_start = pos;
   }
-  plain(text.substr(frag_start));
 
   if (add_special && m.v.add_eos) out.push_back(*m.v.eos_id);
   return out;

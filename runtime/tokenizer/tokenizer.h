@@ -1,7 +1,8 @@
 // Tokenizer: text <-> token ids for the two GGUF tokenizer models,
 //   "llama": SentencePiece BPE with byte fallback (llama.cpp llm_tokenizer_spm),
 //   "gpt2":  byte-level BPE with ranked merges and a named pre-tokenizer
-//            (llama.cpp llm_tokenizer_bpe).
+//            (llama.cpp llm_tokenizer_bpe; every pre-tokenizer of llama.cpp's
+//            regex families, see pretokenizer.h).
 //
 // Thread safety: immutable after create(); all const methods may be called
 // from any number of threads at once.
@@ -10,7 +11,11 @@
 //  - plain text is merged only into normal / user-defined pieces; control,
 //    byte, unknown and unused tokens never result from merging;
 //  - llama: a literal U+2581 "▁" in the input is encoded with byte tokens
-//    (not as a space), so that decode(encode(t)) == t holds for every t.
+//    (not as a space), so that decode(encode(t)) == t holds for every t;
+//  - gpt2: a byte the vocabulary has no token for (nor <unk>) is dropped,
+//    where llama.cpp throws.
+// As llama.cpp, gpt2 encodes a byte that is not UTF-8 as U+FFFD, so
+// decode(encode(t)) == t holds there for valid UTF-8 only.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +35,8 @@ class Tokenizer {
  public:
   // Validates and indexes the vocabulary. Errors:
   //   Unsupported: model not "llama"/"gpt2" (named); unknown gpt2 pre-tokenizer
-  //     (named); a vocabulary without the 256 byte tokens and without <unk>.
+  //     (named, with the supported names); no <unk> and a byte without its
+  //     token (llama: any of the 256; gpt2: printable ASCII).
   //   Corruption: empty token list; scores/token_types size != tokens size;
   //     a special id outside [0, vocab_size); a token type outside 0..6; a
   //     merge that is not "left right".
@@ -44,7 +50,10 @@ class Tokenizer {
   // parse_special: control and unknown tokens written in the text ("<s>",
   //   "<|im_start|>") become their ids, as llama.cpp's llama-tokenize does by
   //   default; otherwise they are tokenized as plain text. User-defined
-  //   tokens are always split out.
+  //   tokens are always split out. As llama.cpp, longer special tokens are
+  //   cut out first, and a token with lstrip/rstrip (set by model name, as
+  //   llama.cpp does: Phi-3, Jina v2, ModernBERT) takes the ASCII whitespace
+  //   before/after it.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
 
   // Token ids to bytes. Control and unused tokens render as nothing, <unk>

@@ -28,8 +28,7 @@ struct Tokenizer::Impl {
 
   TokenizerVocab v;
   Model model = Model::kSpm;
-  PreTokenizer pre = PreTokenizer::kGpt2;
-  bool ignore_merges = false;          // bpe: a word that is a token is emitted whole
+  const PreTokenizer* pre = nullptr;   // bpe: the pre-tokenizer (ignore_merges: a word that is a token is emitted whole)
   std::vector<TokenType> types;        // per id
   StringMap<int32_t> piece_to_id;      // pieces plain text may become: normal, undefined, user-defined
   std::array<int32_t, 256> byte_to_id; // byte fallback (-1: none); spm <0xXX>, bpe the mapped character
@@ -37,12 +36,22 @@ struct Tokenizer::Impl {
   struct Special {
     std::string text;
     int32_t id;
-    bool control;  // split out only with parse_special
+    bool control;  // split out only with parse_special (control and unknown tokens)
+    bool lstrip;   // whitespace before it is dropped
+    bool rstrip;   // whitespace after it is dropped
   };
-  std::vector<Special> specials;       // longest first
-  // Indices into specials by their first byte (each list longest first), so
-  // that splitting them out costs a lookup per text byte, not a scan of all.
+  std::vector<Special> specials;       // longest first (llama.cpp's order of splitting)
+  // Indices into specials by their first byte, so that finding which
+  // specials occur in a text costs a lookup per text byte, not a scan of all.
   std::array<std::vector<uint32_t>, 256> specials_by_byte;
+
+  // A piece of the text to encode: plain text, or a special token.
+  struct Fragment {
+    int32_t id;           // the special token; -1: plain text
+    size_t offset, size;  // plain text: its bytes
+  };
+  std::vector<Fragment> partition_specials(std::string_view text, bool parse_special) const;
+  void set_strip_attributes(const TokenizerVocab& vocab);
   std::vector<std::string> rendered;   // per id: the bytes decode() writes
   std::vector<bool> eog;               // per id
 

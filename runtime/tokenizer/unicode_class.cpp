@@ -1,67 +1,77 @@
 #include "runtime/tokenizer/unicode_class.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 
 namespace layerstream {
 namespace {
 
+struct CatRun {
+  uint32_t first;
+  UCat cat;
+};
+
+constexpr CatRun kCategories[] = {
+#include "runtime/tokenizer/unicode_table.inc"
+};
+
+// Unicode White_Space (PropList.txt).
+constexpr uint32_t kWhitespace[] = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680,
+                                    0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007,
+                                    0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
+
 struct Range {
   uint32_t lo, hi;
 };
+// The CJK ideograph blocks (Kimi K2's \p{Han}).
+constexpr Range kHan[] = {{0x3400, 0x4DBF},   {0x4E00, 0x9FFF},   {0xF900, 0xFAFF},   {0x20000, 0x2A6DF},
+                          {0x2A700, 0x2B73F}, {0x2B740, 0x2B81F}, {0x2B820, 0x2CEAF}, {0x2CEB0, 0x2EBEF},
+                          {0x2F800, 0x2FA1F}};
 
-// Sorted, non-overlapping.
-constexpr Range kWhitespace[] = {
-    {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
-    {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-};
+uint16_t category_flag(UCat c) {
+  switch (c) {
+    case UCat::kLetter: return kCpLetter;
+    case UCat::kNumber: return kCpNumber;
+    case UCat::kPunctuation: return kCpPunctuation;
+    case UCat::kSymbol: return kCpSymbol;
+    case UCat::kMark: return kCpMark;
+    default: return 0;
+  }
+}
 
-constexpr Range kNumber[] = {
-    {0xB2, 0xB3}, {0xB9, 0xB9}, {0xBC, 0xBE}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9},
-    {0x966, 0x96F}, {0x9E6, 0x9EF}, {0xA66, 0xA6F}, {0xAE6, 0xAEF}, {0xB66, 0xB6F},
-    {0xBE6, 0xBF2}, {0xC66, 0xC6F}, {0xCE6, 0xCEF}, {0xD66, 0xD78}, {0xE50, 0xE59},
-    {0xED0, 0xED9}, {0xF20, 0xF33}, {0x1040, 0x1049}, {0x17E0, 0x17E9}, {0x1810, 0x1819},
-    {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089}, {0x2150, 0x2189}, {0x2460, 0x249B},
-    {0x24EA, 0x24FF}, {0x2776, 0x2793}, {0x3007, 0x3007}, {0x3021, 0x3029}, {0x3038, 0x303A},
-    {0xFF10, 0xFF19}, {0x1D7CE, 0x1D7FF}, {0x1F100, 0x1F10C},
-};
+uint16_t compute_flags(uint32_t cp) {
+  uint16_t f = category_flag(unicode_category(cp));
+  if (std::find(std::begin(kWhitespace), std::end(kWhitespace), cp) != std::end(kWhitespace)) f |= kCpWhitespace;
+  for (const Range& r : kHan) {
+    if (cp >= r.lo && cp <= r.hi) f |= kCpHan;
+  }
+  return f;
+}
 
-// Punctuation, symbols, marks, controls, format characters (minus the
-// whitespace and number ranges above, which are checked first).
-constexpr Range kOther[] = {
-    {0x80, 0xA9}, {0xAB, 0xB4}, {0xB6, 0xB9}, {0xBB, 0xBF}, {0xD7, 0xD7}, {0xF7, 0xF7},
-    {0x2C2, 0x2C5}, {0x2D2, 0x2DF}, {0x2E5, 0x2EB}, {0x2ED, 0x2ED}, {0x2EF, 0x36F},
-    {0x37E, 0x37E}, {0x384, 0x385}, {0x387, 0x387}, {0x483, 0x489}, {0x55A, 0x55F},
-    {0x589, 0x58A}, {0x591, 0x5C7}, {0x5F3, 0x5F4}, {0x600, 0x61F}, {0x64B, 0x65F},
-    {0x66A, 0x66D}, {0x670, 0x670}, {0x6D4, 0x6D4}, {0x6D6, 0x6ED}, {0x964, 0x965},
-    {0x970, 0x970}, {0xE3F, 0xE3F}, {0xE4F, 0xE4F}, {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF},
-    {0x2000, 0x206F}, {0x20A0, 0x214F}, {0x2190, 0x245F}, {0x2500, 0x2775}, {0x2794, 0x2BFF},
-    {0x2E00, 0x2E7F}, {0x3000, 0x3004}, {0x3008, 0x3020}, {0x302A, 0x3037}, {0x303B, 0x303F},
-    {0x3099, 0x309C}, {0xD800, 0xF8FF}, {0xFE00, 0xFE6F}, {0xFEFF, 0xFEFF}, {0xFF00, 0xFF0F},
-    {0xFF1A, 0xFF20}, {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65}, {0xFFE0, 0xFFFF}, {0x1F000, 0x1FAFF},
-    {0xE0000, 0xE01EF}, {0xF0000, 0x10FFFF},
-};
-
-template <size_t N>
-bool in(const Range (&table)[N], uint32_t cp) {
-  auto it = std::upper_bound(std::begin(table), std::end(table), cp,
-                             [](uint32_t v, const Range& r) { return v < r.lo; });
-  return it != std::begin(table) && cp <= std::prev(it)->hi;
+// The first 64K code points (nearly all text) answered from an array.
+const std::array<uint16_t, 0x10000>& bmp_flags() {
+  static const std::array<uint16_t, 0x10000> table = [] {
+    std::array<uint16_t, 0x10000> t{};
+    for (uint32_t cp = 0; cp < 0x10000; ++cp) t[cp] = compute_flags(cp);
+    return t;
+  }();
+  return table;
 }
 
 }  // namespace
 
-CpClass classify_code_point(uint32_t cp) {
-  if (cp < 0x80) {
-    if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return CpClass::kWhitespace;
-    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) return CpClass::kLetter;
-    if (cp >= '0' && cp <= '9') return CpClass::kNumber;
-    return CpClass::kOther;
-  }
-  if (in(kWhitespace, cp)) return CpClass::kWhitespace;
-  if (in(kNumber, cp)) return CpClass::kNumber;
-  if (in(kOther, cp)) return CpClass::kOther;
-  return CpClass::kLetter;
+UCat unicode_category(uint32_t cp) {
+  if (cp > 0x10FFFF) return UCat::kUnassigned;
+  auto it = std::upper_bound(std::begin(kCategories), std::end(kCategories), cp,
+                             [](uint32_t v, const CatRun& r) { return v < r.first; });
+  return std::prev(it)->cat;
+}
+
+uint16_t cp_flags(uint32_t cp) {
+  if (cp < 0x10000) return bmp_flags()[cp];
+  if (cp > 0x10FFFF) return 0;
+  return compute_flags(cp);
 }
 
 }  // namespace layerstream

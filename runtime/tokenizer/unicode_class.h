@@ -1,30 +1,39 @@
-// Code point classes for the pre-tokenizer regexes (\p{L}, \p{N}, \s).
-//
-// ASCII is exact. Beyond ASCII this is an approximation by ranges, not the
-// full Unicode Character Database:
-//   whitespace: exactly Unicode White_Space (U+0085, U+00A0, U+1680,
-//               U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000);
-//   number:     the decimal-digit blocks of common scripts, superscript and
-//               subscript digits, vulgar fractions, Roman numerals, circled
-//               and fullwidth digits;
-//   other:      C1 controls, Latin-1 punctuation and symbols, × ÷, combining
-//               diacritics (U+0300-036F and a few mark blocks), Hebrew and
-//               Arabic punctuation and points, general punctuation,
-//               currency, letterlike and math symbols, arrows, box drawing,
-//               dingbats, CJK punctuation, variation selectors, fullwidth
-//               ASCII punctuation, private use, specials, emoji and symbol
-//               planes, tags;
-//   letter:     every other code point (so CJK, Hangul, Cyrillic, Greek,
-//               Indic scripts including their vowel signs, ...).
-// Invalid bytes in the text are classed as `other` by the caller.
+// Code point properties for the pre-tokenizer regexes: the major Unicode
+// general category (\p{L}, \p{N}, \p{P}, \p{S}, \p{M}), White_Space (\s) and
+// Han (\p{Han}). Categories come from a table generated from the Unicode
+// Character Database (gen_unicode_table.py, Unicode 15.1, as llama.cpp's).
 #pragma once
 
 #include <cstdint>
 
 namespace layerstream {
 
-enum class CpClass : uint8_t { kLetter, kNumber, kWhitespace, kOther };
+enum class UCat : uint8_t {
+  kUnassigned,  // Cn
+  kLetter,      // L*
+  kNumber,      // N*
+  kPunctuation, // P*
+  kSymbol,      // S*
+  kMark,        // M*
+  kSeparator,   // Z*
+  kControl,     // Cc, Cf, Co, Cs
+};
 
-CpClass classify_code_point(uint32_t cp);
+// Bit set of the properties one code point has (see cp_flags()).
+enum CpFlag : uint16_t {
+  kCpLetter = 1u << 0,
+  kCpNumber = 1u << 1,
+  kCpPunctuation = 1u << 2,
+  kCpSymbol = 1u << 3,
+  kCpMark = 1u << 4,
+  kCpWhitespace = 1u << 5,  // Unicode White_Space
+  kCpHan = 1u << 6,         // CJK ideographs (unified, extensions A-F, compatibility)
+};
+
+UCat unicode_category(uint32_t cp);
+
+// The category's flag (none for separators, controls, unassigned) plus
+// kCpWhitespace and kCpHan. Code points above U+10FFFF have none.
+uint16_t cp_flags(uint32_t cp);
 
 }  // namespace layerstream

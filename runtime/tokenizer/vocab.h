@@ -23,7 +23,8 @@ enum class TokenType : int32_t {
 
 struct TokenizerVocab {
   std::string model;                // tokenizer.ggml.model: "llama" (SentencePiece BPE) or "gpt2" (byte-level BPE)
-  std::string pre;                  // tokenizer.ggml.pre: "default", "gpt2", "llama3", "smollm" ("" = default); gpt2 only
+  std::string pre;                  // tokenizer.ggml.pre: "llama-bpe", "qwen2", ... ("" = "default"); gpt2 only
+  std::string model_name;           // general.name: llama.cpp gives some models' special tokens lstrip/rstrip by it
   std::vector<std::string> tokens;  // tokenizer.ggml.tokens, index = token id
   std::vector<float> scores;        // tokenizer.ggml.scores: same size as tokens, or empty (all 0)
   std::vector<int32_t> token_types; // tokenizer.ggml.token_type: same size as tokens, or empty (all normal)

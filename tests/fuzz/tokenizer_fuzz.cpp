@@ -1,8 +1,7 @@
 // libFuzzer target: arbitrary bytes through the example-vocabulary tokenizer
-// and a small byte-level BPE tokenizer. Must never crash; for well-formed
-// UTF-8 input decode(encode(x)) == x, and the streaming decoder only ever
-// emits well-formed UTF-8. (Not wired into CMake yet: build with
-// clang++ -fsanitize=fuzzer,address and the ls_tokenizer sources.)
+// and a small byte-level BPE tokenizer under each pre-tokenizer family. Must
+// never crash; for well-formed UTF-8 input decode(encode(x)) == x, and the
+// streaming decoder only ever emits well-formed UTF-8.
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -23,14 +22,18 @@ const Tokenizer& spm() {
   return *t;
 }
 
-const Tokenizer& bpe(int which) {
-  static const std::array<std::unique_ptr<Tokenizer>, 3> ts = [] {
-    std::array<std::unique_ptr<Tokenizer>, 3> out;
-    const char* pres[3] = {"default", "llama3", "smollm"};
-    for (int k = 0; k < 3; ++k) {
+// One of each pre-tokenizer family (pretokenizer.cpp).
+constexpr std::array<const char*, 17> kPres = {
+    "default",      "gpt-2",          "llama3",      "dbrx",   "glm4",   "qwen2",   "qwen35",  "smollm",  "falcon",
+    "deepseek-llm", "deepseek-coder", "deepseek-v3", "tekken", "gpt-4o", "kimi-k2", "bloom",   "viking"};
+
+const Tokenizer& bpe(size_t which) {
+  static const std::array<std::unique_ptr<Tokenizer>, kPres.size()> ts = [] {
+    std::array<std::unique_ptr<Tokenizer>, kPres.size()> out;
+    for (size_t k = 0; k < kPres.size(); ++k) {
       layerstream::TokenizerVocab v;
       v.model = "gpt2";
-      v.pre = pres[k];
+      v.pre = kPres[k];
       v.add_bos = false;
       // The 256 GPT-2 byte characters.
       for (uint32_t b = 0, next = 256; b < 256; ++b) {
@@ -73,6 +76,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool valid = layerstream::utf8::is_valid(text);
   const bool parse_special = size > 0 && (data[0] & 1);
   check(spm(), text, valid, parse_special);
-  check(bpe(static_cast<int>(size % 3)), text, valid, parse_special);
+  check(bpe(size % kPres.size()), text, valid, parse_special);
   return 0;
 }

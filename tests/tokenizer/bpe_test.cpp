@@ -47,14 +47,17 @@ TEST(BpeTokenizer, MergesChainAndRespectWordBoundaries) {
   EXPECT_EQ(t->decode(t->encode("the the", false)), "the the");
 }
 
-TEST(BpeTokenizer, EveryByteRoundTrips) {
+TEST(BpeTokenizer, EveryAsciiByteRoundTripsAndInvalidBytesBecomeReplacementCharacters) {
   auto t = make_tokenizer(bpe_vocab({}, {}, "default"));
-  std::string all;
-  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
-  const Ids ids = t->encode(all, false);
-  ASSERT_EQ(ids.size(), 256u);
-  for (int b = 0; b < 256; ++b) EXPECT_EQ(ids[b], b);
-  EXPECT_EQ(t->decode(ids), all);
+  std::string ascii;
+  for (int b = 0; b < 128; ++b) ascii.push_back(static_cast<char>(b));
+  const Ids ids = t->encode(ascii, false);
+  ASSERT_EQ(ids.size(), 128u);
+  for (int b = 0; b < 128; ++b) EXPECT_EQ(ids[b], b);
+  EXPECT_EQ(t->decode(ids), ascii);
+  // As llama.cpp: a byte that is not UTF-8 is encoded as U+FFFD (EF BF BD).
+  EXPECT_EQ(t->encode("\xFF", false), (Ids{0xEF, 0xBF, 0xBD}));
+  EXPECT_EQ(t->encode("a\x80", false), (Ids{'a', 0xEF, 0xBF, 0xBD}));
 }
 
 TEST(BpeTokenizer, RandomTextRoundTripsForEveryPreTokenizer) {
@@ -94,6 +97,30 @@ TEST(BpeTokenizer, SpecialTokensAndEog) {
   EXPECT_TRUE(t->is_eog(eot_text));
   EXPECT_FALSE(t->is_eog('a'));
   EXPECT_EQ(t->decode(Ids{eot_text, 'a', eot}), "a");
+}
+
+TEST(BpeTokenizer, LongerSpecialTokensAreCutOutFirstAsLlamaCpp) {
+  // "ab" and "bcd" overlap in "abcd": llama.cpp cuts the longer one out first.
+  auto v = bpe_vocab({"ab", "bcd"}, {}, "gpt-2");
+  v.token_types[id_of(v, "ab")] = static_cast<int32_t>(TokenType::kUserDefined);
+  v.token_types[id_of(v, "bcd")] = static_cast<int32_t>(TokenType::kUserDefined);
+  auto t = make_tokenizer(v);
+  EXPECT_EQ(t->encode("abcd", false), (Ids{'a', id_of(v, "bcd")}));
+  EXPECT_EQ(t->encode("abxab", false), (Ids{id_of(v, "ab"), 'x', id_of(v, "ab")}));
+}
+
+TEST(BpeTokenizer, Phi3SpecialTokensEatTheWhitespaceAfterThem) {
+  auto v = bpe_vocab({}, {}, "gpt-2");
+  const int32_t eot = id_of(v, "<|eot_id|>"), text_end = id_of(v, "<|endoftext|>");
+  // Without the model name: the spaces stay (" " then " b" by GPT-2 words).
+  EXPECT_EQ(make_tokenizer(v)->encode("a<|eot_id|>  b", false, true), (Ids{'a', eot, ' ', ' ', 'b'}));
+  // Phi-3 (by general.name, as llama.cpp): rstrip on every special but
+  // <unk>, <s> and <|endoftext|>; only with parse_special is it a token at all.
+  v.model_name = "Phi-3 Mini 4k Instruct";
+  auto t = make_tokenizer(v);
+  EXPECT_EQ(t->encode("a<|eot_id|>  \n b", false, true), (Ids{'a', eot, 'b'}));
+  EXPECT_EQ(t->encode("<|endoftext|> b", false, true), (Ids{text_end, ' ', 'b'}));
+  EXPECT_EQ(t->encode("<|eot_id|> b", false, false).size(), 12u);  // plain text, spaces kept
 }
 
 TEST(BpeTokenizer, RejectsUnknownPreAndBadMerges) {

@@ -1,6 +1,6 @@
 // Pre-tokenizer splits. Every expectation below was worked out by hand from
-// the regex in pretokenizer.h (leftmost alternative that matches, greedy,
-// with backtracking for \s+(?!\S)), not by running the code.
+// the family's patterns in pretokenizer.cpp (leftmost alternative that
+// matches, greedy, with backtracking for \s+(?!\S)), not by running the code.
 #include <gtest/gtest.h>
 
 #include "runtime/tokenizer/pretokenizer.h"
@@ -11,25 +11,52 @@ namespace {
 
 using Words = std::vector<std::string>;
 
-Words split(PreTokenizer kind, std::string_view text) {
-  Words out;
-  for (std::string_view w : pre_tokenize(kind, text)) out.emplace_back(w);
-  return out;
+Words split(std::string_view pre, std::string_view text) {
+  auto p = find_pre_tokenizer(pre);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (!p.ok()) return {};
+  std::string scratch;
+  std::vector<std::string_view> words;
+  pre_tokenize(**p, text, scratch, words);
+  return Words(words.begin(), words.end());
 }
 
-TEST(PreTokenizer, ParsesNamesAndRejectsUnknown) {
-  EXPECT_EQ(parse_pre_tokenizer("").value(), PreTokenizer::kGpt2);
-  EXPECT_EQ(parse_pre_tokenizer("default").value(), PreTokenizer::kGpt2);
-  EXPECT_EQ(parse_pre_tokenizer("llama3").value(), PreTokenizer::kLlama3);
-  EXPECT_EQ(parse_pre_tokenizer("smollm").value(), PreTokenizer::kSmollm);
-  auto r = parse_pre_tokenizer("deepseek-coder");
+TEST(PreTokenizer, FindsEveryFamilyByEachOfItsNames) {
+  EXPECT_EQ(find_pre_tokenizer("").value()->name, "default");
+  EXPECT_EQ(find_pre_tokenizer("default").value()->name, "default");
+  EXPECT_EQ(find_pre_tokenizer("gpt2").value()->name, "gpt-2");
+  EXPECT_EQ(find_pre_tokenizer("phi-2").value()->name, "gpt-2");
+  EXPECT_EQ(find_pre_tokenizer("llama-bpe").value()->name, "llama3");
+  EXPECT_TRUE(find_pre_tokenizer("llama-v3").value()->ignore_merges);
+  EXPECT_FALSE(find_pre_tokenizer("dbrx").value()->ignore_merges);
+  EXPECT_EQ(find_pre_tokenizer("deepseek-r1-qwen").value()->name, "qwen2");
+  EXPECT_EQ(find_pre_tokenizer("stablelm2").value()->name, "qwen2");
+  EXPECT_EQ(find_pre_tokenizer("command-r").value()->name, "smollm");
+  EXPECT_EQ(find_pre_tokenizer("llama4").value()->name, "gpt-4o");
+  EXPECT_TRUE(find_pre_tokenizer("tekken").value()->ignore_merges);
+  EXPECT_TRUE(find_pre_tokenizer("glm4").value()->ignore_merges);
+  EXPECT_FALSE(find_pre_tokenizer("chatglm-bpe").value()->ignore_merges);
+  for (const char* n : {"qwen35", "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon", "mpt", "starcoder",
+                        "refact", "olmo", "exaone", "kimi-k2", "poro-chat", "viking"}) {
+    EXPECT_TRUE(find_pre_tokenizer(n).ok()) << n;
+  }
+  const auto names = supported_pre_tokenizer_names();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_GE(names.size(), 60u);
+}
+
+TEST(PreTokenizer, RefusesUnknownNamesListingTheSupportedOnes) {
+  auto r = find_pre_tokenizer("qwen9");
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsUnsupported());
-  EXPECT_NE(r.status().message().find("deepseek-coder"), std::string::npos);
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("'qwen9'"), std::string::npos) << m;
+  EXPECT_NE(m.find("llama-bpe"), std::string::npos) << m;
+  EXPECT_NE(m.find("tekken"), std::string::npos) << m;
 }
 
 TEST(PreTokenizer, Gpt2) {
-  const auto k = PreTokenizer::kGpt2;
+  const char* k = "gpt-2";
   EXPECT_EQ(split(k, ""), Words{});
   EXPECT_EQ(split(k, "Hello world"), (Words{"Hello", " world"}));
   EXPECT_EQ(split(k, "I'm here's"), (Words{"I", "'m", " here", "'s"}));
@@ -42,7 +69,7 @@ TEST(PreTokenizer, Gpt2) {
   EXPECT_EQ(split(k, "end   "), (Words{"end", "   "}));
   EXPECT_EQ(split(k, "x1 23 !!"), (Words{"x", "1", " 23", " !!"}));
   EXPECT_EQ(split(k, "3.14"), (Words{"3", ".", "14"}));
-  // A lone tab before a word: \s+(?!\S) fails, \s+ takes it.
+  // A lone tab before a word matches nothing: it stays a piece of its own.
   EXPECT_EQ(split(k, "a\tb"), (Words{"a", "\t", "b"}));
   EXPECT_EQ(split(k, "a\n\nb"), (Words{"a", "\n", "\n", "b"}));
   EXPECT_EQ(split(k, "h\xC3\xA9llo w\xC3\xB6rld"), (Words{"h\xC3\xA9llo", " w\xC3\xB6rld"}));
@@ -52,7 +79,7 @@ TEST(PreTokenizer, Gpt2) {
 }
 
 TEST(PreTokenizer, Llama3) {
-  const auto k = PreTokenizer::kLlama3;
+  const char* k = "llama3";
   EXPECT_EQ(split(k, "Hello world"), (Words{"Hello", " world"}));
   // Contractions ignore case.
   EXPECT_EQ(split(k, "I'M HERE'S"), (Words{"I", "'M", " HERE", "'S"}));
@@ -71,8 +98,8 @@ TEST(PreTokenizer, Llama3) {
   EXPECT_EQ(split(k, "a ... b"), (Words{"a", " ...", " b"}));
 }
 
-TEST(PreTokenizer, Smollm) {
-  const auto k = PreTokenizer::kSmollm;
+TEST(PreTokenizer, SmollmSplitsDigitsFirst) {
+  const char* k = "smollm";
   // Digits are split first, so " 1" cannot form and the space stands alone.
   EXPECT_EQ(split(k, "a 1"), (Words{"a", " ", "1"}));
   EXPECT_EQ(split(k, "abc123def"), (Words{"abc", "1", "2", "3", "def"}));
@@ -81,29 +108,64 @@ TEST(PreTokenizer, Smollm) {
   EXPECT_EQ(split(k, "Hi there"), (Words{"Hi", " there"}));
 }
 
-TEST(PreTokenizer, InvalidBytesAreKeptAsPunctuation) {
-  // 0xFF is not UTF-8: it forms a punctuation-like run with "!".
-  EXPECT_EQ(split(PreTokenizer::kGpt2, "a\xFF! b"), (Words{"a", "\xFF!", " b"}));
+TEST(PreTokenizer, Qwen2TakesOneDigitAtATime) {
+  EXPECT_EQ(split("qwen2", "abc 12345"), (Words{"abc", " ", "1", "2", "3", "4", "5"}));
+  EXPECT_EQ(split("qwen2", "It's\n\n"), (Words{"It", "'s", "\n\n"}));
 }
 
-TEST(UnicodeClass, AsciiExactAndCommonRanges) {
-  EXPECT_EQ(classify_code_point('a'), CpClass::kLetter);
-  EXPECT_EQ(classify_code_point('Z'), CpClass::kLetter);
-  EXPECT_EQ(classify_code_point('5'), CpClass::kNumber);
-  EXPECT_EQ(classify_code_point(' '), CpClass::kWhitespace);
-  EXPECT_EQ(classify_code_point('\v'), CpClass::kWhitespace);
-  EXPECT_EQ(classify_code_point('_'), CpClass::kOther);
-  EXPECT_EQ(classify_code_point(0xE9), CpClass::kLetter);     // é
-  EXPECT_EQ(classify_code_point(0xD7), CpClass::kOther);      // ×
-  EXPECT_EQ(classify_code_point(0xA0), CpClass::kWhitespace); // no-break space
-  EXPECT_EQ(classify_code_point(0x3000), CpClass::kWhitespace);
-  EXPECT_EQ(classify_code_point(0x0663), CpClass::kNumber);   // Arabic-Indic three
-  EXPECT_EQ(classify_code_point(0xFF11), CpClass::kNumber);   // fullwidth one
-  EXPECT_EQ(classify_code_point(0x4E2D), CpClass::kLetter);   // 中
-  EXPECT_EQ(classify_code_point(0x0416), CpClass::kLetter);   // Ж
-  EXPECT_EQ(classify_code_point(0x0301), CpClass::kOther);    // combining acute
-  EXPECT_EQ(classify_code_point(0x2014), CpClass::kOther);    // em dash
-  EXPECT_EQ(classify_code_point(0x1F600), CpClass::kOther);   // 😀
+TEST(PreTokenizer, DefaultRunsLlamaCppsFourPatterns) {
+  // Punctuation runs first, then GPT-2's words, digit runs, digit triples.
+  EXPECT_EQ(split("default", "a+b=12345!"), (Words{"a", "+", "b", "=", "123", "45", "!"}));
+}
+
+TEST(PreTokenizer, CasedWordsOfGpt4oAndTekken) {
+  EXPECT_EQ(split("gpt-4o", "HelloWorld"), (Words{"Hello", "World"}));
+  EXPECT_EQ(split("gpt-4o", "ABCdef"), (Words{"ABCdef"}));
+  EXPECT_EQ(split("gpt-4o", "ABC def"), (Words{"ABC", " def"}));
+  EXPECT_EQ(split("gpt-4o", "Hello's 12345"), (Words{"Hello's", " ", "123", "45"}));
+  EXPECT_EQ(split("gpt-4o", "x://y"), (Words{"x", "://", "y"}));
+  // Tekken: no contractions, single digits.
+  EXPECT_EQ(split("tekken", "I'm 2024"), (Words{"I", "'m", " ", "2", "0", "2", "4"}));
+}
+
+TEST(PreTokenizer, DeepseekV3SplitsNumbersAndCjkBeforeWords) {
+  EXPECT_EQ(split("deepseek-v3", "abc 1234 \xE4\xB8\xAD\xE6\x96\x87!"),
+            (Words{"abc", " ", "123", "4", " ", "\xE4\xB8\xAD\xE6\x96\x87", "!"}));
+  EXPECT_EQ(split("deepseek-v3", "'s"), (Words{"'s"}));
+}
+
+TEST(PreTokenizer, KimiK2KeepsHanApartFromOtherLetters) {
+  EXPECT_EQ(split("kimi-k2", "\xE4\xB8\xAD\xE6\x96\x87" "abc"), (Words{"\xE4\xB8\xAD\xE6\x96\x87", "abc"}));
+  EXPECT_EQ(split("kimi-k2", "x\xE4\xB8\xAD"), (Words{"x", "\xE4\xB8\xAD"}));
+}
+
+TEST(PreTokenizer, InvalidBytesBecomeReplacementCharacters) {
+  // As llama.cpp: 0xFF is not UTF-8, so it is U+FFFD (a symbol), which forms
+  // a punctuation-like run with "!".
+  EXPECT_EQ(split("gpt-2", "a\xFF! b"), (Words{"a", "\xEF\xBF\xBD!", " b"}));
+  // A truncated sequence: each of its bytes is one U+FFFD.
+  EXPECT_EQ(split("gpt-2", "x\xE4\xB8"), (Words{"x", "\xEF\xBF\xBD\xEF\xBF\xBD"}));
+}
+
+TEST(UnicodeClass, CategoriesWhitespaceAndHan) {
+  EXPECT_EQ(unicode_category('a'), UCat::kLetter);
+  EXPECT_EQ(unicode_category('5'), UCat::kNumber);
+  EXPECT_EQ(unicode_category('_'), UCat::kPunctuation);
+  EXPECT_EQ(unicode_category('$'), UCat::kSymbol);
+  EXPECT_EQ(unicode_category(0xE9), UCat::kLetter);      // é
+  EXPECT_EQ(unicode_category(0xD7), UCat::kSymbol);      // ×
+  EXPECT_EQ(unicode_category(0x0301), UCat::kMark);      // combining acute
+  EXPECT_EQ(unicode_category(0x093F), UCat::kMark);      // Devanagari vowel sign i
+  EXPECT_EQ(unicode_category(0x0663), UCat::kNumber);    // Arabic-Indic three
+  EXPECT_EQ(unicode_category(0x2014), UCat::kPunctuation);  // em dash
+  EXPECT_EQ(unicode_category(0x1F600), UCat::kSymbol);   // 😀
+  EXPECT_EQ(unicode_category(0xE000), UCat::kControl);   // private use
+  EXPECT_EQ(unicode_category(0x0378), UCat::kUnassigned);
+  EXPECT_EQ(unicode_category(0x110000), UCat::kUnassigned);
+  EXPECT_EQ(cp_flags(' '), kCpWhitespace);
+  EXPECT_EQ(cp_flags(0x3000), kCpWhitespace);
+  EXPECT_EQ(cp_flags(0x4E2D), kCpLetter | kCpHan);  // 中
+  EXPECT_EQ(cp_flags(0x3042), kCpLetter);           // あ: a letter, not Han
 }
 
 }  // namespace

@@ -51,6 +51,18 @@ TEST(SpmTokenizer, ByteFallbackForCharactersNotInTheVocabulary) {
   EXPECT_EQ(t->decode(t->encode(bad, false)), bad);
 }
 
+TEST(SpmTokenizer, InvalidLeadBytesTakeTheBytesTheyAnnounceAsLlamaCpp) {
+  auto v = spm_vocab({{kSp, -1}, {"(", -2}, {"x", -2}});
+  auto t = make_tokenizer(v);
+  // C3 announces a 2-byte character: "\xC3(" is one symbol, not a piece, so
+  // both its bytes fall back (the "(" is not merged on its own).
+  EXPECT_EQ(t->encode("\xC3(", false), (Ids{id_of(v, kSp), 3 + 0xC3, 3 + 0x28}));
+  // C3 swallows the first byte of a literal "▁" (E2 96 81); the next literal
+  // "▁" is still kept apart as bytes.
+  EXPECT_EQ(t->encode("\xC3\xE2\x96\x81x\xE2\x96\x81", false),
+            (Ids{id_of(v, kSp), 3 + 0xC3, 3 + 0xE2, 3 + 0x96, 3 + 0x81, id_of(v, "x"), 3 + 0xE2, 3 + 0x96, 3 + 0x81}));
+}
+
 TEST(SpmTokenizer, UnknownTokenWhenNoByteTokens) {
   auto v = spm_vocab({{kSp, -1}, {"a", -2}}, /*with_bytes=*/false);
   auto t = make_tokenizer(v);
