@@ -1,5 +1,6 @@
-// A minimal app on the public API: open a model on memory budgets, generate
-// with a per-token callback, continue the conversation, print the stats.
+// A minimal app on the public API: route the library's logs, open a model on
+// memory budgets, generate with a per-token callback, continue the
+// conversation, print the stats, and stop a decode with the abort callback.
 //   embed MODEL.gguf [PROMPT] [VRAM]     e.g. embed model.gguf "Hello" 512MiB
 //   embed --self-test                    writes a tiny example model and runs it
 #include <cstdio>
@@ -14,13 +15,21 @@
 namespace ls = layerstream;
 
 static int run(const std::string& path, const std::string& prompt, uint64_t vram, bool self_test) {
+  int log_lines = 0;  // the library's log lines come to the app, not stderr
+  ls::set_log_sink([&](ls::LogLevel, std::string_view line) {
+    std::fprintf(stderr, "[layerstream] %.*s\n", static_cast<int>(line.size()), line.data());
+    ++log_lines;
+  });
   ls::ModelOptions mo;
   mo.vram_budget = vram;
   mo.ram_budget = vram / 2;
   mo.context = 256;
   auto model = ls::Model::open(path, mo);
   if (!model.ok()) return std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str()), 1;
-  auto context = (*model)->create_context();
+  bool stop = false;  // e.g. set by a UI's Stop button
+  ls::ContextOptions co;
+  co.abort_callback = [&] { return stop; };
+  auto context = (*model)->create_context(co);
   if (!context.ok()) return std::fprintf(stderr, "error: %s\n", context.status().ToString().c_str()), 1;
 
   ls::GenerateOptions go;
@@ -37,10 +46,14 @@ static int run(const std::string& path, const std::string& prompt, uint64_t vram
   if (!second.ok()) return std::fprintf(stderr, "error: %s\n", second.status().ToString().c_str()), 1;
   std::printf("\n\n%s", ls::format_stats(second->stats).c_str());
   const ls::Stats& s = second->stats;
+  stop = true;
+  auto third = (*context)->generate(" Stop", go, print);
+  ls::set_log_sink(nullptr);
   if (self_test && (s.generated_tokens != go.max_tokens || s.layers_disk + s.layers_ram == 0 ||
-                    s.prompt_tokens >= (*context)->position(0) - go.max_tokens)) {
-    std::fprintf(stderr, "self-test failed: %d tokens, nothing streamed, or the second turn prefilled everything\n",
-                 s.generated_tokens);
+                    s.prompt_tokens >= (*context)->position(0) - go.max_tokens || third.ok() ||
+                    !third.status().IsCancelled() || log_lines == 0)) {
+    std::fprintf(stderr, "self-test failed: %d tokens, nothing streamed, the second turn prefilled everything, "
+                 "the abort callback was ignored, or no log line reached the sink\n", s.generated_tokens);
     return 1;
   }
   return 0;

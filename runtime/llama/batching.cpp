@@ -10,10 +10,16 @@
 
 namespace layerstream::llama {
 
-Status LlamaRunner::decode_tokens(std::span<const PassToken> tokens, float* logits_out) {
+Status LlamaRunner::decode_tokens(std::span<const PassToken> tokens, float* logits_out,
+                                  const std::function<bool()>& abort) {
   Impl& I = *impl_;
   LS_RETURN_IF_ERROR(I.group_batch(tokens, logits_out));
+  const std::vector<int> start_pos = I.pos;  // where an abort rolls back to
   for (size_t next_seq = 0; next_seq < I.batch.order.size();) {
+    if (abort && abort()) {
+      I.pos = start_pos;  // the KV cache is positional: forgetting the positions undoes the passes
+      return Status::Cancelled("decode aborted by the abort callback (the batch's tokens were not kept)");
+    }
     I.next_pass(tokens, logits_out, next_seq);
     LS_RETURN_IF_ERROR(I.run_pass(I.batch.pass));
   }

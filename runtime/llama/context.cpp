@@ -57,7 +57,7 @@ Status Context::Impl::run(const Batch& b, bool timing) {
                                        " is full (the context holds " + std::to_string(m->runner->n_ctx()) +
                                        " positions)");
     }
-    Status st = m->runner->decode_tokens(toks, logits.data());
+    Status st = m->runner->decode_tokens(toks, logits.data(), abort);
     if (!st.ok()) {
       row_of.assign(n, -1);
       return st;

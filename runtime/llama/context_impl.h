@@ -14,6 +14,7 @@ struct Context::Impl {
   std::shared_ptr<Model> model;  // keeps m alive
   Model::Impl* m = nullptr;
   std::vector<int> slots;        // runner sequence slot of each of our sequences
+  AbortCallback abort;           // ContextOptions::abort_callback
 
   // The last decode(): its logits rows, and which row each batch token got.
   std::vector<float> logits;

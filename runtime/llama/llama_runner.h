@@ -181,7 +181,11 @@ class LlamaRunner {
   // token with logits = true go to logits_out + k * n_vocab (host memory of
   // the caller, written before this returns). InvalidArgument (naming the
   // token) on a bad sequence, position or id, before any pass runs.
-  Status decode_tokens(std::span<const PassToken> tokens, float* logits_out);
+  // `abort` (optional) is asked before each pass; when it says true the
+  // passes already run are undone (every sequence back at its position
+  // before the call) and the result is Cancelled.
+  Status decode_tokens(std::span<const PassToken> tokens, float* logits_out,
+                       const std::function<bool()>& abort = nullptr);
   // Sequence slot dst := the KV cache of src (its position(src) positions).
   Status copy_sequence(int src, int dst);
   // Forgets positions >= n_positions of `seq` (the KV cache is positional:

@@ -149,6 +149,7 @@ Result<std::unique_ptr<Context>> Model::create_context(const ContextOptions& o) 
   }
   c->pending.assign(o.sequences, {});
   c->last_logits.assign(o.sequences, {});
+  c->abort = o.abort_callback;
   return std::make_unique<Context>(std::move(c));
 }
 

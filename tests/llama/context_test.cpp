@@ -280,6 +280,47 @@ TEST(SamplerChain, GreedyArgmaxEqualsTheCandidateListPick) {
   }
 }
 
+// The abort callback is asked before every pass: aborting in the middle of
+// a prompt cut into passes returns Cancelled and keeps none of its tokens,
+// and the same prompt decoded afterwards gives the logits of a context that
+// never aborted; generate() stops at the pass the callback refuses.
+TEST_F(ContextTest, AbortCallbackStopsBetweenPassesAndKeepsNothing) {
+  std::mt19937_64 rng(seed_);
+  ModelOptions mo = host_options(2);
+  mo.prefill_chunk = 4;  // 20 tokens: 5 passes
+  auto model = Model::open(path_, mo);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  int asked = 0, refuse_at = 3;
+  ContextOptions co;
+  co.abort_callback = [&] { return ++asked == refuse_at; };
+  auto ctx = (*model)->create_context(co);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  const std::vector<int32_t> prompt = random_tokens(rng, 20);
+  Batch b;
+  for (int i = 0; i < 20; ++i) b.add(prompt[i], i, 0, true);
+  Status st = (*ctx)->decode(b);
+  EXPECT_TRUE(st.IsCancelled()) << st.ToString();
+  EXPECT_EQ(asked, 3);                   // asked before passes 1, 2 and 3; pass 3 never ran
+  EXPECT_EQ((*ctx)->position(0), 0);     // the two passes that ran are undone
+  EXPECT_TRUE((*ctx)->logits(0).empty());
+
+  refuse_at = -1;
+  auto again = one_pass_logits(**ctx, 0, prompt);
+  EXPECT_EQ(asked, 3 + 5);
+  auto clean = (*model)->create_context();
+  ASSERT_TRUE(clean.ok());
+  auto want = one_pass_logits(**clean, 0, prompt);
+  ASSERT_EQ(again.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(again[i], want[i]) << "row " << i;
+
+  asked = 0;
+  refuse_at = 4;  // after the prompt's pass and two generated tokens' passes
+  auto gen = (*ctx)->generate(std::vector<int32_t>{prompt[0]}, greedy(10, false));
+  ASSERT_FALSE(gen.ok());
+  EXPECT_TRUE(gen.status().IsCancelled()) << gen.status().ToString();
+  EXPECT_EQ(asked, 4);
+}
+
 // NaN logits are never picked, and they do not break the ranking, on both of
 // the chain's paths (the greedy argmax and the candidate list) and when
 // drawing; an all-NaN row gives token 0, as the CPU and CUDA argmax do.

@@ -32,7 +32,7 @@ class FastPathPerplexity : public ::testing::TestWithParam<std::string> {};
 nlohmann::json perplexity(const std::string& model, const std::string& json, bool exact) {
   const std::string text = std::string(LS_LLAMA_TEST_DATA_DIR) + "/gpl-3.txt";
   const CliResult r = run_cli("perplexity " + model + " -f " + text +
-                              " --ctx 256 --chunks 4 --batch 256 --strategy resident --backend host --host-threads 2"
+                              " --ctx 256 --chunks 4 --prefill-chunk 256 --strategy resident --backend host --host-threads 2"
                               " --json " + json + (exact ? " --exact" : ""));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(json);

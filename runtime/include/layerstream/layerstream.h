@@ -19,6 +19,7 @@
 
 #include "layerstream/batch.h"
 #include "layerstream/context.h"
+#include "layerstream/log.h"
 #include "layerstream/memory_plan.h"
 #include "layerstream/model.h"
 #include "layerstream/options.h"

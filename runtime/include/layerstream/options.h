@@ -84,8 +84,16 @@ struct ModelOptions {
 };
 
 // What a Context takes from its model.
+// Asked before every pass of a decode() or generate() (a long prompt is cut
+// into passes of ModelOptions::prefill_chunk tokens; generation runs a pass
+// per token). Return true to stop: the call returns Cancelled and the
+// tokens of the interrupted decode() are not kept (positions as before the
+// call). Called on the thread that decodes; it must not call the context.
+using AbortCallback = std::function<bool()>;
+
 struct ContextOptions {
   int sequences = 1;  // KV sequences taken from the model's pool (ModelOptions::sequences)
+  AbortCallback abort_callback;  // optional
 };
 
 }  // namespace layerstream
