@@ -26,6 +26,7 @@ layerstream_add_area(NAME ls_kernels
     ${CMAKE_CURRENT_LIST_DIR}/math/ggml_type.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/convert_row.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/kquant_encode.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/math/scale_search.cpp
     ${CMAKE_CURRENT_LIST_DIR}/kernels.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
     ${LS_KERNELS_HOT_SOURCES}

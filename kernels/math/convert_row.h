@@ -11,9 +11,12 @@
 namespace layerstream::math {
 
 // Encodes n floats into `dst` (ggml_row_bytes(type, n) bytes).
+// weights: n importance weights (an importance matrix row) steering the
+// K-quant and IQ4 searches (kquant_encode.h), or null; the other types round
+// to nearest and do not use them.
 // Unsupported for types layerstream does not encode; InvalidArgument when n
 // is not a multiple of the type's block size.
-Status encode_row(GgmlType type, const float* src, size_t n, void* dst);
+Status encode_row(GgmlType type, const float* src, size_t n, void* dst, const float* weights = nullptr);
 // Decodes n elements of `type` from `src` into floats.
 Status decode_row(GgmlType type, const void* src, size_t n, float* dst);
 
