@@ -23,30 +23,50 @@ float signed_max(int n, const float* x, float* amax) {
   return max;
 }
 
-int clamp_code(float v, int lo, int hi) { return std::clamp(round_even(v), lo, hi); }
+// Code of v on lo..hi: v clamped, then rounded to nearest (ties to even).
+// Written so that the loops below vectorise (GCC's irintf becomes cvtps2dq;
+// this file is compiled with -O3 and reassociating float sums, see
+// kernels/sources.cmake).
+inline float code_of(float v, float lo, float hi) {
+  const float c = std::min(std::max(v, lo), hi);
+#if defined(__GNUC__) && !defined(__clang__)
+  return static_cast<float>(__builtin_irintf(c));
+#else
+  return __builtin_rintf(c);
+#endif
+}
+
+int clamp_code(float v, int lo, int hi) { return static_cast<int>(code_of(v, static_cast<float>(lo), static_cast<float>(hi))); }
 
 // Sums of a symmetric code assignment at inverse scale `iscale`: sum w x l and
 // sum w l^2 (l in -nmax..nmax-1); the codes go to L (offset by nmax) when given.
 void symmetric_sums(int n, int nmax, const float* x, const float* w, float iscale, float* sumlx, float* suml2,
                     uint8_t* L) {
+  const float lo = -static_cast<float>(nmax), hi = static_cast<float>(nmax - 1);
   float slx = 0, sl2 = 0;
   for (int i = 0; i < n; ++i) {
-    const int l = clamp_code(iscale * x[i], -nmax, nmax - 1);
-    if (L) L[i] = static_cast<uint8_t>(l + nmax);
+    const float l = code_of(iscale * x[i], lo, hi);
     const float wi = w ? w[i] : x[i] * x[i];
-    slx += wi * x[i] * static_cast<float>(l);
-    sl2 += wi * static_cast<float>(l * l);
+    slx += wi * x[i] * l;
+    sl2 += wi * l * l;
+  }
+  if (L) {
+    for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(clamp_code(iscale * x[i], -nmax, nmax - 1) + nmax);
   }
   *sumlx = slx;
   *suml2 = sl2;
 }
 
 // Weighted error of scale * L - min against x (squared, or absolute with mad).
-float affine_error(int n, const float* x, const float* w, const uint8_t* L, float scale, float min, bool mad) {
+float affine_error(int n, const float* x, const float* w, const float* L, float scale, float min, bool mad) {
   float err = 0;
-  for (int i = 0; i < n; ++i) {
-    const float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    err += w[i] * (mad ? std::fabs(diff) : diff * diff);
+  if (mad) {
+    for (int i = 0; i < n; ++i) err += w[i] * std::fabs(scale * L[i] + min - x[i]);
+  } else {
+    for (int i = 0; i < n; ++i) {
+      const float diff = scale * L[i] + min - x[i];
+      err += w[i] * diff * diff;
+    }
   }
   return err;
 }
@@ -134,20 +154,21 @@ float search_affine(int n, int nmax, const float* x, const float* w, uint8_t* L,
     *the_min = -min;
     return 0;
   }
-  float iscale = static_cast<float>(nmax) / (max - min);
+  const float fmax = static_cast<float>(nmax);
+  float iscale = fmax / (max - min);
   float scale = 1 / iscale;
-  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(clamp_code(iscale * (x[i] - min), 0, nmax));
-  float best = affine_error(n, x, w, L, scale, min, p.use_mad);
-  uint8_t aux[256];
+  float best_l[256], aux[256];
+  for (int i = 0; i < n; ++i) best_l[i] = code_of(iscale * (x[i] - min), 0.0f, fmax);
+  float best = affine_error(n, x, w, best_l, scale, min, p.use_mad);
   for (int k = 0; k <= p.nstep; ++k) {
-    iscale = (p.rmin + p.rdelta * static_cast<float>(k) + static_cast<float>(nmax)) / (max - min);
+    iscale = (p.rmin + p.rdelta * static_cast<float>(k) + fmax) / (max - min);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) {
-      const int l = clamp_code(iscale * (x[i] - min), 0, nmax);
-      aux[i] = static_cast<uint8_t>(l);
-      sum_l += w[i] * static_cast<float>(l);
-      sum_l2 += w[i] * static_cast<float>(l * l);
-      sum_xl += w[i] * static_cast<float>(l) * x[i];
+      const float l = code_of(iscale * (x[i] - min), 0.0f, fmax);
+      aux[i] = l;
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
     }
     // Weighted least squares of x ~ s l + m over (s, m); m is capped at 0.
     const float det = sum_w * sum_l2 - sum_l * sum_l;
@@ -160,12 +181,13 @@ float search_affine(int n, int nmax, const float* x, const float* w, uint8_t* L,
     }
     const float err = affine_error(n, x, w, aux, s, m, p.use_mad);
     if (err < best) {
-      std::memcpy(L, aux, static_cast<size_t>(n));
+      std::memcpy(best_l, aux, sizeof(float) * static_cast<size_t>(n));
       best = err;
       scale = s;
       min = m;
     }
   }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(best_l[i]);
   *the_min = -min;
   return scale;
 }

@@ -144,12 +144,17 @@ TEST_P(Encoder, NoWorseThanRoundToNearest) {
   std::vector<float> r(n);
   const uint32_t be = ggml_type_traits(t).block_elems;
   for (size_t b = 0; b < n / be; ++b) rtn_block(t, &x[b * be], &r[b * be]);
-  const double searched = weighted_sq_error(x, y, nullptr), rtn = weighted_sq_error(x, r, nullptr);
-  // Strictly better (Q3_K and IQ4 weigh by
-  // x^2, so their plain error gains least: 1-3%; the others 5-15%).
-  EXPECT_LT(searched, rtn) << ggml_type_traits(t).name << ": searched " << searched << " vs round-to-nearest "
-                                   << rtn;
-  std::cout << ggml_type_traits(t).name << ": searched / round-to-nearest squared error " << searched / rtn << "\n";
+  // Q3_K, Q6_K and the IQ4 types search with weights x^2 (llama.cpp's
+  // reference): on that error they must win; on the plain squared error they
+  // may lose a hair (IQ4_XS: 0.98-1.002 of round-to-nearest), never 1%.
+  const bool x2 = t == GgmlType::Q3_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_NL || t == GgmlType::IQ4_XS;
+  std::vector<float> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = x2 ? x[i] * x[i] : 1.0f;
+  const double searched = weighted_sq_error(x, y, w.data()), rtn = weighted_sq_error(x, r, w.data());
+  EXPECT_LT(searched, rtn) << ggml_type_traits(t).name << ": searched " << searched << " vs round-to-nearest " << rtn;
+  EXPECT_LT(weighted_sq_error(x, y, nullptr), 1.01 * weighted_sq_error(x, r, nullptr)) << ggml_type_traits(t).name;
+  std::cout << ggml_type_traits(t).name << ": searched / round-to-nearest error" << (x2 ? " (x^2-weighted) " : " ")
+            << searched / rtn << "\n";
 }
 
 TEST_P(Encoder, ImportanceWeightsLowerTheWeightedError) {
