@@ -242,7 +242,7 @@ Iq4Fit fit_iq4(const float* x, const float* qw, int n) {
 
 }  // namespace
 
-BlockQ5_0 quantize_block_q5_0(const float* x, const float* /*qw*/) {
+BlockQ5_0 quantize_block_q5_0(const float* x) {
   BlockQ5_0 b{};
   b.d = f32_to_f16(signed_absmax(x, 32) / -16.0f);
   const float d = f16_to_f32(b.d);
@@ -252,7 +252,7 @@ BlockQ5_0 quantize_block_q5_0(const float* x, const float* /*qw*/) {
   return b;
 }
 
-BlockQ5_1 quantize_block_q5_1(const float* x, const float* /*qw*/) {
+BlockQ5_1 quantize_block_q5_1(const float* x) {
   BlockQ5_1 b{};
   float lo = x[0], hi = x[0];
   for (int j = 1; j < 32; ++j) {
@@ -264,6 +264,52 @@ BlockQ5_1 quantize_block_q5_1(const float* x, const float* /*qw*/) {
   const float d = f16_to_f32(b.d), m = f16_to_f32(b.m);
   int c[32];
   for (int j = 0; j < 32; ++j) c[j] = d > 0 ? clampi(std::lround((x[j] - m) / d), 0, 31) : 0;
+  pack_q5(c, &b);
+  return b;
+}
+
+BlockQ4_0 quantize_block_q4_0_weighted(const float* x, const float* qw, float sigma2) {
+  float w[32];
+  uint8_t L[32];
+  importance_weights(x, qw, 32, sigma2, w);
+  BlockQ4_0 b{};
+  b.d = f32_to_f16(search_symmetric(32, 8, x, w, L));
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+  return b;
+}
+
+BlockQ4_1 quantize_block_q4_1_weighted(const float* x, const float* qw, float sigma2) {
+  float w[32], min = 0;
+  uint8_t L[32];
+  importance_weights(x, qw, 32, sigma2, w);
+  BlockQ4_1 b{};
+  b.d = f32_to_f16(search_affine(32, 15, x, w, L, &min, AffineSearch{-0.9f, 0.05f, 36, false}));
+  b.m = f32_to_f16(-min);
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+  return b;
+}
+
+BlockQ5_0 quantize_block_q5_0_weighted(const float* x, const float* qw, float sigma2) {
+  float w[32];
+  uint8_t L[32];
+  importance_weights(x, qw, 32, sigma2, w);
+  BlockQ5_0 b{};
+  b.d = f32_to_f16(search_symmetric(32, 16, x, w, L));
+  int c[32];
+  for (int j = 0; j < 32; ++j) c[j] = L[j];
+  pack_q5(c, &b);
+  return b;
+}
+
+BlockQ5_1 quantize_block_q5_1_weighted(const float* x, const float* qw, float sigma2) {
+  float w[32], min = 0;
+  uint8_t L[32];
+  importance_weights(x, qw, 32, sigma2, w);
+  BlockQ5_1 b{};
+  b.d = f32_to_f16(search_affine(32, 31, x, w, L, &min, AffineSearch{-0.9f, 0.05f, 36, false}));
+  b.m = f32_to_f16(-min);
+  int c[32];
+  for (int j = 0; j < 32; ++j) c[j] = L[j];
   pack_q5(c, &b);
   return b;
 }

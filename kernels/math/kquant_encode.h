@@ -13,14 +13,25 @@
 #pragma once
 
 #include "kernels/math/kquant_blocks.h"
+#include "kernels/math/quant_blocks.h"
 
 namespace layerstream::math {
 
+// Q5_0, Q5_1 (x: 32 floats): round to nearest, llama.cpp's reference.
+BlockQ5_0 quantize_block_q5_0(const float* x);
+BlockQ5_1 quantize_block_q5_1(const float* x);
+
+// The 32-element types with importance weights qw (32, not null), as
+// llama.cpp's quantize_row_q4_0_impl and kin: element weights
+// qw * sqrt(sigma2 + x^2), sigma2 the mean of x^2 over the whole row;
+// symmetric search for Q4_0 / Q5_0, affine for Q4_1 / Q5_1.
+BlockQ4_0 quantize_block_q4_0_weighted(const float* x, const float* qw, float sigma2);
+BlockQ4_1 quantize_block_q4_1_weighted(const float* x, const float* qw, float sigma2);
+BlockQ5_0 quantize_block_q5_0_weighted(const float* x, const float* qw, float sigma2);
+BlockQ5_1 quantize_block_q5_1_weighted(const float* x, const float* qw, float sigma2);
+
 // x: Block::kElems floats. qw: Block::kElems importance weights (>= 0), or
-// null for none. Q5_0 and Q5_1 round to nearest (llama.cpp's reference; the
-// weights are not used).
-BlockQ5_0 quantize_block_q5_0(const float* x, const float* qw = nullptr);
-BlockQ5_1 quantize_block_q5_1(const float* x, const float* qw = nullptr);
+// null for none.
 BlockQ2_K quantize_block_q2_k(const float* x, const float* qw = nullptr);
 BlockQ3_K quantize_block_q3_k(const float* x, const float* qw = nullptr);
 BlockQ4_K quantize_block_q4_k(const float* x, const float* qw = nullptr);

@@ -157,7 +157,9 @@ TEST_P(Encoder, NoWorseThanRoundToNearest) {
             << searched / rtn << "\n";
 }
 
-TEST_P(Encoder, ImportanceWeightsLowerTheWeightedError) {
+using WeightedEncoder = Encoder;
+
+TEST_P(WeightedEncoder, ImportanceWeightsLowerTheWeightedError) {
   const GgmlType t = GetParam();
   const size_t n = 256 * 64;
   const std::vector<float> x = weights_like(n, rng_);
@@ -195,6 +197,12 @@ TEST_P(Encoder, DecodesAsTheFormatDescriptionSays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, Encoder, ::testing::ValuesIn(kSearched),
+                         [](const auto& info) { return std::string(ggml_type_traits(info.param).name); });
+// With an importance matrix the 32-element types are searched too.
+INSTANTIATE_TEST_SUITE_P(Types, WeightedEncoder,
+                         ::testing::Values(GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                           GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q4_0,
+                                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1),
                          [](const auto& info) { return std::string(ggml_type_traits(info.param).name); });
 
 }  // namespace
