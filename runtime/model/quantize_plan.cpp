@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstdlib>
 
 namespace layerstream {
 namespace {
@@ -85,8 +84,19 @@ struct RuleState {
   bool falcon() const { return arch == "falcon"; }
 };
 
-GgmlType rule_attn_v(RuleState& s, FT ft, GgmlType t) {
-  const int i = s.i_attention_wv++;
+// The layer of "blk.N. ..." tensors, else `counter`: llama.cpp counts the
+// tensors of a kind in layer order, which is the file order only when the
+// file lists blk.2 before blk.10 (many list blk.10 first).
+int layer_of(std::string_view name, int counter) {
+  if (name.rfind("blk.", 0) != 0) return counter;
+  int layer = 0;
+  size_t i = 4;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) layer = layer * 10 + (name[i] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? layer : counter;
+}
+
+GgmlType rule_attn_v(RuleState& s, FT ft, GgmlType t, std::string_view name) {
+  const int i = layer_of(name, s.i_attention_wv++);
   if (ft == FT::kQ2_K) t = s.n_gqa >= 4 ? GgmlType::Q4_K : GgmlType::Q3_K;
   else if (ft == FT::kQ3_K_M) t = i < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
   else if (ft == FT::kQ3_K_L) t = GgmlType::Q5_K;
@@ -98,10 +108,8 @@ GgmlType rule_attn_v(RuleState& s, FT ft, GgmlType t) {
 }
 
 GgmlType rule_ffn_down(RuleState& s, FT ft, GgmlType t, std::string_view name) {
-  int i = s.i_ffn_down++;
+  const int i = layer_of(name, s.i_ffn_down++);
   const int n = s.n_layer;
-  // Experts of one layer are not consecutive in every file: take the layer from the name.
-  if (s.n_expert > 1 && name.rfind("blk.", 0) == 0) i = std::atoi(std::string(name.substr(4)).c_str());
   const bool more = use_more_bits(i, n);
   if (ft == FT::kQ2_K) return GgmlType::Q3_K;
   if (ft == FT::kQ3_K_M) return i < n / 16 ? GgmlType::Q5_K : (!s.falcon() || more) ? GgmlType::Q4_K : GgmlType::Q3_K;
@@ -142,7 +150,7 @@ GgmlType rule_type(RuleState& s, FT ft, GgmlType t, const GgufTensorInfo& info) 
     return t != GgmlType::Q8_0 ? GgmlType::Q6_K : t;
   }
   if (c == Category::kTokenEmbd) return t;
-  if (is_attn_v_like(c)) return rule_attn_v(s, ft, t);
+  if (is_attn_v_like(c)) return rule_attn_v(s, ft, t, info.name);
   if (c == Category::kAttnK) return s.n_expert == 8 ? GgmlType::Q8_0 : t;
   if (c == Category::kFfnDown) return rule_ffn_down(s, ft, t, info.name);
   if (c == Category::kAttnOutput) return rule_attn_output(s, ft, t);

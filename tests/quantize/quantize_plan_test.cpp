@@ -1,10 +1,12 @@
 // llama.cpp's per-tensor choices (quantize_plan.h) on example-model files:
 // which tensors are quantised, which keep more bits in each mix, the output
 // and tied-embedding rules, and the fallback for rows not a multiple of 256.
+#include <algorithm>
 #include <map>
 #include <string>
 
 #include "runtime/model/example_model.h"
+#include "runtime/model/gguf_writer.h"
 #include "runtime/model/quantize_plan.h"
 #include "tests/common/testing.h"
 
@@ -133,6 +135,35 @@ TEST_F(Plan, FloatTargetsConvertOnlyMatrices) {
 TEST_F(Plan, ImatrixChangesIq4FfnDown) {
   EXPECT_EQ(plan(spec(8, 768), "iq4_xs").at(blk(0, "ffn_down")), GgmlType::Q5_K);
   EXPECT_EQ(plan(spec(8, 768), "iq4_xs", false, true).at(blk(0, "ffn_down")), GgmlType::IQ4_XS);
+}
+
+// Files that list blk.10 before blk.2 (as SmolLM2's does): the layers that get
+// more bits are chosen by layer number, as llama.cpp counts them.
+TEST_F(Plan, LayerRulesFollowLayerNumbersNotFileOrder) {
+  GgufWriter w(32);
+  ASSERT_TRUE(w.add("general.architecture", GgufValue::string("llama")).ok());
+  ASSERT_TRUE(w.add("llama.block_count", GgufValue::u32(12)).ok());
+  ASSERT_TRUE(w.add("llama.attention.head_count", GgufValue::u32(4)).ok());
+  ASSERT_TRUE(w.add("llama.attention.head_count_kv", GgufValue::u32(2)).ok());
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) names.push_back(blk(i, "attn_v")), names.push_back(blk(i, "ffn_down"));
+  std::sort(names.begin(), names.end());  // blk.0, blk.1, blk.10, blk.11, blk.2, ...
+  for (const auto& n : names) ASSERT_TRUE(w.add_tensor(n, {256, 64}, GgmlType::F16).ok());
+  const std::string path = dir_.file("sorted.gguf");
+  ASSERT_TRUE(w.write(path, [](size_t, const GgufTensorInfo& t, TensorSink& sink) {
+                 std::vector<uint8_t> zeros(t.n_bytes);
+                 return sink.write(zeros.data(), zeros.size());
+               }).ok());
+  auto f = read_gguf_file(path);
+  ASSERT_TRUE(f.ok());
+  auto p = plan_quantization(*f, *parse_quant_target("q4_k_m"), PlanOptions{});
+  ASSERT_TRUE(p.ok());
+  for (size_t k = 0; k < names.size(); ++k) {
+    const int layer = std::stoi(names[k].substr(4));
+    // use_more_bits(i, 12): i < 1, i >= 10, (i - 1) % 3 == 2
+    const bool more = layer < 1 || layer >= 10 || (layer - 1) % 3 == 2;
+    EXPECT_EQ((*p)[k].type, more ? GgmlType::Q6_K : GgmlType::Q4_K) << names[k];
+  }
 }
 
 }  // namespace
