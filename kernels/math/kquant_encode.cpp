@@ -56,8 +56,8 @@ void quantise_sub_scales_by_max(const float* scales, const float* mins, int n_gr
   const float is = max_scale > 0 ? static_cast<float>(smax) / max_scale : 0.0f;
   const float im = max_min > 0 ? static_cast<float>(smax) / max_min : 0.0f;
   for (int g = 0; g < n_groups; ++g) {
-    b->sc[g] = static_cast<uint8_t>(std::min(smax, round_even(is * scales[g])));
-    b->m[g] = static_cast<uint8_t>(std::min(smax, round_even(im * mins[g])));
+    b->sc[g] = static_cast<uint8_t>(code_in(is * scales[g], 0, smax));
+    b->m[g] = static_cast<uint8_t>(code_in(im * mins[g], 0, smax));
   }
   b->d = f32_to_f16(max_scale / static_cast<float>(smax));
   b->dmin = f32_to_f16(max_min / static_cast<float>(smax));
@@ -71,7 +71,7 @@ void requantise_affine(const float* x, int n_groups, int group, int nmax, Affine
     if (dg == 0) continue;
     const float mg = dmin * static_cast<float>(b->m[g]);
     for (int i = 0; i < group; ++i) {
-      b->L[g * group + i] = static_cast<uint8_t>(std::clamp(round_even((x[g * group + i] + mg) / dg), 0, nmax));
+      b->L[g * group + i] = static_cast<uint8_t>(code_in((x[g * group + i] + mg) / dg, 0, nmax));
     }
   }
 }
@@ -132,7 +132,7 @@ void quantise_signed_scales_by_max(const float* scales, int lmin, int lmax, SymB
   }
   if (std::fabs(max_scale) < kGroupMaxEps) return;  // an all-zero block
   const float iscale = static_cast<float>(lmin) / max_scale;
-  for (int g = 0; g < 16; ++g) b->l[g] = std::clamp(round_even(iscale * scales[g]), lmin, lmax);
+  for (int g = 0; g < 16; ++g) b->l[g] = code_in(iscale * scales[g], lmin, lmax);
   b->d = f32_to_f16(1 / iscale);
 }
 
@@ -142,7 +142,7 @@ void requantise_symmetric(const float* x, int qmin, int qmax, SymBlock* b) {
     const float dg = d * static_cast<float>(b->l[g]);
     if (dg == 0) continue;
     for (int i = 0; i < 16; ++i) {
-      b->L[16 * g + i] = static_cast<uint8_t>(std::clamp(round_even(x[16 * g + i] / dg), qmin, qmax) - qmin);
+      b->L[16 * g + i] = static_cast<uint8_t>(code_in(x[16 * g + i] / dg, qmin, qmax) - qmin);
     }
   }
 }
@@ -231,7 +231,7 @@ Iq4Fit fit_iq4(const float* x, const float* qw, int n) {
   f.d = f32_to_f16(d);
   const float id = d != 0 ? 1 / d : 0.0f;
   for (int g = 0; g < groups; ++g) {
-    const int l = std::clamp(round_even(id * scales[g]), -32, 31);
+    const int l = code_in(id * scales[g], -32, 31);
     f.ls[g] = l + 32;
     const float dl = d * static_cast<float>(l);
     const float idl = dl != 0 ? 1 / dl : 0.0f;

@@ -36,7 +36,7 @@ inline float code_of(float v, float lo, float hi) {
 #endif
 }
 
-int clamp_code(float v, int lo, int hi) { return static_cast<int>(code_of(v, static_cast<float>(lo), static_cast<float>(hi))); }
+int clamp_code(float v, int lo, int hi) { return code_in(v, lo, hi); }
 
 // Sums of a symmetric code assignment at inverse scale `iscale`: sum w x l and
 // sum w l^2 (l in -nmax..nmax-1); the codes go to L (offset by nmax) when given.
@@ -199,7 +199,7 @@ float search_positive(int n, int nmax, const float* x, const float* w, uint8_t* 
     std::memset(L, 0, static_cast<size_t>(n));
     return 0;
   }
-  auto code = [&](float iscale, int i) { return std::min(nmax, round_even(iscale * x[i])); };
+  auto code = [&](float iscale, int i) { return code_in(iscale * x[i], 0, nmax); };
   auto mse = [&](float iscale) {
     float e = 0;
     for (int i = 0; i < n; ++i) {
@@ -232,7 +232,7 @@ float search_positive(int n, int nmax, const float* x, const float* w, uint8_t* 
       float slx = sumlx - w[i] * x[i] * static_cast<float>(l[i]);
       float sl2 = suml2 - w[i] * static_cast<float>(l[i] * l[i]);
       if (slx <= 0 || sl2 <= 0) continue;
-      const int nl = std::min(nmax, round_even(x[i] * sl2 / slx));
+      const int nl = code_in(x[i] * sl2 / slx, 0, nmax);
       if (nl == l[i]) continue;
       slx += w[i] * x[i] * static_cast<float>(nl);
       sl2 += w[i] * static_cast<float>(nl * nl);

@@ -56,8 +56,12 @@ float search_iq4(int n, const float* x, const float* w, int ntry, uint8_t* L);
 // Index of the IQ4 codebook entry nearest to v (ties to the lower index).
 int nearest_iq4_index(float v);
 
-// Round to nearest, ties to even (as the quantisers of llama.cpp round).
-inline int round_even(float v) {
+// v rounded to nearest (ties to even, as llama.cpp's quantisers round) and
+// clamped to lo..hi; NaN gives lo. Clamping first keeps the conversion to int
+// defined for any input.
+inline int code_in(float v, int lo, int hi) {
+  if (!(v >= static_cast<float>(lo))) return lo;
+  if (v > static_cast<float>(hi)) return hi;
   return static_cast<int>(__builtin_rintf(v));
 }
 

@@ -153,20 +153,20 @@ class TensorEncoder {
       uint8_t* out = ch.out.data() + (r - r0) * out_row_bytes_;
       const float* w = im_ ? im_->data() + (r / rows_per_matrix_) * row_ : nullptr;
       ch.status = math::decode_row(t_.type, ch.raw.data() + (r - r0) * in_row_bytes_, row_, ch.f.data());
+      if (ch.status.ok()) ch.status = check_finite(ch.f, r, "holds", t_.type);
       if (ch.status.ok()) ch.status = math::encode_row(to_, ch.f.data(), row_, out, w);
-      if (ch.status.ok()) ch.status = check_row(out, r, ch.f);
+      if (ch.status.ok()) ch.status = math::decode_row(to_, out, row_, ch.f.data());
+      if (ch.status.ok()) ch.status = check_finite(ch.f, r, "encodes to", to_);
     }
   }
 
-  // Every value of the encoded row decodes to a finite number (a scale that
-  // overflowed f16, or NaN in the input, would not).
-  Status check_row(const uint8_t* out, uint64_t r, std::vector<float>& scratch) const {
-    LS_RETURN_IF_ERROR(math::decode_row(to_, out, row_, scratch.data()));
+  // The input row holds only finite values (the encoders assume it), and the
+  // encoded row decodes to finite values (a scale beyond f16's range would not).
+  Status check_finite(const std::vector<float>& v, uint64_t r, const char* what, GgmlType type) const {
     for (uint64_t j = 0; j < row_; ++j) {
-      if (!std::isfinite(scratch[j])) {
-        return Status::Corruption(fmt::format("tensor '{}' row {}: element {} encodes to {} in {} (the input holds "
-                                              "NaN/Inf or values beyond the type's range)",
-                                              t_.name, r, j, scratch[j], ggml_type_traits(to_).name));
+      if (!std::isfinite(v[j])) {
+        return Status::Corruption(fmt::format("tensor '{}' row {} element {} {} {} in {}", t_.name, r, j, what, v[j],
+                                              ggml_type_traits(type).name));
       }
     }
     return Status::OK();

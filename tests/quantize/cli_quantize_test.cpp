@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
 #include <vector>
 
 #include "runtime/model/gguf_file.h"
@@ -229,6 +233,22 @@ class TmpfsMount {
   TempDir dir_;
   bool mounted_ = false;
 };
+
+// A NaN in a weight is reported with the tensor and row, not encoded.
+TEST_F(CliQuantize, NonFiniteInputIsRefused) {
+  auto f = read_gguf_file(model_);
+  ASSERT_TRUE(f.ok());
+  const GgufTensorInfo* t = f->find_tensor("blk.1.ffn_up.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, GgmlType::F16);
+  {
+    std::fstream io(model_, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(t->offset + 2 * (3 * t->dims[0] + 5)));  // row 3, element 5
+    const uint16_t nan = 0x7E00;
+    io.write(reinterpret_cast<const char*>(&nan), 2);
+  }
+  expect_refused("--type q4_k_m", "tensor 'blk.1.ffn_up.weight' row 3 element 5 holds nan");
+}
 
 TEST_F(CliQuantize, MissingInput) {
   TempDir out;
