@@ -111,8 +111,8 @@ if [ "$SPEED_SIZE" != 0 ]; then
   echo
   echo "### Speed: $(du -h "$WORK/big.gguf" | cut -f1) F16 example model to Q4_K_M, $THREADS threads (input read once into the page cache before each)"
   echo
-  echo "| tool | wall s | peak RSS MiB | output |"
-  echo "|---|---|---|---|"
+  echo "| tool | wall s | CPU s (user + sys) | peak RSS MiB | output |"
+  echo "|---|---|---|---|---|"
   for tool in layerstream llama-quantize; do
     cat "$WORK/big.gguf" >/dev/null
     if [ $tool = layerstream ]; then
@@ -120,9 +120,9 @@ if [ "$SPEED_SIZE" != 0 ]; then
     else
       cmd=("$PEER/llama-quantize" "$WORK/big.gguf" "$WORK/big-q.gguf" Q4_K_M "$THREADS")
     fi
-    /usr/bin/time -f "%e %M" -o "$WORK/time.txt" "${cmd[@]}" >"$WORK/s.txt" 2>&1 || { tail -5 "$WORK/s.txt" >&2; exit 1; }
-    read -r wall rss <"$WORK/time.txt"
-    echo "| $tool | $wall | $((rss / 1024)) | $(du -h "$WORK/big-q.gguf" | cut -f1) |"
+    /usr/bin/time -f "%e %U %S %M" -o "$WORK/time.txt" "${cmd[@]}" >"$WORK/s.txt" 2>&1 || { tail -5 "$WORK/s.txt" >&2; exit 1; }
+    read -r wall user sys rss <"$WORK/time.txt"
+    echo "| $tool | $wall | $(python3 -c "print('%.1f' % ($user + $sys))") | $((rss / 1024)) | $(du -h "$WORK/big-q.gguf" | cut -f1) |"
     rm -f "$WORK/big-q.gguf"
   done
 fi
