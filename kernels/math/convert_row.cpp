@@ -53,14 +53,33 @@ void decode_kblocks(const void* src, size_t n, float* dst) {
   }
 }
 
+// The K-quant / Q5 / IQ4 encoders take the block's importance weights (or null).
 template <typename Block, typename Fn>
-void encode_kblocks(const float* src, size_t n, void* dst, Fn quantize) {
-  encode_blocks<Block, Block::kElems>(src, n, dst, quantize);
+void encode_kblocks(const float* src, size_t n, void* dst, const float* weights, Fn quantize) {
+  auto* out = static_cast<Block*>(dst);
+  for (size_t b = 0; b < n / Block::kElems; ++b) {
+    const Block blk = quantize(src + b * Block::kElems, weights ? weights + b * Block::kElems : nullptr);
+    std::memcpy(out + b, &blk, sizeof(Block));
+  }
+}
+
+// The 32-element types with importance weights: each block also needs the
+// mean of x^2 over the whole row (llama.cpp's sigma2).
+template <typename Block, typename Fn>
+void encode_weighted_blocks(const float* src, size_t n, void* dst, const float* weights, Fn quantize) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(src[i]) * src[i];
+  const float sigma2 = static_cast<float>(sum / static_cast<double>(n));
+  auto* out = static_cast<Block*>(dst);
+  for (size_t b = 0; b < n / kQK; ++b) {
+    const Block blk = quantize(src + b * kQK, weights + b * kQK, sigma2);
+    std::memcpy(out + b, &blk, sizeof(Block));
+  }
 }
 
 }  // namespace
 
-Status encode_row(GgmlType type, const float* src, size_t n, void* dst) {
+Status encode_row(GgmlType type, const float* src, size_t n, void* dst, const float* weights) {
   LS_RETURN_IF_ERROR(check_shape(type, n));
   switch (type) {
     case GgmlType::F32: std::memcpy(dst, src, n * 4); break;
@@ -75,17 +94,29 @@ Status encode_row(GgmlType type, const float* src, size_t n, void* dst) {
       break;
     }
     case GgmlType::Q8_0: encode_blocks<BlockQ8_0>(src, n, dst, quantize_block_q8_0); break;
-    case GgmlType::Q4_0: encode_blocks<BlockQ4_0>(src, n, dst, quantize_block_q4_0); break;
-    case GgmlType::Q4_1: encode_blocks<BlockQ4_1>(src, n, dst, quantize_block_q4_1); break;
-    case GgmlType::Q5_0: encode_kblocks<BlockQ5_0>(src, n, dst, quantize_block_q5_0); break;
-    case GgmlType::Q5_1: encode_kblocks<BlockQ5_1>(src, n, dst, quantize_block_q5_1); break;
-    case GgmlType::Q2_K: encode_kblocks<BlockQ2_K>(src, n, dst, quantize_block_q2_k); break;
-    case GgmlType::Q3_K: encode_kblocks<BlockQ3_K>(src, n, dst, quantize_block_q3_k); break;
-    case GgmlType::Q4_K: encode_kblocks<BlockQ4_K>(src, n, dst, quantize_block_q4_k); break;
-    case GgmlType::Q5_K: encode_kblocks<BlockQ5_K>(src, n, dst, quantize_block_q5_k); break;
-    case GgmlType::Q6_K: encode_kblocks<BlockQ6_K>(src, n, dst, quantize_block_q6_k); break;
-    case GgmlType::IQ4_NL: encode_kblocks<BlockIQ4_NL>(src, n, dst, quantize_block_iq4_nl); break;
-    case GgmlType::IQ4_XS: encode_kblocks<BlockIQ4_XS>(src, n, dst, quantize_block_iq4_xs); break;
+    case GgmlType::Q4_0:
+      if (weights) encode_weighted_blocks<BlockQ4_0>(src, n, dst, weights, quantize_block_q4_0_weighted);
+      else encode_blocks<BlockQ4_0>(src, n, dst, quantize_block_q4_0);
+      break;
+    case GgmlType::Q4_1:
+      if (weights) encode_weighted_blocks<BlockQ4_1>(src, n, dst, weights, quantize_block_q4_1_weighted);
+      else encode_blocks<BlockQ4_1>(src, n, dst, quantize_block_q4_1);
+      break;
+    case GgmlType::Q5_0:
+      if (weights) encode_weighted_blocks<BlockQ5_0>(src, n, dst, weights, quantize_block_q5_0_weighted);
+      else encode_blocks<BlockQ5_0, BlockQ5_0::kElems>(src, n, dst, quantize_block_q5_0);
+      break;
+    case GgmlType::Q5_1:
+      if (weights) encode_weighted_blocks<BlockQ5_1>(src, n, dst, weights, quantize_block_q5_1_weighted);
+      else encode_blocks<BlockQ5_1, BlockQ5_1::kElems>(src, n, dst, quantize_block_q5_1);
+      break;
+    case GgmlType::Q2_K: encode_kblocks<BlockQ2_K>(src, n, dst, weights, quantize_block_q2_k); break;
+    case GgmlType::Q3_K: encode_kblocks<BlockQ3_K>(src, n, dst, weights, quantize_block_q3_k); break;
+    case GgmlType::Q4_K: encode_kblocks<BlockQ4_K>(src, n, dst, weights, quantize_block_q4_k); break;
+    case GgmlType::Q5_K: encode_kblocks<BlockQ5_K>(src, n, dst, weights, quantize_block_q5_k); break;
+    case GgmlType::Q6_K: encode_kblocks<BlockQ6_K>(src, n, dst, weights, quantize_block_q6_k); break;
+    case GgmlType::IQ4_NL: encode_kblocks<BlockIQ4_NL>(src, n, dst, weights, quantize_block_iq4_nl); break;
+    case GgmlType::IQ4_XS: encode_kblocks<BlockIQ4_XS>(src, n, dst, weights, quantize_block_iq4_xs); break;
     default: return Status::Internal("encode_row: type marked supported but not handled");
   }
   return Status::OK();

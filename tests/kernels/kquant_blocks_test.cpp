@@ -131,7 +131,10 @@ TEST_P(KQuant, EncodeRoundTripStaysOnTheGrid) {
         const size_t i = b * tr.block_elems + j;
         const double v = kspec_element(t, &enc[b * tr.block_bytes], static_cast<int>(j));
         ASSERT_TRUE(std::isfinite(v));
-        ASSERT_LE(std::fabs(v - x[i]), max_rel_error(t) * amax + 1e-30) << tr.name << " amp " << amp << " block " << b << " j " << j;
+        // Twice the grid's bound: llama.cpp's least-squares scale search may
+        // clip the extreme values of a group by up to a step to fit the rest better.
+        ASSERT_LE(std::fabs(v - x[i]), 2 * max_rel_error(t) * amax + 1e-30)
+            << tr.name << " amp " << amp << " block " << b << " j " << j;
         sq_err += (v - x[i]) * (v - x[i]);
       }
     }
