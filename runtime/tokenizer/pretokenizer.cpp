@@ -142,24 +142,6 @@ uint32_t decode_lax(std::string_view s, size_t& pos) {
   return cp;
 }
 
-void append_cp(std::string& out, uint32_t cp) {  // surrogates too (3 bytes)
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // The units of `text` and the byte offset of each in `bytes` (the text
 // itself when it is valid UTF-8, else its re-encoding in `scratch`), plus
 // one final offset.
@@ -171,7 +153,7 @@ std::string_view decode_text(std::string_view text, std::string& scratch, std::v
     const size_t at = pos;
     const uint32_t cp = decode_lax(text, pos);
     offsets.push_back(static_cast<uint32_t>(valid ? at : scratch.size()));
-    if (!valid) append_cp(scratch, cp);
+    if (!valid) utf8::append_any(scratch, cp);
     units.push_back(make_unit(cp));
   }
   const std::string_view bytes = valid ? text : std::string_view(scratch);

@@ -47,6 +47,10 @@ bool is_valid(std::string_view s) {
 
 void append(std::string& out, uint32_t cp) {
   LS_CHECK(cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF));
+  append_any(out, cp);
+}
+
+void append_any(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
   } else if (cp < 0x800) {

@@ -31,5 +31,8 @@ bool is_valid(std::string_view s);
 
 // Appends the UTF-8 encoding of cp. REQUIRES: cp <= 0x10FFFF and not a surrogate.
 void append(std::string& out, uint32_t cp);
+// The same encoding for any cp < 0x110000, surrogates included (3 bytes):
+// for text that must keep such code points as it found them.
+void append_any(std::string& out, uint32_t cp);
 
 }  // namespace layerstream::utf8
