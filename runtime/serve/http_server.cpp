@@ -106,8 +106,31 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
 }
 
 void HttpServer::routes() {
+  install_guards();
   httplib::Server& s = *http_;
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render_metrics(), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const json body = {{"object", "list"},
+                       {"data", json::array({{{"id", options_.model_id},
+                                              {"object", "model"},
+                                              {"created", unix_seconds()},
+                                              {"owned_by", "layerstream"}}})}};
+    res.set_content(to_text(body), "application/json");
+  });
 
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+  s.Post("/v1/chat/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+}
+
+// The API key check, and our error body for what the routes do not answer.
+void HttpServer::install_guards() {
+  httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ++http_requests_;
     if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
@@ -142,127 +165,121 @@ void HttpServer::routes() {
     }
     send_error(res, error_of(500, "internal error: " + what, "server_error"));
   });
+}
 
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics(), "text/plain; version=0.0.4");
-  });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json body = {{"object", "list"},
-                       {"data", json::array({{{"id", options_.model_id},
-                                              {"object", "model"},
-                                              {"created", unix_seconds()},
-                                              {"owned_by", "layerstream"}}})}};
-    res.set_content(to_text(body), "application/json");
-  });
+// The prompt's tokens: the chat template over the messages (its turn ends
+// become stop strings), or the completion prompt as it is.
+std::optional<ApiError> HttpServer::prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens) {
+  if (chat) {
+    auto text = template_.apply(p.messages, /*add_generation_prompt=*/true);
+    if (!text.ok())
+      return error_of(400, text.status().message(), "invalid_request_error");
+    // Templates that write bos_token: the tokenizer adds BOS itself.
+    std::string prompt = std::move(*text);
+    const std::string& bos = template_.bos_token();
+    if (!bos.empty() && prompt.rfind(bos, 0) == 0) prompt.erase(0, bos.size());
+    tokens = model_->tokenize(prompt, /*add_bos=*/true);
+    for (const std::string& end : template_.turn_ends()) p.stop.push_back(end);
+  } else {
+    if (p.prompt.empty())
+      return error_of(400, "'prompt' is empty", "invalid_request_error");
+    tokens = model_->tokenize(p.prompt, /*add_bos=*/true);
+  }
+  return std::nullopt;
+}
 
-  auto completion = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
-      CompletionParams p;
-      if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
-      std::vector<int32_t> tokens;
-      if (chat) {
-        auto text = template_.apply(p.messages, /*add_generation_prompt=*/true);
-        if (!text.ok())
-          return send_error(res, error_of(400, text.status().message(), "invalid_request_error"));
-        // Templates that write bos_token: the tokenizer adds BOS itself.
-        std::string prompt = std::move(*text);
-        const std::string& bos = template_.bos_token();
-        if (!bos.empty() && prompt.rfind(bos, 0) == 0) prompt.erase(0, bos.size());
-        tokens = model_->tokenize(prompt, /*add_bos=*/true);
-        for (const std::string& end : template_.turn_ends()) p.stop.push_back(end);
-      } else {
-        if (p.prompt.empty())
-          return send_error(res, error_of(400, "'prompt' is empty", "invalid_request_error"));
-        tokens = model_->tokenize(p.prompt, /*add_bos=*/true);
-      }
-      const int n_ctx = scheduler_.n_context();
-      const int room = n_ctx - static_cast<int>(tokens.size());
-      GenerationRequest g;
-      g.prompt = std::move(tokens);
-      g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : options_.default_max_tokens;
-      g.max_tokens = std::min(g.max_tokens, std::max(room, 0));
-      g.sampling = p.sampling;
-      g.stop = p.stop;
-      if (g.max_tokens == 0 && room > 0) {  // nothing to generate: answer at once
-        RequestState::Chunk none;
-        none.done = true;
-        none.reason = FinishReason::kLength;
-        none.prompt_tokens = static_cast<int>(g.prompt.size());
-        const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
-                              unix_seconds()};
-        res.set_content(to_text(completion_response(ids, chat, none)), "application/json");
-        return;
-      }
-      auto state = scheduler_.submit(std::move(g));
-      if (!state.ok()) return send_error(res, error_of(state.status()));
-      const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
-                            unix_seconds()};
-      std::shared_ptr<RequestState> st = *state;
+void HttpServer::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+  CompletionParams p;
+  if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
+  std::vector<int32_t> tokens;
+  if (auto e = prompt_tokens(p, chat, tokens)) return send_error(res, *e);
+  const int n_ctx = scheduler_.n_context();
+  const int room = n_ctx - static_cast<int>(tokens.size());
+  GenerationRequest g;
+  g.prompt = std::move(tokens);
+  g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : options_.default_max_tokens;
+  g.max_tokens = std::min(g.max_tokens, std::max(room, 0));
+  g.sampling = p.sampling;
+  g.stop = p.stop;
+  if (g.max_tokens == 0 && room > 0) {  // nothing to generate: answer at once
+    RequestState::Chunk none;
+    none.done = true;
+    none.reason = FinishReason::kLength;
+    none.prompt_tokens = static_cast<int>(g.prompt.size());
+    const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
+                          unix_seconds()};
+    res.set_content(to_text(completion_response(ids, chat, none)), "application/json");
+    return;
+  }
+  auto state = scheduler_.submit(std::move(g));
+  if (!state.ok()) return send_error(res, error_of(state.status()));
+  const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
+                        unix_seconds()};
+  std::shared_ptr<RequestState> st = *state;
 
-      if (!p.stream) {
-        const RequestState::Chunk all = st->wait_all();
-        if (all.reason == FinishReason::kError)
-          return send_error(res, error_of(500, all.error, "server_error"));
-        if (all.reason == FinishReason::kCancelled)
-          return send_error(
-              res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
-        res.set_content(to_text(completion_response(ids, chat, all)), "application/json");
-        return;
-      }
-      auto first = std::make_shared<bool>(true);
-      const bool include_usage = p.include_usage;
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [st, ids, chat, first, include_usage](size_t, httplib::DataSink& sink) {
-            RequestState::Chunk c;
-            if (!st->next(c, std::chrono::milliseconds(500))) {
-              // Nothing yet: a comment line keeps the stream alive and finds
-              // a client that went away (the write fails).
-              if (!sink.write(":\n\n", 3)) {
-                st->cancel();
-                return false;
-              }
-              return true;
+  if (!p.stream) {
+    const RequestState::Chunk all = st->wait_all();
+    if (all.reason == FinishReason::kError)
+      return send_error(res, error_of(500, all.error, "server_error"));
+    if (all.reason == FinishReason::kCancelled)
+      return send_error(
+          res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
+    res.set_content(to_text(completion_response(ids, chat, all)), "application/json");
+    return;
+  }
+  stream_response(res, st, ids, chat, p.include_usage);
+}
+
+// Server-sent events: a chunk per piece of text, the finish reason, usage
+// when asked, [DONE]; a client that goes away cancels its request.
+void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids,
+                                 bool chat, bool include_usage) {
+  auto first = std::make_shared<bool>(true);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st, ids, chat, first, include_usage](size_t, httplib::DataSink& sink) {
+        RequestState::Chunk c;
+        if (!st->next(c, std::chrono::milliseconds(500))) {
+          // Nothing yet: a comment line keeps the stream alive and finds
+          // a client that went away (the write fails).
+          if (!sink.write(":\n\n", 3)) {
+            st->cancel();
+            return false;
+          }
+          return true;
+        }
+        std::string out;
+        if (!c.text.empty() || *first)
+          out += sse(stream_chunk(ids, chat, c.text, *first, FinishReason::kNone));
+        *first = false;
+        if (c.done) {
+          if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
+            out +=
+                sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
+                             c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
+                        .body());
+          } else {
+            out += sse(stream_chunk(ids, chat, "", false, c.reason));
+            if (include_usage) {
+              json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);
+              u["choices"] = json::array();
+              u["usage"] = usage_json(c.prompt_tokens, c.completion_tokens);
+              out += sse(u);
             }
-            std::string out;
-            if (!c.text.empty() || *first)
-              out += sse(stream_chunk(ids, chat, c.text, *first, FinishReason::kNone));
-            *first = false;
-            if (c.done) {
-              if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
-                out +=
-                    sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
-                                 c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
-                            .body());
-              } else {
-                out += sse(stream_chunk(ids, chat, "", false, c.reason));
-                if (include_usage) {
-                  json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);
-                  u["choices"] = json::array();
-                  u["usage"] = usage_json(c.prompt_tokens, c.completion_tokens);
-                  out += sse(u);
-                }
-              }
-              out += "data: [DONE]\n\n";
-            }
-            if (!sink.write(out.data(), out.size())) {
-              st->cancel();
-              return false;
-            }
-            if (c.done) sink.done();
-            return true;
-          },
-          [st](bool success) {
-            if (!success) st->cancel();  // the client went away: free its sequence
-          });
-    };
-  };
-  s.Post("/v1/completions", completion(false));
-  s.Post("/v1/chat/completions", completion(true));
+          }
+          out += "data: [DONE]\n\n";
+        }
+        if (!sink.write(out.data(), out.size())) {
+          st->cancel();
+          return false;
+        }
+        if (c.done) sink.done();
+        return true;
+      },
+      [st](bool success) {
+        if (!success) st->cancel();  // the client went away: free its sequence
+      });
 }
 
 std::string HttpServer::render_metrics() const {

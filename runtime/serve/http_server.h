@@ -11,15 +11,21 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "layerstream/model.h"
 #include "layerstream/status.h"
 #include "runtime/serve/batch_scheduler.h"
 #include "runtime/serve/chat_template.h"
+#include "runtime/serve/openai_protocol.h"
+#include "runtime/serve/request.h"
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace layerstream::serve {
@@ -51,6 +57,12 @@ class HttpServer {
 
  private:
   void routes();
+  void install_guards();
+  // /v1/completions (chat false) and /v1/chat/completions.
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::optional<ApiError> prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens);
+  void stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids, bool chat,
+                       bool include_usage);
   std::string render_metrics() const;
 
   std::shared_ptr<Model> model_;

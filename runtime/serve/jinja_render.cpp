@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "runtime/serve/jinja_ast.h"
+#include "runtime/serve/jinja_builtins.h"
 
 namespace layerstream::serve::jinja {
 
@@ -17,122 +18,7 @@ using Kind = Value::Kind;
 struct BreakLoop {};
 struct ContinueLoop {};
 
-const std::string kSpace = " \t\n\r\v\f";
-
-std::string strip(const std::string& s, const std::string& chars, bool left, bool right) {
-  size_t b = 0, e = s.size();
-  if (left)
-    while (b < e && chars.find(s[b]) != std::string::npos) ++b;
-  if (right)
-    while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
-  return s.substr(b, e - b);
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to, int64_t count = -1) {
-  if (from.empty()) return s;
-  size_t pos = 0;
-  for (int64_t n = 0; (count < 0 || n < count) && (pos = s.find(from, pos)) != std::string::npos; ++n) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-  return s;
-}
-
-Value split(const std::string& s, const Value& sep, int64_t maxsplit) {
-  Value::Array out;
-  if (sep.is_undefined() || sep.is_none()) {
-    size_t i = 0;
-    while (i < s.size()) {
-      while (i < s.size() && kSpace.find(s[i]) != std::string::npos) ++i;
-      if (i >= s.size()) break;
-      size_t j = i;
-      if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit)
-        j = s.size();
-      else
-        while (j < s.size() && kSpace.find(s[j]) == std::string::npos) ++j;
-      out.push_back(Value(maxsplit >= 0 && j == s.size() ? strip(s.substr(i), kSpace, false, true)
-                                                         : s.substr(i, j - i)));
-      i = j;
-    }
-    return Value(std::move(out));
-  }
-  const std::string& d = sep.str();
-  if (d.empty()) throw Error("split: empty separator");
-  size_t i = 0;
-  for (size_t j; (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) &&
-                 (j = s.find(d, i)) != std::string::npos;
-       i = j + d.size())
-    out.push_back(Value(s.substr(i, j - i)));
-  out.push_back(Value(s.substr(i)));
-  return Value(std::move(out));
-}
-
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string capitalize(const std::string& s) {
-  std::string out = lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
-}
-std::string title(const std::string& s) {
-  std::string out = s;
-  bool start = true;
-  for (char& c : out) {
-    const bool alpha = std::isalpha(static_cast<unsigned char>(c));
-    c = static_cast<char>(start ? std::toupper((unsigned char)c) : std::tolower((unsigned char)c));
-    start = !alpha;
-  }
-  return out;
-}
-
-// Argument `name` (keyword) or at position `i`, else `fallback`. By value:
-// fallbacks are temporaries.
-Value arg(const Args& a, size_t i, const Kwargs& kw, const char* name, const Value& fallback) {
-  for (const auto& [k, v] : kw)
-    if (k == name) return v;
-  return i < a.size() ? a[i] : fallback;
-}
-
-Value::Array items_of(const Value& v) {
-  if (v.is_array()) return v.array();
-  if (v.is_object()) {
-    Value::Array keys;
-    for (const auto& [k, x] : v.object().items) keys.push_back(Value(k));
-    return keys;
-  }
-  if (v.is_string()) {
-    Value::Array chars;
-    for (char c : v.str()) chars.push_back(Value(std::string(1, c)));
-    return chars;
-  }
-  if (v.is_undefined() || v.is_none()) return {};
-  throw Error("'" + v.to_string() + "' is not iterable");
-}
-
-int64_t length_of(const Value& v) {
-  if (v.is_string()) return static_cast<int64_t>(v.str().size());
-  if (v.is_array()) return static_cast<int64_t>(v.array().size());
-  if (v.is_object()) return static_cast<int64_t>(v.object().items.size());
-  if (v.is_undefined()) return 0;
-  throw Error("object of this type has no length: " + v.to_string());
-}
-
-int compare(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    const double x = a.as_float(), y = b.as_float();
-    return x < y ? -1 : x > y ? 1 : 0;
-  }
-  if (a.is_string() && b.is_string()) return a.str() < b.str() ? -1 : a.str() > b.str() ? 1 : 0;
-  throw Error("cannot compare '" + a.to_string() + "' and '" + b.to_string() + "'");
-}
-
-class Renderer {
+class Renderer final : public FilterHost {
  public:
   explicit Renderer(const Value::Object& vars) {
     globals_ = vars;
@@ -406,17 +292,7 @@ class Renderer {
     throw Error("unknown operator " + op);
   }
 
-  static bool contains(const Value& hay, const Value& needle) {
-    if (hay.is_string()) return needle.is_string() && hay.str().find(needle.str()) != std::string::npos;
-    if (hay.is_array())
-      return std::any_of(hay.array().begin(), hay.array().end(),
-                         [&](const Value& v) { return v.equals(needle); });
-    if (hay.is_object()) return needle.is_string() && hay.object().find(needle.str()) != nullptr;
-    if (hay.is_undefined()) return false;
-    throw Error("'in' needs a string, list or dict on the right");
-  }
-
-  Value item(const Value& obj, const Value& key) {
+  Value item(const Value& obj, const Value& key) override {
     if (obj.is_object()) {
       if (!key.is_string()) return Value();
       if (const Value* v = obj.object().find(key.str())) return *v;
@@ -465,7 +341,7 @@ class Renderer {
     return Value(Value::Function(std::move(f)));
   }
 
-  Value attribute(const Value& obj, const std::string& name) {
+  Value attribute(const Value& obj, const std::string& name) override {
     if (obj.is_object()) {
       if (const Value* v = obj.object().find(name)) return *v;
       if (name == "items")
@@ -558,7 +434,7 @@ class Renderer {
     return Value();
   }
 
-  bool test(const std::string& name, const Value& v, const Args& a) {
+  bool test(const std::string& name, const Value& v, const Args& a) override {
     if (name == "defined") return !v.is_undefined();
     if (name == "undefined") return v.is_undefined();
     if (name == "none") return v.is_none();
@@ -589,179 +465,8 @@ class Renderer {
     throw Error("unknown test '" + name + "'");
   }
 
-  Value filter(const std::string& name, const Value& v, const Args& a, const Kwargs& kw) {
-    if (name == "trim") {
-      const Value c = arg(a, 0, kw, "chars", Value());
-      return Value(strip(v.to_string(), c.is_string() ? c.str() : kSpace, true, true));
-    }
-    if (name == "upper") return Value(upper(v.to_string()));
-    if (name == "lower") return Value(lower(v.to_string()));
-    if (name == "capitalize") return Value(capitalize(v.to_string()));
-    if (name == "title") return Value(title(v.to_string()));
-    if (name == "length" || name == "count") return Value(length_of(v));
-    if (name == "string") return Value(v.to_string());
-    if (name == "safe") return v;
-    if (name == "e" || name == "escape") {
-      std::string s = v.to_string(), out;
-      for (char c : s) {
-        if (c == '&')
-          out += "&amp;";
-        else if (c == '<')
-          out += "&lt;";
-        else if (c == '>')
-          out += "&gt;";
-        else if (c == '"')
-          out += "&#34;";
-        else if (c == '\'')
-          out += "&#39;";
-        else
-          out += c;
-      }
-      return Value(out);
-    }
-    if (name == "int") {
-      if (v.is_string()) {
-        try {
-          return Value(static_cast<int64_t>(std::stoll(strip(v.str(), kSpace, true, true))));
-        } catch (...) {
-          return arg(a, 0, kw, "default", Value(int64_t{0}));
-        }
-      }
-      return v.is_number() ? Value(v.as_int()) : arg(a, 0, kw, "default", Value(int64_t{0}));
-    }
-    if (name == "float") {
-      if (v.is_string()) {
-        try {
-          return Value(std::stod(v.str()));
-        } catch (...) {
-          return arg(a, 0, kw, "default", Value(0.0));
-        }
-      }
-      return v.is_number() ? Value(v.as_float()) : arg(a, 0, kw, "default", Value(0.0));
-    }
-    if (name == "abs")
-      return v.kind() == Kind::kFloat ? Value(std::fabs(v.as_float()))
-                                      : Value(static_cast<int64_t>(std::llabs(v.as_int())));
-    if (name == "round") {
-      const int64_t p = arg(a, 0, kw, "precision", Value(int64_t{0})).as_int();
-      const double m = std::pow(10.0, static_cast<double>(p));
-      return Value(std::nearbyint(v.as_float() * m) / m);
-    }
-    if (name == "default" || name == "d") {
-      const bool boolean = arg(a, 1, kw, "boolean", Value(false)).truthy();
-      if (v.is_undefined() || (boolean && !v.truthy())) return arg(a, 0, kw, "default_value", Value(""));
-      return v;
-    }
-    if (name == "first" || name == "last") {
-      const Value::Array items = items_of(v);
-      if (items.empty()) return Value();
-      return name == "first" ? items.front() : items.back();
-    }
-    if (name == "list") return Value(items_of(v));
-    if (name == "reverse") {
-      if (v.is_string()) return Value(std::string(v.str().rbegin(), v.str().rend()));
-      Value::Array items = items_of(v);
-      std::reverse(items.begin(), items.end());
-      return Value(std::move(items));
-    }
-    if (name == "items") return attribute(v, "items").function()({}, {});
-    if (name == "join") {
-      const std::string sep = arg(a, 0, kw, "d", Value("")).to_string();
-      const Value attr = arg(a, 1, kw, "attribute", Value());
-      std::string out;
-      const Value::Array items = items_of(v);
-      for (size_t i = 0; i < items.size(); ++i)
-        out += (i ? sep : "") + (attr.is_undefined() ? items[i] : item(items[i], attr)).to_string();
-      return Value(out);
-    }
-    if (name == "replace")
-      return Value(replace_all(v.to_string(), arg(a, 0, kw, "old", Value("")).to_string(),
-                               arg(a, 1, kw, "new", Value("")).to_string(),
-                               arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
-    if (name == "tojson") {
-      const Value indent = arg(a, 0, kw, "indent", Value());
-      return Value(v.to_json(indent.is_number() ? static_cast<int>(indent.as_int()) : -1));
-    }
-    if (name == "indent") {
-      const Value w = arg(a, 0, kw, "width", Value(int64_t{4}));
-      const std::string pad = w.is_string() ? w.str() : std::string(size_t(w.as_int()), ' ');
-      const bool first = arg(a, 1, kw, "first", Value(false)).truthy();
-      const bool blank = arg(a, 2, kw, "blank", Value(false)).truthy();
-      std::string s = v.to_string(), out;
-      size_t start = 0;
-      for (bool is_first = true; start <= s.size(); is_first = false) {
-        size_t nl = s.find('\n', start);
-        const std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-        if ((!is_first || first) && (blank || !line.empty())) out += pad;
-        out += line;
-        if (nl == std::string::npos) break;
-        out += '\n';
-        start = nl + 1;
-      }
-      return Value(out);
-    }
-    if (name == "sum" || name == "min" || name == "max") {
-      const Value::Array items = items_of(v);
-      if (name == "sum") {
-        Value total(int64_t{0});
-        for (const Value& x : items)
-          total = total.kind() == Kind::kFloat || x.kind() == Kind::kFloat
-                      ? Value(total.as_float() + x.as_float())
-                      : Value(total.as_int() + x.as_int());
-        return total;
-      }
-      if (items.empty()) return Value();
-      Value best = items[0];
-      for (const Value& x : items)
-        if ((name == "min") == (compare(x, best) < 0) && compare(x, best) != 0) best = x;
-      return best;
-    }
-    if (name == "unique") {
-      Value::Array out;
-      for (const Value& x : items_of(v))
-        if (!contains(Value(out), x)) out.push_back(x);
-      return Value(std::move(out));
-    }
-    if (name == "sort") {
-      Value::Array items = items_of(v);
-      const bool reverse = arg(a, 0, kw, "reverse", Value(false)).truthy();
-      const Value attr = arg(a, 2, kw, "attribute", Value());
-      std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-        const Value kx = attr.is_undefined() ? x : item(x, attr),
-                    ky = attr.is_undefined() ? y : item(y, attr);
-        return reverse ? compare(kx, ky) > 0 : compare(kx, ky) < 0;
-      });
-      return Value(std::move(items));
-    }
-    if (name == "map") {
-      Value::Array out;
-      const Value attr = arg(a, 99, kw, "attribute", Value());
-      for (const Value& x : items_of(v)) {
-        if (!attr.is_undefined())
-          out.push_back(item(x, attr));
-        else if (!a.empty())
-          out.push_back(filter(a[0].to_string(), x, Args(a.begin() + 1, a.end()), {}));
-        else
-          out.push_back(x);
-      }
-      return Value(std::move(out));
-    }
-    if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-      const bool by_attr = name.size() > 6;
-      const bool keep = name.rfind("select", 0) == 0;
-      Value::Array out;
-      for (const Value& x : items_of(v)) {
-        Value subject = by_attr ? item(x, a.empty() ? Value() : a[0]) : x;
-        const size_t t = by_attr ? 1 : 0;
-        const bool pass = a.size() > t ? test(a[t].to_string(), subject, Args(a.begin() + t + 1, a.end()))
-                                       : subject.truthy();
-        if (pass == keep) out.push_back(x);
-      }
-      return Value(std::move(out));
-    }
-    if (name == "wordcount")
-      return Value(static_cast<int64_t>(split(v.to_string(), Value(), -1).array().size()));
-    throw Error("unknown filter '" + name + "'");
+  Value filter(const std::string& name, const Value& v, const Args& a, const Kwargs& kw) override {
+    return apply_filter(*this, name, v, a, kw);
   }
 
   void add_globals() {
