@@ -113,12 +113,13 @@ void fill_timeline(StrategyResult& result, const std::vector<sched::TraceEvent>&
     result.layers[i].transfer_s = copy_s[i] > 0 ? copy_s[i] : disk_s[i];
 }
 
-Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const SessionOptions& o) {
-  if (o.passes < 1) return Status::InvalidArgument(fmt::format("bench: --passes must be >= 1, got {}", o.passes));
-  if (o.warmup < 0) return Status::InvalidArgument(fmt::format("bench: --warmup must be >= 0, got {}", o.warmup));
-  std::vector<Slot> slots(specs.size());
+namespace {
+
+// The slots of `specs`; those not skipped up front go to `active`, their
+// footprints summed into `footprint`.
+std::vector<Slot*> active_slots(const std::vector<StrategySpec>& specs, std::vector<Slot>& slots,
+                                uint64_t& footprint) {
   std::vector<Slot*> active;
-  uint64_t footprint = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     slots[i].spec = &specs[i];
     slots[i].result.name = specs[i].name;
@@ -130,19 +131,12 @@ Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const 
     active.push_back(&slots[i]);
     footprint += specs[i].footprint_bytes;
   }
-  if (active.empty()) return all_skipped(slots);
+  return active;
+}
 
-  SessionOutput out;
-  bool blocks = o.force_blocks;
-  if (blocks) {
-    out.schedule_reason = "blocks forced";
-  } else if (o.memory_available > 0 && footprint > o.memory_available) {
-    blocks = true;
-    out.schedule_reason = fmt::format("{} runners need {} together, {} available", active.size(),
-                                      format_bytes(footprint), format_bytes(o.memory_available));
-  }
-  // A runner that may be skipped is created first and alone: whether it fits
-  // must not depend on the others.
+// A runner that may be skipped is created first and alone: whether it fits
+// must not depend on the others. Those that do not fit leave `active`.
+Status drop_what_does_not_fit(std::vector<Slot*>& active, uint64_t& footprint) {
   for (auto it = active.begin(); it != active.end();) {
     Slot& s = **it;
     if (!s.spec->skip_if_out_of_budget) {
@@ -160,68 +154,72 @@ Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const 
     footprint -= s.spec->footprint_bytes;
     it = active.erase(it);
   }
-  if (active.empty()) return all_skipped(slots);
-  if (!blocks && o.memory_available > 0 && footprint > o.memory_available) {
-    blocks = true;
-    out.schedule_reason = fmt::format("{} runners need {} together, {} available", active.size(),
-                                      format_bytes(footprint), format_bytes(o.memory_available));
-  }
-  if (!blocks) {
-    Status st;
-    size_t alive = 0;  // runners that exist when one fails to be created
-    for (Slot* s : active) {
-      if (!s->runner) st = create(*s);
-      if (!st.ok()) break;
-      ++alive;
-    }
-    // Falling back helps only when the failing runner would fit alone.
-    if (!st.ok() && st.code() == StatusCode::kOutOfBudget && alive > 0) {
-      for (Slot* s : active) s->runner.reset();
-      blocks = true;
-      out.schedule_reason = "creating every runner at once failed: " + st.message();
-    } else if (!st.ok()) {
-      return st;
-    }
-  }
+  return Status::OK();
+}
 
-  if (!blocks) {
-    out.schedule = "interleaved";
-    if (out.schedule_reason.empty())
-      out.schedule_reason = fmt::format("{} runners side by side, {} together", active.size(), format_bytes(footprint));
-    note(o, fmt::format("bench: interleaved, {} strategies, {} warm-up + {} rounds of ({} settle + 1 measured) "
-                        "passes each",
-                        active.size(), o.warmup, o.passes, o.settle_passes));
-    const size_t n = active.size();
-    for (int round = 0; round < o.warmup; ++round)
-      for (size_t k = 0; k < n; ++k) LS_RETURN_IF_ERROR(run_one(*active[(k + round) % n], false));
-    for (int round = 0; round < o.passes; ++round) {
-      for (size_t k = 0; k < n; ++k) {
-        Slot& s = *active[(k + round) % n];
-        for (int i = 0; i < o.settle_passes; ++i) LS_RETURN_IF_ERROR(run_one(s, false));
-        LS_RETURN_IF_ERROR(run_one(s, true));
-      }
-    }
-    for (Slot* s : active) close_runner(*s, out);
-  } else {
-    out.schedule = "blocks";
-    for (Slot* s : active) s->runner.reset();
-    const int rounds = std::clamp(o.block_rounds, 1, o.passes);
-    note(o, fmt::format("bench: strategy-by-strategy blocks over {} rounds ({})", rounds, out.schedule_reason));
-    for (int round = 0; round < rounds; ++round) {
-      const int in_round = o.passes / rounds + (round < o.passes % rounds ? 1 : 0);
-      for (size_t k = 0; k < active.size(); ++k) {
-        Slot& s = *active[(k + round) % active.size()];
-        LS_RETURN_IF_ERROR(create(s));
-        for (int w = 0; w < o.warmup; ++w) LS_RETURN_IF_ERROR(run_one(s, false));
-        for (int p = 0; p < in_round; ++p) LS_RETURN_IF_ERROR(run_one(s, true));
-        close_runner(s, out);
-      }
+// Creates every runner for the interleaved schedule. Returns whether to fall
+// back to blocks (a runner out of budget beside the others; the reason in
+// out.schedule_reason), or the error.
+Result<bool> create_all(const std::vector<Slot*>& active, SessionOutput& out) {
+  Status st;
+  size_t alive = 0;  // runners that exist when one fails to be created
+  for (Slot* s : active) {
+    if (!s->runner) st = create(*s);
+    if (!st.ok()) break;
+    ++alive;
+  }
+  if (st.ok()) return false;
+  // Falling back helps only when the failing runner would fit alone.
+  if (st.code() != StatusCode::kOutOfBudget || alive == 0) return st;
+  for (Slot* s : active) s->runner.reset();
+  out.schedule_reason = "creating every runner at once failed: " + st.message();
+  return true;
+}
+
+Status run_interleaved(const std::vector<Slot*>& active, const SessionOptions& o, uint64_t footprint,
+                       SessionOutput& out) {
+  out.schedule = "interleaved";
+  if (out.schedule_reason.empty())
+    out.schedule_reason = fmt::format("{} runners side by side, {} together", active.size(), format_bytes(footprint));
+  note(o, fmt::format("bench: interleaved, {} strategies, {} warm-up + {} rounds of ({} settle + 1 measured) "
+                      "passes each",
+                      active.size(), o.warmup, o.passes, o.settle_passes));
+  const size_t n = active.size();
+  for (int round = 0; round < o.warmup; ++round)
+    for (size_t k = 0; k < n; ++k) LS_RETURN_IF_ERROR(run_one(*active[(k + round) % n], false));
+  for (int round = 0; round < o.passes; ++round) {
+    for (size_t k = 0; k < n; ++k) {
+      Slot& s = *active[(k + round) % n];
+      for (int i = 0; i < o.settle_passes; ++i) LS_RETURN_IF_ERROR(run_one(s, false));
+      LS_RETURN_IF_ERROR(run_one(s, true));
     }
   }
+  for (Slot* s : active) close_runner(*s, out);
+  return Status::OK();
+}
 
+Status run_blocks(const std::vector<Slot*>& active, const SessionOptions& o, SessionOutput& out) {
+  out.schedule = "blocks";
+  for (Slot* s : active) s->runner.reset();
+  const int rounds = std::clamp(o.block_rounds, 1, o.passes);
+  note(o, fmt::format("bench: strategy-by-strategy blocks over {} rounds ({})", rounds, out.schedule_reason));
+  for (int round = 0; round < rounds; ++round) {
+    const int in_round = o.passes / rounds + (round < o.passes % rounds ? 1 : 0);
+    for (size_t k = 0; k < active.size(); ++k) {
+      Slot& s = *active[(k + round) % active.size()];
+      LS_RETURN_IF_ERROR(create(s));
+      for (int w = 0; w < o.warmup; ++w) LS_RETURN_IF_ERROR(run_one(s, false));
+      for (int p = 0; p < in_round; ++p) LS_RETURN_IF_ERROR(run_one(s, true));
+      close_runner(s, out);
+    }
+  }
+  return Status::OK();
+}
+
+// Each strategy's result, with the pass closest to the median time in its timeline.
+void collect_results(std::vector<Slot>& slots, SessionOutput& out) {
   for (Slot& s : slots) {
     if (!s.result.skipped && !s.result.passes.empty()) {
-      // The pass closest to the median time goes into the timeline.
       std::vector<double> t;
       for (const auto& p : s.result.passes) t.push_back(p.pass_s);
       const double med = summarize(t).median;
@@ -233,6 +231,41 @@ Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const 
     out.trace.push_back(std::move(s.all_events));
     out.strategies.push_back(std::move(s.result));
   }
+}
+
+}  // namespace
+
+Result<SessionOutput> run_session(const std::vector<StrategySpec>& specs, const SessionOptions& o) {
+  if (o.passes < 1) return Status::InvalidArgument(fmt::format("bench: --passes must be >= 1, got {}", o.passes));
+  if (o.warmup < 0) return Status::InvalidArgument(fmt::format("bench: --warmup must be >= 0, got {}", o.warmup));
+  std::vector<Slot> slots(specs.size());
+  uint64_t footprint = 0;
+  std::vector<Slot*> active = active_slots(specs, slots, footprint);
+  if (active.empty()) return all_skipped(slots);
+
+  SessionOutput out;
+  bool blocks = o.force_blocks;
+  auto too_big = [&] {
+    return fmt::format("{} runners need {} together, {} available", active.size(), format_bytes(footprint),
+                       format_bytes(o.memory_available));
+  };
+  if (blocks) {
+    out.schedule_reason = "blocks forced";
+  } else if (o.memory_available > 0 && footprint > o.memory_available) {
+    blocks = true;
+    out.schedule_reason = too_big();
+  }
+  LS_RETURN_IF_ERROR(drop_what_does_not_fit(active, footprint));
+  if (active.empty()) return all_skipped(slots);
+  if (!blocks && o.memory_available > 0 && footprint > o.memory_available) {
+    blocks = true;
+    out.schedule_reason = too_big();
+  }
+  if (!blocks) {
+    LS_ASSIGN_OR_RETURN(blocks, create_all(active, out));
+  }
+  LS_RETURN_IF_ERROR(blocks ? run_blocks(active, o, out) : run_interleaved(active, o, footprint, out));
+  collect_results(slots, out);
   return out;
 }
 
