@@ -125,7 +125,7 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
     MutexLock lock(impl->slot_mu);
     impl->slot_used.assign(impl->n_seq, false);
   }
-  return std::make_shared<Model>(std::move(impl));
+  return std::shared_ptr<Model>(new Model(std::move(impl)));  // the constructor is private
 }
 
 std::vector<int32_t> Model::tokenize(const std::string& text, bool add_special) const {
@@ -150,7 +150,7 @@ Result<std::unique_ptr<Context>> Model::create_context(const ContextOptions& o) 
   c->pending.assign(o.sequences, {});
   c->last_logits.assign(o.sequences, {});
   c->abort = o.abort_callback;
-  return std::make_unique<Context>(std::move(c));
+  return std::unique_ptr<Context>(new Context(std::move(c)));  // the constructor is private
 }
 
 int Model::free_sequences() const {

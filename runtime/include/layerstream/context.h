@@ -122,10 +122,11 @@ class Context {
   // Chrome trace-event JSON of the model's passes so far (needs ModelOptions::trace).
   Status write_trace(const std::string& path) const;
 
-  struct Impl;
-  explicit Context(std::unique_ptr<Impl> impl);
+  struct Impl;  // the library's; apps get a Context from Model::create_context()
 
  private:
+  friend class Model;
+  explicit Context(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

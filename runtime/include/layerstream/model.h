@@ -73,10 +73,10 @@ class Model : public std::enable_shared_from_this<Model> {
   // The placement, for people ("12 resident [...], 4 disk; 2 slots ...").
   std::string placement() const;
 
-  struct Impl;
-  explicit Model(std::unique_ptr<Impl> impl);
+  struct Impl;  // the library's; apps get a Model from open()
 
  private:
+  explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
