@@ -35,12 +35,13 @@ struct BigramLess {
 
 }  // namespace
 
-void Tokenizer::Impl::encode_spm(std::string_view text, bool prefix_space, std::vector<int32_t>& out) const {
+namespace {
+
+// The text with spaces escaped to "▁" (and one in front with prefix_space);
+// `literal_at`: where a "▁" of the input itself starts (never merged).
+std::string escape_spaces(std::string_view text, bool prefix_space, std::vector<size_t>& literal_at) {
   std::string buf;
   buf.reserve(text.size() * 3 / 2 + 3);
-  std::vector<Symbol> syms;
-  // The text with spaces escaped to "▁", and where a "▁" of the input itself starts.
-  std::vector<size_t> literal_at;
   if (prefix_space) buf.append(kSpace);
   for (size_t pos = 0; pos < text.size();) {
     if (text[pos] == ' ') {
@@ -54,9 +55,14 @@ void Tokenizer::Impl::encode_spm(std::string_view text, bool prefix_space, std::
       buf.push_back(text[pos++]);
     }
   }
-  // Characters as llama.cpp cuts them: the length a lead byte announces
-  // (a stray continuation byte alone), so bytes that are not UTF-8 may join
-  // the bytes after them into one symbol, which then falls back to bytes.
+  return buf;
+}
+
+// Characters as llama.cpp cuts them: the length a lead byte announces
+// (a stray continuation byte alone), so bytes that are not UTF-8 may join
+// the bytes after them into one symbol, which then falls back to bytes.
+std::vector<Symbol> cut_symbols(const std::string& buf, const std::vector<size_t>& literal_at) {
+  std::vector<Symbol> syms;
   size_t next_literal = 0;
   for (size_t pos = 0; pos < buf.size();) {
     const auto lead = static_cast<uint8_t>(buf[pos]);
@@ -68,6 +74,15 @@ void Tokenizer::Impl::encode_spm(std::string_view text, bool prefix_space, std::
     syms.push_back({idx - 1, idx + 1, pos, n, literal});
     pos += n;
   }
+  return syms;
+}
+
+}  // namespace
+
+void Tokenizer::Impl::encode_spm(std::string_view text, bool prefix_space, std::vector<int32_t>& out) const {
+  std::vector<size_t> literal_at;
+  const std::string buf = escape_spaces(text, prefix_space, literal_at);
+  std::vector<Symbol> syms = cut_symbols(buf, literal_at);
   if (syms.empty()) return;
   syms.back().next = -1;
 
