@@ -53,6 +53,41 @@ Status write_npy(const std::string& path, const std::vector<float>& data, size_t
   return Status::OK();
 }
 
+// What `run --json` writes: the tokens, text and every figure of the stats.
+nlohmann::json result_json(const std::string& model, const GenerateResult& res) {
+  const Stats& s = res.stats;
+  nlohmann::json j = {
+      {"model", model},
+      {"prompt_tokens", res.prompt_tokens},
+      {"generated_tokens", res.generated.size() == 1 ? nlohmann::json(res.generated[0])
+                                                      : nlohmann::json(res.generated)},
+      {"text", res.text},
+      {"batch", s.batch},
+      {"backend", s.backend},
+      {"device", s.device},
+      {"prefill_s", s.prefill_s},
+      {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+      {"decode_s", s.decode_s},
+      {"decode_tokens_per_s", s.decode_tokens_per_s},
+      {"mean_decode_pass_ms", s.mean_decode_pass_ms},
+      {"mean_predicted_pass_ms", s.mean_predicted_pass_ms},
+      {"mean_lower_bound_ms", s.mean_lower_bound_ms},
+      {"overlap_efficiency", s.overlap_efficiency},
+      {"bytes_streamed_per_token", s.bytes_streamed_per_token},
+      {"bytes_streamed_per_pass", s.bytes_streamed_per_pass},
+      {"layers", {{"resident", s.layers_resident}, {"ram", s.layers_ram}, {"disk", s.layers_disk}}},
+      {"plan", s.plan},
+      {"model_bytes", s.model_bytes},
+      {"vram_budget", s.vram_budget},
+      {"ram_budget", s.ram_budget},
+      {"kv_bytes", s.kv_bytes},
+      {"load_bytes", s.load_bytes},
+      {"replans", s.replans},
+      {"disk_gbps", s.disk_gbps},
+  };
+  return j;
+}
+
 class RunCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
@@ -137,37 +172,7 @@ class RunCommand : public Command {
       if (Status s = write_npy(logits_, res->logits, rows, res->vocab); !s.ok()) return fail(s);
     }
     if (!json_.empty()) {
-      const Stats& s = res->stats;
-      nlohmann::json j = {
-          {"model", model_},
-          {"prompt_tokens", res->prompt_tokens},
-          {"generated_tokens", res->generated.size() == 1 ? nlohmann::json(res->generated[0])
-                                                          : nlohmann::json(res->generated)},
-          {"text", res->text},
-          {"batch", s.batch},
-          {"backend", s.backend},
-          {"device", s.device},
-          {"prefill_s", s.prefill_s},
-          {"prefill_tokens_per_s", s.prefill_tokens_per_s},
-          {"decode_s", s.decode_s},
-          {"decode_tokens_per_s", s.decode_tokens_per_s},
-          {"mean_decode_pass_ms", s.mean_decode_pass_ms},
-          {"mean_predicted_pass_ms", s.mean_predicted_pass_ms},
-          {"mean_lower_bound_ms", s.mean_lower_bound_ms},
-          {"overlap_efficiency", s.overlap_efficiency},
-          {"bytes_streamed_per_token", s.bytes_streamed_per_token},
-          {"bytes_streamed_per_pass", s.bytes_streamed_per_pass},
-          {"layers", {{"resident", s.layers_resident}, {"ram", s.layers_ram}, {"disk", s.layers_disk}}},
-          {"plan", s.plan},
-          {"model_bytes", s.model_bytes},
-          {"vram_budget", s.vram_budget},
-          {"ram_budget", s.ram_budget},
-          {"kv_bytes", s.kv_bytes},
-          {"load_bytes", s.load_bytes},
-          {"replans", s.replans},
-          {"disk_gbps", s.disk_gbps},
-      };
-      if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
+      if (Status st = write_json_file(json_, result_json(model_, *res)); !st.ok()) return fail(st);
     }
     return kExitOk;
   }
