@@ -106,52 +106,62 @@ class InspectCommand : public Command {
       for (const auto& kv : file->metadata()) std::printf("  %-48s %s\n", kv.key.c_str(), kv.value.to_string().c_str());
     }
     if (!json_path_.empty()) {
-      nlohmann::json j;
-      j["path"] = path_;
-      j["file_bytes"] = file->file_size();
-      j["gguf_version"] = file->version();
-      j["alignment"] = file->alignment();
-      j["architecture"] = h.arch;
-      j["hparams"] = {{"n_layers", h.n_layers},     {"n_embd", h.n_embd},         {"n_ff", h.n_ff},
-                      {"n_head", h.n_head},         {"n_head_kv", h.n_head_kv},   {"head_dim", h.head_dim},
-                      {"n_rot", h.n_rot},           {"n_vocab", h.n_vocab},       {"n_ctx_train", h.n_ctx_train},
-                      {"rms_eps", h.rms_eps},       {"rope_freq_base", h.rope_freq_base},
-                      {"rope_scaling_type", h.rope_scaling_type}, {"rope_scaling_factor", h.rope_scaling_factor},
-                      {"rope_neox", h.rope_neox},   {"attn_scale", h.attn_scale},
-                      {"sliding_window", h.n_swa},  {"rope_freq_base_swa", h.rope_freq_base_swa},
-                      {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},
-                      {"embed_scale", h.traits.embed_scale}, {"rope_freqs", model->rope_freqs.has_value()},
-                      {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh ? "gelu_tanh" : "silu"}};
-      j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
-      j["output_tied"] = model->output_tied;
-      j["tensor_count"] = file->tensors().size();
-      j["total_tensor_bytes"] = model->total_tensor_bytes;
-      nlohmann::json jt = nlohmann::json::object();
-      for (const auto& [name, e] : types) jt[name] = {{"count", e.first}, {"bytes", e.second}};
-      j["tensor_types"] = jt;
-      nlohmann::json layers = nlohmann::json::array();
-      for (const auto& l : model->layers) {
-        nlohmann::json ranges = nlohmann::json::array();
-        for (const auto& r : l.ranges) ranges.push_back({r.begin, r.end});
-        layers.push_back({{"name", l.name},
-                          {"kind", kind_name(l.kind)},
-                          {"tensors", l.tensors.size()},
-                          {"tensor_bytes", l.tensor_bytes},
-                          {"span_begin", l.span_begin},
-                          {"span_end", l.span_end},
-                          {"aligned_begin", l.aligned_begin},
-                          {"aligned_end", l.aligned_end},
-                          {"ranges", ranges}});
-      }
-      j["layers"] = layers;
-      j["runnable"] = true;
-      j["unsupported_tensor_types"] = unsupported_types;
+      nlohmann::json j = runnable_json(*file, *model, types, unsupported_types, tokenizer_kind, n_tokens);
       if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
     }
     return kExitOk;
   }
 
  private:
+  // What `inspect --json` writes for a model layerstream runs.
+  nlohmann::json runnable_json(const GgufFile& file, const LlamaModel& m,
+                               const std::map<std::string, std::pair<uint64_t, uint64_t>>& types,
+                               const std::set<std::string>& unsupported_types, const std::string& tokenizer_kind,
+                               uint64_t n_tokens) const {
+    const LlamaHparams& h = m.hparams;
+    nlohmann::json j;
+    j["path"] = path_;
+    j["file_bytes"] = file.file_size();
+    j["gguf_version"] = file.version();
+    j["alignment"] = file.alignment();
+    j["architecture"] = h.arch;
+    j["hparams"] = {{"n_layers", h.n_layers},     {"n_embd", h.n_embd},         {"n_ff", h.n_ff},
+                    {"n_head", h.n_head},         {"n_head_kv", h.n_head_kv},   {"head_dim", h.head_dim},
+                    {"n_rot", h.n_rot},           {"n_vocab", h.n_vocab},       {"n_ctx_train", h.n_ctx_train},
+                    {"rms_eps", h.rms_eps},       {"rope_freq_base", h.rope_freq_base},
+                    {"rope_scaling_type", h.rope_scaling_type}, {"rope_scaling_factor", h.rope_scaling_factor},
+                    {"rope_neox", h.rope_neox},   {"attn_scale", h.attn_scale},
+                    {"sliding_window", h.n_swa},  {"rope_freq_base_swa", h.rope_freq_base_swa},
+                    {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},
+                    {"embed_scale", h.traits.embed_scale}, {"rope_freqs", m.rope_freqs.has_value()},
+                    {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh ? "gelu_tanh" : "silu"}};
+    j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
+    j["output_tied"] = m.output_tied;
+    j["tensor_count"] = file.tensors().size();
+    j["total_tensor_bytes"] = m.total_tensor_bytes;
+    nlohmann::json jt = nlohmann::json::object();
+    for (const auto& [name, e] : types) jt[name] = {{"count", e.first}, {"bytes", e.second}};
+    j["tensor_types"] = jt;
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : m.layers) {
+      nlohmann::json ranges = nlohmann::json::array();
+      for (const auto& r : l.ranges) ranges.push_back({r.begin, r.end});
+      layers.push_back({{"name", l.name},
+                        {"kind", kind_name(l.kind)},
+                        {"tensors", l.tensors.size()},
+                        {"tensor_bytes", l.tensor_bytes},
+                        {"span_begin", l.span_begin},
+                        {"span_end", l.span_end},
+                        {"aligned_begin", l.aligned_begin},
+                        {"aligned_end", l.aligned_end},
+                        {"ranges", ranges}});
+    }
+    j["layers"] = layers;
+    j["runnable"] = true;
+    j["unsupported_tensor_types"] = unsupported_types;
+    return j;
+  }
+
   static std::string join(const std::set<std::string>& names) {
     std::string out;
     for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
