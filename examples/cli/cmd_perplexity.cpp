@@ -48,29 +48,8 @@ class PerplexityCommand : public Command {
 
   int run() override {
     llama::RunnerOptions ro;
-    if (!vram_.empty()) {
-      auto v = parse_size_flag("--vram", vram_);
-      if (!v.ok()) return usage_error(v.status().message());
-      ro.vram_budget = *v;
-    }
-    if (!ram_.empty()) {
-      auto v = parse_size_flag("--ram", ram_);
-      if (!v.ok()) return usage_error(v.status().message());
-      ro.ram_budget = *v;
-    }
-    if (ctx_ < 4) return usage_error("--ctx must be >= 4, got " + std::to_string(ctx_));
-    if (prefill_chunk_ < 0) return usage_error("--prefill-chunk must be >= 0");
-    if (kv_type_ == "f32")
-      ro.kv_type = GgmlType::F32;
-    else if (kv_type_ == "f16")
-      ro.kv_type = GgmlType::F16;
-    else
-      return usage_error("--kv-type: '" + kv_type_ + "' is not f32 or f16");
-    auto strategy = llama::parse_strategy(strategy_);
-    if (!strategy.ok()) return usage_error("--strategy: " + strategy.status().message());
-    ro.strategy = *strategy;
-    auto dopt = device_.options();
-    if (!dopt.ok()) return usage_error(dopt.status().message());
+    DeviceOptions dopt;
+    if (Status st = parse_flags(ro, dopt); !st.ok()) return usage_error(st.message());
 
     std::ifstream in(text_file_, std::ios::binary);
     if (!in) return fail(Status::IOError("cannot open " + text_file_));
@@ -92,7 +71,7 @@ class PerplexityCommand : public Command {
     // As llama-perplexity: BOS where the file asks, special tokens in the text not parsed.
     const std::vector<int32_t> tokens = (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
 
-    auto dev = open_device(*dopt);
+    auto dev = open_device(dopt);
     if (!dev.ok()) return fail(dev.status());
     ro.n_ctx = ctx_;
     ro.logits_all = true;
@@ -131,30 +110,55 @@ class PerplexityCommand : public Command {
                 res->ppl_stderr, res->n_chunks, res->n_ctx, static_cast<long long>(res->scored));
 
     if (!json_.empty()) {
-      nlohmann::json chunks = nlohmann::json::array();
-      for (const auto& c : res->chunks)
-        chunks.push_back(
-            {{"index", c.index}, {"nll", c.nll}, {"running_ppl", c.running_ppl}, {"seconds", c.seconds}});
-      nlohmann::json j = {{"model", model_},
-                          {"text", text_file_},
-                          {"perplexity", res->ppl},
-                          {"perplexity_stderr", res->ppl_stderr},
-                          {"ctx", res->n_ctx},
-                          {"chunks", res->n_chunks},
-                          {"tokens", res->n_tokens},
-                          {"scored_tokens", res->scored},
-                          {"tokens_per_pass", ro.prefill_chunk},
-                          {"kv_type", kv_type_},
-                          {"exact", exact_},
-                          {"plan", plan},
-                          {"streamed_bytes_per_pass", (*runner)->streamed_bytes_per_pass()},
-                          {"per_chunk", chunks}};
+      nlohmann::json j = result_json(*res, ro.prefill_chunk, plan, (*runner)->streamed_bytes_per_pass());
       if (Status st = write_json_file(json_, j); !st.ok()) return fail(st);
     }
     return kExitOk;
   }
 
  private:
+  // The budgets, KV type and strategy into `ro`, the device flags into `dopt`.
+  Status parse_flags(llama::RunnerOptions& ro, DeviceOptions& dopt) const {
+    if (!vram_.empty()) {
+      LS_ASSIGN_OR_RETURN(ro.vram_budget, parse_size_flag("--vram", vram_));
+    }
+    if (!ram_.empty()) {
+      LS_ASSIGN_OR_RETURN(ro.ram_budget, parse_size_flag("--ram", ram_));
+    }
+    if (ctx_ < 4) return Status::InvalidArgument("--ctx must be >= 4, got " + std::to_string(ctx_));
+    if (prefill_chunk_ < 0) return Status::InvalidArgument("--prefill-chunk must be >= 0");
+    if (kv_type_ != "f32" && kv_type_ != "f16")
+      return Status::InvalidArgument("--kv-type: '" + kv_type_ + "' is not f32 or f16");
+    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
+    auto strategy = llama::parse_strategy(strategy_);
+    if (!strategy.ok()) return strategy.status().WithContext("--strategy");
+    ro.strategy = *strategy;
+    LS_ASSIGN_OR_RETURN(dopt, device_.options());
+    return Status::OK();
+  }
+
+  // What `perplexity --json` writes.
+  nlohmann::json result_json(const llama::PerplexityResult& res, int tokens_per_pass, const std::string& plan,
+                             uint64_t streamed_bytes_per_pass) const {
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const auto& c : res.chunks)
+      chunks.push_back({{"index", c.index}, {"nll", c.nll}, {"running_ppl", c.running_ppl}, {"seconds", c.seconds}});
+    return {{"model", model_},
+            {"text", text_file_},
+            {"perplexity", res.ppl},
+            {"perplexity_stderr", res.ppl_stderr},
+            {"ctx", res.n_ctx},
+            {"chunks", res.n_chunks},
+            {"tokens", res.n_tokens},
+            {"scored_tokens", res.scored},
+            {"tokens_per_pass", tokens_per_pass},
+            {"kv_type", kv_type_},
+            {"exact", exact_},
+            {"plan", plan},
+            {"streamed_bytes_per_pass", streamed_bytes_per_pass},
+            {"per_chunk", chunks}};
+  }
+
   std::string model_, text_file_, vram_, ram_, kv_type_ = "f32", strategy_ = "planned", json_;
   int ctx_ = 512, chunks_ = -1, prefill_chunk_ = 0;
   bool exact_ = false;
