@@ -342,87 +342,8 @@ class Renderer final : public FilterHost {
   }
 
   Value attribute(const Value& obj, const std::string& name) override {
-    if (obj.is_object()) {
-      if (const Value* v = obj.object().find(name)) return *v;
-      if (name == "items")
-        return bound([obj](const Args&, const Kwargs&) {
-          Value::Array a;
-          for (const auto& [k, v] : obj.object().items) a.push_back(Value(Value::Array{Value(k), v}));
-          return Value(std::move(a));
-        });
-      if (name == "keys" || name == "values")
-        return bound([obj, name](const Args&, const Kwargs&) {
-          Value::Array a;
-          for (const auto& [k, v] : obj.object().items) a.push_back(name == "keys" ? Value(k) : v);
-          return Value(std::move(a));
-        });
-      if (name == "get")
-        return bound([obj](const Args& a, const Kwargs& kw) {
-          const Value key = arg(a, 0, kw, "key", Value());
-          const Value* v = key.is_string() ? obj.object().find(key.str()) : nullptr;
-          return v ? *v : arg(a, 1, kw, "default", Value::none());
-        });
-      return Value();
-    }
-    if (obj.is_string()) {
-      const std::string s = obj.str();
-      if (name == "strip" || name == "lstrip" || name == "rstrip")
-        return bound([s, name](const Args& a, const Kwargs& kw) {
-          const Value c = arg(a, 0, kw, "chars", Value());
-          const std::string chars = c.is_string() ? c.str() : kSpace;
-          return Value(strip(s, chars, name != "rstrip", name != "lstrip"));
-        });
-      if (name == "startswith" || name == "endswith")
-        return bound([s, name](const Args& a, const Kwargs& kw) {
-          const Value p = arg(a, 0, kw, "prefix", Value());
-          Value::Array options = p.is_array() ? p.array() : Value::Array{p};
-          for (const Value& o : options) {
-            if (!o.is_string()) throw Error(name + " needs a string");
-            const std::string& x = o.str();
-            if (x.size() <= s.size() &&
-                (name == "startswith" ? s.compare(0, x.size(), x) == 0
-                                      : s.compare(s.size() - x.size(), x.size(), x) == 0))
-              return Value(true);
-          }
-          return Value(false);
-        });
-      if (name == "split")
-        return bound([s](const Args& a, const Kwargs& kw) {
-          const Value m = arg(a, 1, kw, "maxsplit", Value(int64_t{-1}));
-          return split(s, arg(a, 0, kw, "sep", Value()), m.as_int());
-        });
-      if (name == "upper") return bound([s](const Args&, const Kwargs&) { return Value(upper(s)); });
-      if (name == "lower") return bound([s](const Args&, const Kwargs&) { return Value(lower(s)); });
-      if (name == "title") return bound([s](const Args&, const Kwargs&) { return Value(title(s)); });
-      if (name == "capitalize")
-        return bound([s](const Args&, const Kwargs&) { return Value(capitalize(s)); });
-      if (name == "replace")
-        return bound([s](const Args& a, const Kwargs& kw) {
-          return Value(replace_all(s, arg(a, 0, kw, "old", Value("")).to_string(),
-                                   arg(a, 1, kw, "new", Value("")).to_string(),
-                                   arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
-        });
-      if (name == "find")
-        return bound([s](const Args& a, const Kwargs& kw) {
-          const size_t p = s.find(arg(a, 0, kw, "sub", Value("")).to_string());
-          return Value(p == std::string::npos ? int64_t{-1} : static_cast<int64_t>(p));
-        });
-      if (name == "count")
-        return bound([s](const Args& a, const Kwargs& kw) {
-          const std::string x = arg(a, 0, kw, "x", Value("")).to_string();
-          int64_t n = 0;
-          for (size_t p = 0; !x.empty() && (p = s.find(x, p)) != std::string::npos; p += x.size()) ++n;
-          return Value(n);
-        });
-      if (name == "join")
-        return bound([s](const Args& a, const Kwargs&) {
-          std::string out;
-          const Value::Array parts = items_of(a.empty() ? Value() : a[0]);
-          for (size_t i = 0; i < parts.size(); ++i) out += (i ? s : "") + parts[i].to_string();
-          return Value(out);
-        });
-      return Value();
-    }
+    if (obj.is_object()) return dict_attribute(obj, name);
+    if (obj.is_string()) return string_method(obj.str(), name);
     if (obj.is_array()) {
       if (name == "append")
         return bound([obj](const Args& a, const Kwargs&) {
@@ -431,6 +352,90 @@ class Renderer final : public FilterHost {
         });
       return Value();
     }
+    return Value();
+  }
+
+  // A dict's key, or its items / keys / values / get methods.
+  Value dict_attribute(const Value& obj, const std::string& name) {
+    if (const Value* v = obj.object().find(name)) return *v;
+    if (name == "items")
+      return bound([obj](const Args&, const Kwargs&) {
+        Value::Array a;
+        for (const auto& [k, v] : obj.object().items) a.push_back(Value(Value::Array{Value(k), v}));
+        return Value(std::move(a));
+      });
+    if (name == "keys" || name == "values")
+      return bound([obj, name](const Args&, const Kwargs&) {
+        Value::Array a;
+        for (const auto& [k, v] : obj.object().items) a.push_back(name == "keys" ? Value(k) : v);
+        return Value(std::move(a));
+      });
+    if (name == "get")
+      return bound([obj](const Args& a, const Kwargs& kw) {
+        const Value key = arg(a, 0, kw, "key", Value());
+        const Value* v = key.is_string() ? obj.object().find(key.str()) : nullptr;
+        return v ? *v : arg(a, 1, kw, "default", Value::none());
+      });
+    return Value();
+  }
+
+  // Python's str methods that templates call.
+  Value string_method(const std::string& s, const std::string& name) {
+    if (name == "strip" || name == "lstrip" || name == "rstrip")
+      return bound([s, name](const Args& a, const Kwargs& kw) {
+        const Value c = arg(a, 0, kw, "chars", Value());
+        const std::string chars = c.is_string() ? c.str() : kSpace;
+        return Value(strip(s, chars, name != "rstrip", name != "lstrip"));
+      });
+    if (name == "startswith" || name == "endswith")
+      return bound([s, name](const Args& a, const Kwargs& kw) {
+        const Value p = arg(a, 0, kw, "prefix", Value());
+        Value::Array options = p.is_array() ? p.array() : Value::Array{p};
+        for (const Value& o : options) {
+          if (!o.is_string()) throw Error(name + " needs a string");
+          const std::string& x = o.str();
+          if (x.size() <= s.size() &&
+              (name == "startswith" ? s.compare(0, x.size(), x) == 0
+                                    : s.compare(s.size() - x.size(), x.size(), x) == 0))
+            return Value(true);
+        }
+        return Value(false);
+      });
+    if (name == "split")
+      return bound([s](const Args& a, const Kwargs& kw) {
+        const Value m = arg(a, 1, kw, "maxsplit", Value(int64_t{-1}));
+        return split(s, arg(a, 0, kw, "sep", Value()), m.as_int());
+      });
+    if (name == "upper") return bound([s](const Args&, const Kwargs&) { return Value(upper(s)); });
+    if (name == "lower") return bound([s](const Args&, const Kwargs&) { return Value(lower(s)); });
+    if (name == "title") return bound([s](const Args&, const Kwargs&) { return Value(title(s)); });
+    if (name == "capitalize")
+      return bound([s](const Args&, const Kwargs&) { return Value(capitalize(s)); });
+    if (name == "replace")
+      return bound([s](const Args& a, const Kwargs& kw) {
+        return Value(replace_all(s, arg(a, 0, kw, "old", Value("")).to_string(),
+                                 arg(a, 1, kw, "new", Value("")).to_string(),
+                                 arg(a, 2, kw, "count", Value(int64_t{-1})).as_int()));
+      });
+    if (name == "find")
+      return bound([s](const Args& a, const Kwargs& kw) {
+        const size_t p = s.find(arg(a, 0, kw, "sub", Value("")).to_string());
+        return Value(p == std::string::npos ? int64_t{-1} : static_cast<int64_t>(p));
+      });
+    if (name == "count")
+      return bound([s](const Args& a, const Kwargs& kw) {
+        const std::string x = arg(a, 0, kw, "x", Value("")).to_string();
+        int64_t n = 0;
+        for (size_t p = 0; !x.empty() && (p = s.find(x, p)) != std::string::npos; p += x.size()) ++n;
+        return Value(n);
+      });
+    if (name == "join")
+      return bound([s](const Args& a, const Kwargs&) {
+        std::string out;
+        const Value::Array parts = items_of(a.empty() ? Value() : a[0]);
+        for (size_t i = 0; i < parts.size(); ++i) out += (i ? s : "") + parts[i].to_string();
+        return Value(out);
+      });
     return Value();
   }
 
