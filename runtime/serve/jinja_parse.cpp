@@ -474,6 +474,83 @@ class StmtParser {
  private:
   // Parses until a statement whose keyword is in `ends`; `end` gets it and
   // ended_parser_ its tokens (for `elif cond`).
+  // {% if %} ... {% elif %} ... {% else %} ... {% endif %}
+  void parse_if(ExprParser& p, Node& n, int line) {
+    n.kind = Node::Kind::kIf;
+    ExprPtr cond = p.expression();
+    p.expect_end();
+    for (;;) {
+      std::string stop;
+      Body b = body({"elif", "else", "endif"}, stop);
+      n.branches.emplace_back(cond, std::move(b));
+      if (stop == "elif") {
+        cond = last_->expression();
+        last_->expect_end();
+        continue;
+      }
+      if (stop == "else") {
+        std::string stop2;
+        n.else_body = body({"endif"}, stop2);
+        if (stop2.empty()) unclosed("if", line);
+      } else if (stop.empty()) {
+        unclosed("if", line);
+      }
+      break;
+    }
+  }
+
+  // {% for a, b in expr [if cond] %} ... [{% else %} ...] {% endfor %}
+  void parse_for(ExprParser& p, Node& n, int line) {
+    n.kind = Node::Kind::kFor;
+    n.targets.push_back(p.name());
+    while (p.accept_op(",")) n.targets.push_back(p.name());
+    p.expect_name("in");
+    n.expr = p.expression(/*allow_if=*/false);
+    if (p.is_name("if")) {
+      p.name();
+      n.cond = p.expression();
+    }
+    p.expect_end();
+    std::string stop;
+    n.body = body({"else", "endfor"}, stop);
+    if (stop == "else") n.else_body = body({"endfor"}, stop);
+    if (stop != "endfor") unclosed("for", line);
+  }
+
+  // {% set x[.attr] = expr %}, or the block form {% set x %} ... {% endset %}
+  void parse_set(ExprParser& p, Node& n, int line) {
+    std::string name = p.name();
+    if (p.accept_op(".")) n.attr = p.name();
+    n.text = name;
+    if (p.accept_op("=")) {
+      n.kind = Node::Kind::kSet;
+      n.expr = p.expression();
+      p.expect_end();
+    } else {
+      p.expect_end();
+      n.kind = Node::Kind::kSetBlock;
+      std::string stop;
+      n.body = body({"endset"}, stop);
+      if (stop.empty()) unclosed("set", line);
+    }
+  }
+
+  // {% macro name(a, b=default) %} ... {% endmacro %}
+  void parse_macro(ExprParser& p, Node& n, int line) {
+    n.kind = Node::Kind::kMacro;
+    n.text = p.name();
+    p.expect_op("(");
+    while (!p.accept_op(")")) {
+      n.targets.push_back(p.name());
+      n.defaults.push_back(p.accept_op("=") ? p.expression() : nullptr);
+      if (!p.is_op(")")) p.expect_op(",");
+    }
+    p.expect_end();
+    std::string stop;
+    n.body = body({"endmacro"}, stop);
+    if (stop.empty()) unclosed("macro", line);
+  }
+
   Body body(const std::vector<std::string>& ends, std::string& end) {
     Body out;
     while (i_ < s_.size()) {
@@ -503,70 +580,13 @@ class StmtParser {
         }
       }
       if (kw == "if") {
-        n->kind = Node::Kind::kIf;
-        ExprPtr cond = p->expression();
-        p->expect_end();
-        for (;;) {
-          std::string stop;
-          Body b = body({"elif", "else", "endif"}, stop);
-          n->branches.emplace_back(cond, std::move(b));
-          if (stop == "elif") {
-            cond = last_->expression();
-            last_->expect_end();
-            continue;
-          }
-          if (stop == "else") {
-            std::string stop2;
-            n->else_body = body({"endif"}, stop2);
-            if (stop2.empty()) unclosed("if", seg.line);
-          } else if (stop.empty()) {
-            unclosed("if", seg.line);
-          }
-          break;
-        }
+        parse_if(*p, *n, seg.line);
       } else if (kw == "for") {
-        n->kind = Node::Kind::kFor;
-        n->targets.push_back(p->name());
-        while (p->accept_op(",")) n->targets.push_back(p->name());
-        p->expect_name("in");
-        n->expr = p->expression(/*allow_if=*/false);
-        if (p->is_name("if")) {
-          p->name();
-          n->cond = p->expression();
-        }
-        p->expect_end();
-        std::string stop;
-        n->body = body({"else", "endfor"}, stop);
-        if (stop == "else") n->else_body = body({"endfor"}, stop);
-        if (stop != "endfor") unclosed("for", seg.line);
+        parse_for(*p, *n, seg.line);
       } else if (kw == "set") {
-        std::string name = p->name();
-        if (p->accept_op(".")) n->attr = p->name();
-        n->text = name;
-        if (p->accept_op("=")) {
-          n->kind = Node::Kind::kSet;
-          n->expr = p->expression();
-          p->expect_end();
-        } else {
-          p->expect_end();
-          n->kind = Node::Kind::kSetBlock;
-          std::string stop;
-          n->body = body({"endset"}, stop);
-          if (stop.empty()) unclosed("set", seg.line);
-        }
+        parse_set(*p, *n, seg.line);
       } else if (kw == "macro") {
-        n->kind = Node::Kind::kMacro;
-        n->text = p->name();
-        p->expect_op("(");
-        while (!p->accept_op(")")) {
-          n->targets.push_back(p->name());
-          n->defaults.push_back(p->accept_op("=") ? p->expression() : nullptr);
-          if (!p->is_op(")")) p->expect_op(",");
-        }
-        p->expect_end();
-        std::string stop;
-        n->body = body({"endmacro"}, stop);
-        if (stop.empty()) unclosed("macro", seg.line);
+        parse_macro(*p, *n, seg.line);
       } else if (kw == "break" || kw == "continue") {
         n->kind = kw == "break" ? Node::Kind::kBreak : Node::Kind::kContinue;
         p->expect_end();
