@@ -149,25 +149,33 @@ class BenchCommand : public Command {
     Prior prior;
     if (int rc = read_prior(device->info(), f, prior); rc != kExitOk) return rc;
 
-    const DeviceInfo& info = device->info();
+    auto out = bench::run_session(strategy_specs(*device, f, prior, vram, weight_bytes), session_options(*device));
+    if (!out.ok()) return fail(out.status());
+    const bench::BenchResult r = make_result(*model, f, prior, vram, weight_bytes, *out);
+    return report(r, out->trace, prediction);
+  }
+
+  bench::SessionOptions session_options(const Device& device) const {
     bench::SessionOptions so;
     so.warmup = warmup_;
     so.passes = passes_;
     so.force_blocks = force_blocks_;
     // Host backend: device memory is host RAM, so every runner's arena and
     // pinned buffers come out of the same free memory; keep a fifth spare.
-    so.memory_available = info.free_memory_bytes / 5 * 4;
+    so.memory_available = device.info().free_memory_bytes / 5 * 4;
     so.progress = [](const std::string& s) { std::cerr << s << "\n"; };
-    auto out = bench::run_session(strategy_specs(*device, f, prior, vram, weight_bytes), so);
-    if (!out.ok()) return fail(out.status());
+    return so;
+  }
 
-    bench::BenchResult r = make_result(*model, f, prior, vram, weight_bytes, *out);
+  // The table, the prediction next to what was measured, and the files asked for.
+  int report(const bench::BenchResult& r, const std::vector<std::vector<sched::TraceEvent>>& trace,
+             const std::optional<bench::BoxPrediction>& prediction) const {
     std::cout << bench::format_table(r);
     std::map<std::string, double> measured;
     for (const bench::StrategyResult& s : r.strategies)
       if (!s.skipped && s.pass_ms.median > 0) measured[s.name] = s.pass_ms.median * 1e-3;
     if (prediction) std::cout << "\n" << bench::format_prediction(*prediction, measured);
-    return write_outputs(r, out->trace, prediction ? bench::to_json(*prediction, measured) : nlohmann::json());
+    return write_outputs(r, trace, prediction ? bench::to_json(*prediction, measured) : nlohmann::json());
   }
 
  private:
