@@ -14,6 +14,7 @@
 #include "io/pread_backend.h"
 #include "io/uring_backend.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::io {
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::io {
 

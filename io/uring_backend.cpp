@@ -8,6 +8,7 @@
 #include <string>
 
 #include "io/io_hooks.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::io {
 namespace {

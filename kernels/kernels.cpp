@@ -5,6 +5,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #if defined(LAYERSTREAM_HAVE_CUDA_BACKEND)
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/core/status_macros.h"
 #endif
 
 namespace layerstream::kernels {

@@ -27,6 +27,7 @@
 
 #include "kernels/math/ggml_type.h"
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/device.h"
 
 namespace layerstream::kernels {

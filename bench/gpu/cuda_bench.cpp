@@ -23,6 +23,7 @@
 #include "bench/gpu/gpu_bench_util.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/kernels.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::gpubench {
 namespace {

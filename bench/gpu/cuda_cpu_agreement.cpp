@@ -26,6 +26,7 @@
 #include "kernels/kernels.h"
 #include "kernels/math/fp16.h"
 #include "nlohmann/json.hpp"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::gpubench {
 namespace {

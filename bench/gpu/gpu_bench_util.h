@@ -14,6 +14,7 @@
 
 #include "kernels/math/convert_row.h"
 #include "kernels/math/ggml_type.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_owners.h"
 #include "runtime/device/device.h"
 #include "runtime/device/inline_stream.h"

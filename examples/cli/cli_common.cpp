@@ -9,6 +9,7 @@
 
 #include "layerstream/log.h"
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cli {
 

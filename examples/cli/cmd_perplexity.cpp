@@ -12,6 +12,7 @@
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
 #include "runtime/core/cancel.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/perplexity.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/tokenizer_gguf.h"

@@ -10,6 +10,7 @@
 #include "examples/cli/cli_common.h"
 #include "layerstream/model.h"
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cli {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/q4_1_packed.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::kernels {
 

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launchers.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_owners.h"
 
 namespace layerstream::kernels {

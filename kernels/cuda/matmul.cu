@@ -17,6 +17,7 @@
 #include "kernels/cuda/kquant.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/math/f16_scaling.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::kernels::cuda {
 namespace {

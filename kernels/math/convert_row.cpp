@@ -7,6 +7,7 @@
 #include "kernels/math/kquant_blocks.h"
 #include "kernels/math/kquant_encode.h"
 #include "kernels/math/quant_blocks.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::math {
 namespace {

@@ -15,6 +15,7 @@
 #include "io/reader.h"
 #include "runtime/bench/stats.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 
 namespace layerstream::bench {

@@ -7,6 +7,7 @@
 #include "layerstream/units.h"
 #include "runtime/bench/runner_executor_view.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/cost_model.h"
 #include "runtime/scheduler/planner.h"
 #include "runtime/scheduler/planner_input.h"

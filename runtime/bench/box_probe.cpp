@@ -9,6 +9,7 @@
 #include "layerstream/units.h"
 #include "runtime/bench/box_probe_steps.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::bench {
 

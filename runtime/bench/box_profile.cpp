@@ -1,4 +1,5 @@
 #include "runtime/bench/box_profile.h"
+#include "runtime/core/status_macros.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
 #include "runtime/bench/executor_runner.h"
 
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/planner.h"
 
 #include <fmt/format.h>

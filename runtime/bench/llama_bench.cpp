@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/bench/executor_runner.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::bench {
 

@@ -27,6 +27,7 @@
 #include "runtime/bench/box_profile.h"
 #include "runtime/bench/runner_executor_view.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/llama/model_impl.h"
 #include "runtime/model/model_shape.h"

@@ -11,6 +11,7 @@
 #include "kernels/math/convert_row.h"
 #include "layerstream/units.h"
 #include "runtime/bench/box_probe_steps.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::bench::probe_steps {
 

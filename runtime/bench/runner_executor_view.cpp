@@ -1,5 +1,6 @@
 #include "runtime/bench/runner_executor_view.h"
 
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::bench {

@@ -9,6 +9,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::bench {
 namespace {

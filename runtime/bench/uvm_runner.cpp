@@ -12,6 +12,7 @@
 #if LAYERSTREAM_HAVE_CUDA_BACKEND
 #include <cuda_runtime_api.h>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_check.h"
 #include "runtime/device/cuda/cuda_managed.h"
 #endif

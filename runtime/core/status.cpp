@@ -1,5 +1,7 @@
 #include "layerstream/status.h"
 
+#include "runtime/core/status_macros.h"
+
 #include <cstdio>
 #include <cstring>
 

@@ -8,6 +8,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 namespace {

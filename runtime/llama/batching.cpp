@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
 
 namespace layerstream::llama {

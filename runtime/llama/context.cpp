@@ -2,6 +2,7 @@
 // Batch and the KV edits (layerstream/context.h).
 #include <algorithm>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
 
 namespace layerstream {

@@ -3,6 +3,7 @@
 
 #include "layerstream/layerstream.h"
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/model/disk_space.h"
 #include "runtime/model/example_model.h"
 

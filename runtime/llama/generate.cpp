@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "layerstream/model.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
 #include "runtime/scheduler/plan.h"
 #include "runtime/tokenizer/tokenizer.h"

@@ -6,6 +6,7 @@
 // copies finish before the next group overwrites the buffers.
 #include <algorithm>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
 
 namespace layerstream::llama {

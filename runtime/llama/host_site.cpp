@@ -5,6 +5,7 @@
 // site, so its KV cache follows it.
 #include <cstring>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
 
 namespace layerstream::llama {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
 
 namespace layerstream::llama {

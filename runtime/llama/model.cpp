@@ -5,6 +5,7 @@
 
 #include "layerstream/context.h"
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
 #include "runtime/llama/model_impl.h"
 #include "runtime/model/gguf_file.h"

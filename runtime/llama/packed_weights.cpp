@@ -4,6 +4,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/host/host_device.h"
 #include "runtime/llama/runner_impl.h"
 

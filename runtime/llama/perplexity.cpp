@@ -1,3 +1,4 @@
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/perplexity.h"
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
 #include "runtime/llama/runner_layers.h"
 #include "runtime/llama/runner_strategy.h"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/min_budget.h"
 
 namespace layerstream::llama {

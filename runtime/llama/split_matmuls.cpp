@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
 
 namespace layerstream::llama {

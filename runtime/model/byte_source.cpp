@@ -1,3 +1,4 @@
+#include "runtime/core/status_macros.h"
 #include "runtime/model/byte_source.h"
 
 #include <fcntl.h>

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/math/convert_row.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/tokenizer/example_vocab.h"
 

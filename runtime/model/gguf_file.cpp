@@ -1,3 +1,4 @@
+#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 
 #include <fmt/format.h>

@@ -6,6 +6,7 @@
 #include <bit>
 #include <limits>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 
 namespace layerstream {

@@ -1,3 +1,4 @@
+#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_value.h"
 
 #include <fmt/format.h>

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/model/byte_source.h"
 #include "runtime/model/gguf_file.h"
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/model/byte_source.h"
 #include "runtime/model/gguf_writer.h"
 

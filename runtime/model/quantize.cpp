@@ -11,6 +11,7 @@
 
 #include "kernels/math/convert_row.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/model/byte_source.h"
 #include "runtime/model/disk_space.h"
 #include "runtime/model/gguf_writer.h"

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/tokenizer/pretokenizer.h"
 
 namespace layerstream {

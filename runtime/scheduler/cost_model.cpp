@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::sched {
 

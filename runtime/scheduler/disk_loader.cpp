@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/plan.h"
 
 namespace layerstream::sched {

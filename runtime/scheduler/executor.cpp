@@ -11,6 +11,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::sched {

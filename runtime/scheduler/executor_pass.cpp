@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/executor.h"
 
 namespace layerstream::sched {

@@ -10,6 +10,7 @@
 
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/executor.h"
 
 namespace layerstream::sched {

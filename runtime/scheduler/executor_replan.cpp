@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/executor.h"
 
 namespace layerstream::sched {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <fmt/format.h>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/device/host/host_device.h"
 #include "runtime/scheduler/executor.h"
 

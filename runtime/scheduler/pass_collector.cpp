@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/executor.h"
 
 namespace layerstream::sched {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/window_ring.h"
 
 namespace layerstream::sched {

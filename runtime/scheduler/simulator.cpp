@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/window_ring.h"
 
 namespace layerstream::sched {

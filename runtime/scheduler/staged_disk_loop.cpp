@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/disk_loader.h"
 #include "runtime/scheduler/plan.h"
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "io/reader.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/device.h"
 #include "runtime/scheduler/executor.h"
 #include "runtime/scheduler/plan.h"

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::sched {
 

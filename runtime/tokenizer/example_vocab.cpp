@@ -1,3 +1,4 @@
+#include "runtime/core/status_macros.h"
 #include "runtime/tokenizer/example_vocab.h"
 
 #include <cstdio>

@@ -3,6 +3,7 @@
 #include <bit>
 #include <limits>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/tokenizer/unicode_class.h"
 #include "runtime/tokenizer/utf8.h"
 

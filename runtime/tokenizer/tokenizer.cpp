@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/tokenizer/tokenizer_impl.h"
 #include "runtime/tokenizer/utf8.h"
 

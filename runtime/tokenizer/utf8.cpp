@@ -1,6 +1,7 @@
 #include "runtime/tokenizer/utf8.h"
 
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::utf8 {
 

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "runtime/core/status_macros.h"
 #include "tests/common/testing.h"
 
 namespace layerstream {

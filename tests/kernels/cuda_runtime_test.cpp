@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/kernels.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_event.h"
 #include "runtime/device/cuda/cuda_timeline.h"
 #include "tests/common/gpu.h"

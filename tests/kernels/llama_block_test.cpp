@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "runtime/core/status_macros.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace layerstream::kernels {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "layerstream/layerstream.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/device.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/model/example_model.h"

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/math/convert_row.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/gguf_writer.h"
 #include "tests/common/testing.h"

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <random>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/scheduler/executor.h"
 #include "runtime/scheduler/min_budget.h"
 #include "tests/common/testing.h"

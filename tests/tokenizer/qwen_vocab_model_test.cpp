@@ -17,6 +17,7 @@
 
 #include "layerstream/context.h"
 #include "layerstream/model.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/gguf_writer.h"

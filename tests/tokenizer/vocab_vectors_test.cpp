@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/tokenizer/tokenizer.h"

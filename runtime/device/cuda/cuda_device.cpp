@@ -7,6 +7,7 @@
 #include "fmt/format.h"
 #include "layerstream/units.h"
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_check.h"
 #include "runtime/device/cuda/cuda_event.h"
 #include "runtime/device/cuda/cuda_stream.h"

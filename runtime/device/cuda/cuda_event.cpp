@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_check.h"
 
 namespace layerstream::cuda {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cuda {
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/device/cuda/cuda_check.h"
 #include "runtime/device/cuda/cuda_event.h"
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cuda {
 

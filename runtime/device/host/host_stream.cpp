@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 
+#include "runtime/core/status_macros.h"
 #include "runtime/device/host/host_event.h"
 
 namespace layerstream::host {

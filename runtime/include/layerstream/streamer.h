@@ -8,7 +8,7 @@
 //   std::vector<layerstream::StreamedLayer> layers = ...;  // bytes + source + compute
 //   auto s = layerstream::Streamer::create(std::move(layers), {.vram_budget = 256 << 20});
 //   if (!s.ok()) return s.status();
-//   LS_RETURN_IF_ERROR((*s)->run_pass());
+//   if (auto st = (*s)->run_pass(); !st.ok()) return st;
 //
 // Ownership: the Streamer owns its device resources (arena, streams, pinned
 // buffers, readers). `host_data` stays the caller's: it must outlive the
