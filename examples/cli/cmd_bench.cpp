@@ -20,8 +20,8 @@
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
 #include "runtime/bench/box_predict.h"
-#include "runtime/bench/box_probe.h"
-#include "runtime/bench/box_profile.h"
+#include "runtime/planning/box_probe.h"
+#include "runtime/planning/box_profile.h"
 #include "runtime/bench/llama_bench.h"
 #include "runtime/bench/report_html.h"
 #include "runtime/bench/session.h"
@@ -90,9 +90,9 @@ class BenchCommand : public Command {
     if ((!shape_.empty() || predict_only_) && box_.empty())
       return usage_error(std::string(shape_.empty() ? "--predict-only" : "--shape") +
                          " needs --box FILE (the figures to predict with)");
-    std::optional<bench::BoxFigures> figures;
+    std::optional<planning::BoxFigures> figures;
     if (!box_.empty()) {
-      auto fig = bench::load_box_figures(box_, f.io);
+      auto fig = planning::load_box_figures(box_, f.io);
       if (!fig.ok()) return fail(fig.status());
       figures = std::move(*fig);
     }
@@ -122,7 +122,7 @@ class BenchCommand : public Command {
       auto dev = open_device(f.device);
       if (!dev.ok()) return fail(dev.status());
       const DeviceInfo& info = (*dev)->info();
-      if (!bench::box_is_this_machine(*figures, std::string(backend_name(info.backend)), info.name))
+      if (!planning::box_is_this_machine(*figures, std::string(backend_name(info.backend)), info.name))
         predict_why = fmt::format("the profile describes {} ({} backend{}), this run is on {} ({} backend)",
                                   figures->device_name, figures->backend,
                                   figures->host_cpu.empty() ? "" : ", " + figures->host_cpu, info.name,
@@ -243,7 +243,7 @@ class BenchCommand : public Command {
 
   // The box profile's prediction for the strategies asked (uvm aside), with
   // the runners' options; --sim-link replaces the link of a host profile.
-  Result<bench::BoxPrediction> predict(const bench::BoxFigures& box, const GgufFile& file, const Flags& f,
+  Result<bench::BoxPrediction> predict(const planning::BoxFigures& box, const GgufFile& file, const Flags& f,
                                        uint64_t vram) const {
     bench::PredictOptions po;
     po.runner = runner_options(f, Prior{}, vram);
@@ -290,7 +290,7 @@ class BenchCommand : public Command {
     p.box.sim_link_gbps = info.sim_link_gbps;
     p.box.link_source = p.box.disk_source = "measured by the runners";
     if (!box_.empty()) {
-      auto prior = bench::load_box_prior(box_, f.io);
+      auto prior = planning::load_box_prior(box_, f.io);
       if (!prior.ok()) return fail(prior.status());
       p.link_gbps = prior->link_gbps;
       p.disk_gbps = prior->disk_gbps > 0 ? prior->disk_gbps : 0;

@@ -7,7 +7,7 @@
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
-#include "runtime/bench/box_probe.h"
+#include "runtime/planning/box_probe.h"
 
 namespace layerstream::cli {
 namespace {
@@ -50,7 +50,7 @@ class ProbeCommand : public Command {
   }
 
   int run() override {
-    bench::ProbeOptions o;
+    planning::ProbeOptions o;
     auto device = device_.options();
     if (!device.ok()) return usage_error(device.status().message());
     o.device = *device;
@@ -108,9 +108,9 @@ class ProbeCommand : public Command {
       if (sub_->count("--host-types") == 0) o.host_types = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
     }
     o.progress = [](const std::string& s) { std::cerr << "probe: " << s << "\n"; };
-    auto r = bench::probe_box(o);
+    auto r = planning::probe_box(o);
     if (!r.ok()) return fail(r.status());
-    std::cout << bench::format_probe_table(*r);
+    std::cout << planning::format_probe_table(*r);
     if (!json_path_.empty()) {
       if (Status s = write_json_file(json_path_, bench::to_json(*r)); !s.ok()) return fail(s);
       std::cout << "wrote " << json_path_ << " (use it with `bench --box " << json_path_ << "`)\n";

@@ -19,9 +19,9 @@ void finalize(BenchResult& r) {
       stall.push_back(p.stall_s * 1e3);
       bound.push_back(p.lower_bound_s * 1e3);
     }
-    s.pass_ms = summarize(ms);
-    s.stall_ms = summarize(stall).median;
-    s.lower_bound_ms = summarize(bound).median;
+    s.pass_ms = planning::summarize(ms);
+    s.stall_ms = planning::summarize(stall).median;
+    s.lower_bound_ms = planning::summarize(bound).median;
     s.streamed_bytes = s.passes.back().streamed_bytes;
     s.predicted_ms = s.passes.back().predicted_s * 1e3;
     s.tokens_per_s = s.pass_ms.median > 0 ? r.workload.tokens_per_pass / (s.pass_ms.median * 1e-3) : 0;

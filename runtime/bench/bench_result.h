@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/bench/stats.h"
+#include "runtime/planning/stats.h"
 #include "runtime/scheduler/trace.h"
 
 namespace layerstream::bench {
@@ -52,7 +52,7 @@ struct StrategyResult {
   std::vector<LayerTiming> layers;    // same pass
 
   // Filled by finalize():
-  MinMedMax pass_ms;
+  planning::MinMedMax pass_ms;
   double tokens_per_s = 0;            // tokens per pass / median pass time
   double stall_ms = 0;                // median over passes
   uint64_t streamed_bytes = 0;        // per pass (last pass)

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "layerstream/units.h"
-#include "runtime/bench/runner_executor_view.h"
+#include "runtime/planning/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/scheduler/cost_model.h"
@@ -13,6 +13,11 @@
 #include "runtime/scheduler/planner_input.h"
 
 namespace layerstream::bench {
+using planning::BoxFigures;
+using planning::matmul_seconds;
+using planning::RateTable;
+using planning::runner_executor_view;
+
 namespace {
 
 // Seconds of a layer's matmuls for `tokens` tokens on a rate table.

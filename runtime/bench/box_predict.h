@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "layerstream/status.h"
-#include "runtime/bench/box_profile.h"
+#include "runtime/planning/box_profile.h"
 #include "runtime/bench/llama_bench.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/model/gguf_file.h"
@@ -67,7 +67,7 @@ struct BoxPrediction {
 // Errors: InvalidArgument for an unknown strategy or workload; the footprint's
 // (the model's) errors. A strategy that does not fit is not an error: its
 // entry says why.
-Result<BoxPrediction> predict_with_box(const BoxFigures& box, const GgufFile& file, const PredictOptions& options);
+Result<BoxPrediction> predict_with_box(const planning::BoxFigures& box, const GgufFile& file, const PredictOptions& options);
 
 // The table: per strategy predicted pass, tokens/s, bound, sites; with
 // `measured_s` (strategy -> measured median pass seconds) also those and

@@ -223,7 +223,7 @@ void collect_results(std::vector<Slot>& slots, SessionOutput& out) {
     if (!s.result.skipped && !s.result.passes.empty()) {
       std::vector<double> t;
       for (const auto& p : s.result.passes) t.push_back(p.pass_s);
-      const double med = summarize(t).median;
+      const double med = planning::summarize(t).median;
       size_t pick = 0;
       for (size_t i = 1; i < t.size(); ++i)
         if (std::abs(t[i] - med) < std::abs(t[pick] - med)) pick = i;

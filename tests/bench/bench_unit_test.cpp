@@ -9,10 +9,10 @@
 #include <regex>
 
 #include "runtime/bench/bench_result.h"
-#include "runtime/bench/box_probe.h"
+#include "runtime/planning/box_probe.h"
 #include "runtime/bench/report_html.h"
 #include "runtime/bench/session.h"
-#include "runtime/bench/stats.h"
+#include "runtime/planning/stats.h"
 #include "runtime/bench/trace_export.h"
 #include "tests/common/testing.h"
 

@@ -1,7 +1,7 @@
 // probe_block on a small example model (host backend): the probed layers,
 // positive times for decode and prefill, the contention figures, bad
 // positions refused; Model::plan measuring now takes its compute from it.
-#include "runtime/bench/block_probe.h"
+#include "runtime/planning/block_probe.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "runtime/model/example_model.h"
 #include "tests/common/testing.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 namespace {
 
 std::string small_model(testing::TempDir& dir) {
@@ -109,4 +109,4 @@ TEST(BlockProbe, PlanMeasuringNowUsesIt) {
 }
 
 }  // namespace
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "runtime/bench/box_predict.h"
-#include "runtime/bench/box_profile.h"
+#include "runtime/planning/box_profile.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/model_shape.h"
 #include "tests/common/testing.h"

@@ -2,7 +2,7 @@
 // input (runner_executor_view.h): for each strategy, the view of the executor
 // a runner would create, made from the footprint alone, gives the input the
 // runner's real executor plans from, and the same plan.
-#include "runtime/bench/runner_executor_view.h"
+#include "runtime/planning/runner_executor_view.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 namespace {
 
 struct Case {
@@ -80,4 +80,4 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{llama::Strategy::kResident, 0, false}));
 
 }  // namespace
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

@@ -1,9 +1,9 @@
-#include "runtime/bench/runner_executor_view.h"
+#include "runtime/planning/runner_executor_view.h"
 
 #include "runtime/core/status_macros.h"
 #include "runtime/scheduler/planner_input.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 sched::PlannerInput RunnerExecutorView::planner_input(const sched::CostModel& cost, int batch_class) const {
   return sched::executor_planner_input(layers, options, disk_direct, cost, batch_class);
@@ -30,4 +30,4 @@ Result<RunnerExecutorView> runner_executor_view(const llama::RunnerFootprint& fp
   return v;
 }
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

@@ -1,4 +1,4 @@
-#include "runtime/bench/block_probe.h"
+#include "runtime/planning/block_probe.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "io/reader.h"
-#include "runtime/bench/stats.h"
+#include "runtime/planning/stats.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -246,4 +246,4 @@ Result<BlockTimes> probe_block(const BlockProbeOptions& o) {
   return t;
 }
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

@@ -14,11 +14,11 @@
 
 #include "kernels/math/convert_row.h"
 #include "layerstream/units.h"
-#include "runtime/bench/box_probe_steps.h"
+#include "runtime/planning/box_probe_steps.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
 
-namespace layerstream::bench::probe_steps {
+namespace layerstream::planning::probe_steps {
 namespace {
 
 // Runs fn(t) for t in [0, threads) on `threads` threads (the caller is t = 0).
@@ -162,4 +162,4 @@ Status probe_host(const ProbeOptions& o, const DeviceInfo& main_device, BoxProfi
   return Status::OK();
 }
 
-}  // namespace layerstream::bench::probe_steps
+}  // namespace layerstream::planning::probe_steps

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 struct MinMedMax {
   double min = 0, median = 0, max = 0;
@@ -13,4 +13,4 @@ struct MinMedMax {
 // `values`; all zero when empty. min <= median <= max always holds.
 MinMedMax summarize(std::vector<double> values);
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

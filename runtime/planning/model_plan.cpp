@@ -14,7 +14,8 @@
 // scales by the measured / estimated ratio, the head is taken as measured.
 // The same probe measures copy/compute contention, which the cost model
 // charges on the host backend (CostModel::set_copy_contention).
-// Lives in the bench area because it measures the box with probe_box.
+// Lives in the planning area with the probe because it measures the box with
+// probe_box when no box file is given.
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -22,10 +23,10 @@
 
 #include "layerstream/model.h"
 #include "layerstream/units.h"
-#include "runtime/bench/block_probe.h"
-#include "runtime/bench/box_probe.h"
-#include "runtime/bench/box_profile.h"
-#include "runtime/bench/runner_executor_view.h"
+#include "runtime/planning/block_probe.h"
+#include "runtime/planning/box_probe.h"
+#include "runtime/planning/box_profile.h"
+#include "runtime/planning/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/llama/llama_runner.h"
@@ -41,10 +42,10 @@ using nlohmann::json;
 
 // Matmul rates per weight type name and shape ("decode" / "prefill").
 struct Rates {
-  std::map<std::pair<std::string, std::string>, bench::ComputePoint> points;
+  std::map<std::pair<std::string, std::string>, planning::ComputePoint> points;
   // The point for `type` and `shape`; else the same shape of any type (scaled
   // by bytes per weight for decode); nullptr when the box has none.
-  const bench::ComputePoint* find(const std::string& type, const std::string& shape) const {
+  const planning::ComputePoint* find(const std::string& type, const std::string& shape) const {
     auto it = points.find({type, shape});
     if (it != points.end()) return &it->second;
     for (const auto& [k, p] : points)
@@ -57,14 +58,14 @@ struct Figures {
   double link_gbps = 0, disk_gbps = 0;
   Rates rates;
   std::string source;
-  std::optional<bench::BlockTimes> block;  // one block and the head, run now (host backend)
+  std::optional<planning::BlockTimes> block;  // one block and the head, run now (host backend)
 };
 
 // The figures of a box profile (box_profile.h: hand-written points may give
 // only weight_gbps or only gflops/gmacs; a host profile's device rates are
 // its host figures).
 Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
-  LS_ASSIGN_OR_RETURN(bench::BoxFigures box, bench::load_box_figures(path, io));
+  LS_ASSIGN_OR_RETURN(planning::BoxFigures box, planning::load_box_figures(path, io));
   Figures fig;
   fig.link_gbps = box.link_gbps;
   fig.disk_gbps = box.disk_gbps;
@@ -83,7 +84,7 @@ Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
 Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
                                 const llama::RunnerOptions& ro, BackendKind backend, int decode_position) {
   const io::IoPath io = ro.reader.path;
-  bench::ProbeOptions po;
+  planning::ProbeOptions po;
   ModelOptions mo;
   mo.backend = o.backend;
   mo.sim_link_gbps = o.sim_link_gbps;
@@ -128,34 +129,34 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
   po.matmul_n_in = n_in;
   po.matmul_n_out = static_cast<int64_t>(std::max<uint64_t>(n_out, (256ull << 20) / std::max<int64_t>(n_in, 1)));
   po.prefill_tokens = 1;
-  auto box = bench::probe_box(po);
+  auto box = planning::probe_box(po);
   if (!box.ok()) return box.status().WithContext("measuring the box for the plan");
   Figures fig;
   fig.link_gbps = box->link_gbps;
   fig.disk_gbps = box->disk_gbps;
-  for (const bench::DiskPoint& d : box->disk)
+  for (const planning::DiskPoint& d : box->disk)
     if (d.error.empty() && d.gbps > 0) fig.disk_gbps = d.gbps;
-  for (const bench::ComputePoint& c : box->compute) fig.rates.points[{c.type, "decode"}] = c;
+  for (const planning::ComputePoint& c : box->compute) fig.rates.points[{c.type, "decode"}] = c;
   // Pass 2: prefill rates at the model's shape.
   po.h2d = false;
   po.disk = false;
   po.matmul_n_out = n_out;
   po.prefill_tokens = std::max(2, fp.max_pass_tokens);
-  auto pre = bench::probe_box(po);
+  auto pre = planning::probe_box(po);
   if (!pre.ok()) return pre.status().WithContext("measuring prefill rates for the plan");
-  for (const bench::ComputePoint& c : pre->compute)
+  for (const planning::ComputePoint& c : pre->compute)
     if (c.shape == "prefill") fig.rates.points[{c.type, c.shape}] = c;
   fig.source = "measured now";
   // One block and the head with the model's kernels (and, beside them, a copy).
   if (backend == BackendKind::kHost) {
-    bench::BlockProbeOptions bo;
+    planning::BlockProbeOptions bo;
     bo.path = model_path;
     bo.runner = ro;
     bo.device = po.device;
     bo.decode_position = decode_position;
     bo.prefill_tokens = std::min(32, fp.max_pass_tokens);
     bo.contention = true;
-    auto block = bench::probe_block(bo);
+    auto block = planning::probe_block(bo);
     if (block.ok()) fig.block = *block;
     else LS_LOG_WARN("plan: block probe failed ({}); compute from matmul rates alone", block.status().ToString());
   }
@@ -168,8 +169,8 @@ double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, co
   double s = 0;
   for (const auto& m : mats) {
     const std::string type = ggml_type_name(static_cast<uint32_t>(m.type));
-    const bench::ComputePoint* dec = r.find(type, "decode");
-    const bench::ComputePoint* pre = r.find(type, "prefill");
+    const planning::ComputePoint* dec = r.find(type, "decode");
+    const planning::ComputePoint* pre = r.find(type, "prefill");
     const double mem_s = dec && dec->weight_gbps > 0 ? m.bytes / (dec->weight_gbps * 1e9) : 0;
     const double flop_s = pre && pre->gflops > 0 ? 2.0 * m.n_out * m.n_in * tokens / (pre->gflops * 1e9) : 0;
     s += tokens <= 1 ? mem_s : std::max(mem_s, flop_s);
@@ -182,7 +183,7 @@ double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, co
 void record_compute_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const Figures& fig,
                               int decode_cls, int prefill_cls) {
   const int n = static_cast<int>(fp.layers.size());
-  const bench::BlockTimes* b = fig.block ? &*fig.block : nullptr;
+  const planning::BlockTimes* b = fig.block ? &*fig.block : nullptr;
   const int head = n - 1;
   double decode_extra = 0, prefill_ratio = 1;
   if (b) {
@@ -251,12 +252,12 @@ MemoryPlan plan_sizes(const std::string& path, const PlanOptions& o, const llama
 // Host site (hybrid execution): a box profile with host figures (RAM
 // bandwidth, CPU matmul rates) gives each block a host compute time, and the
 // planner chooses each block's site (the head stays on the device).
-void record_host_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const bench::BoxFigures& box,
+void record_host_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const planning::BoxFigures& box,
                            int decode_cls, int prefill_cls) {
   auto host_s = [&](int i, int tokens) {
     double s = 0;
     for (const auto& m : fp.matmuls[i])
-      s += bench::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
+      s += planning::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
     return s;
   };
   for (int i = 0; i < static_cast<int>(fp.layers.size()); ++i) {
@@ -280,7 +281,7 @@ std::vector<uint64_t> plan_budgets(const MemoryPlan& plan, const PlanOptions& o)
 
 // One budget planned as the runner's executor would plan it (`view`, the
 // planned strategy at that budget), for decode and prefill.
-BudgetPlan plan_budget_row(const bench::RunnerExecutorView& view, const llama::RunnerFootprint& fp,
+BudgetPlan plan_budget_row(const planning::RunnerExecutorView& view, const llama::RunnerFootprint& fp,
                            const sched::CostModel& cost, int decode_cls, int prefill_cls, bool has_prefill_rates) {
   BudgetPlan row;
   row.vram_bytes = view.options.vram_budget;
@@ -351,9 +352,9 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     plan.copy_beside_compute_gbps = fig.block->copy_gbps_contended;
     plan.copy_compute_ns_per_byte = cost.copy_contention() * 1e9;
   }
-  std::optional<bench::BoxFigures> host_box;
+  std::optional<planning::BoxFigures> host_box;
   if (!o.box.empty()) {
-    auto hb = bench::load_box_figures(o.box, ro.reader.path);
+    auto hb = planning::load_box_figures(o.box, ro.reader.path);
     if (hb.ok() && hb->has_host()) host_box = std::move(*hb);
   }
   cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores on the host backend
@@ -377,7 +378,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
       continue;
     }
     planned.vram_budget = b;
-    LS_ASSIGN_OR_RETURN(const bench::RunnerExecutorView view, bench::runner_executor_view(fp, planned, device));
+    LS_ASSIGN_OR_RETURN(const planning::RunnerExecutorView view, planning::runner_executor_view(fp, planned, device));
     plan.budgets.push_back(plan_budget_row(view, fp, cost, decode_cls, prefill_cls, has_prefill_rates));
   }
   return plan;

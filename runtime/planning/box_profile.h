@@ -23,9 +23,9 @@
 #include "io/reader.h"
 #include "kernels/math/ggml_type.h"
 #include "layerstream/status.h"
-#include "runtime/bench/box_probe.h"
+#include "runtime/planning/box_probe.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 // Matmul rates per (type name, shape "decode" / "prefill").
 struct RateTable {
@@ -73,4 +73,4 @@ Result<BoxFigures> load_box_figures(const std::string& path, io::IoPath io_path 
 // alone decides when known: its device name counts the threads).
 bool box_is_this_machine(const BoxFigures& box, const std::string& backend, const std::string& device);
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

@@ -10,10 +10,10 @@
 
 #include "kernels/math/convert_row.h"
 #include "layerstream/units.h"
-#include "runtime/bench/box_probe_steps.h"
+#include "runtime/planning/box_probe_steps.h"
 #include "runtime/core/status_macros.h"
 
-namespace layerstream::bench::probe_steps {
+namespace layerstream::planning::probe_steps {
 
 // Repeats `batch` (which enqueues work on `stream`) until `seconds` of device
 // time have been measured (at least once); returns (repetitions, seconds).
@@ -176,4 +176,4 @@ Status probe_compute(Device& dev, const ProbeOptions& o, BoxProfile& out) {
   return Status::OK();
 }
 
-}  // namespace layerstream::bench::probe_steps
+}  // namespace layerstream::planning::probe_steps

@@ -1,4 +1,4 @@
-#include "runtime/bench/box_profile.h"
+#include "runtime/planning/box_profile.h"
 #include "runtime/core/status_macros.h"
 
 #include <fmt/format.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <fstream>
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 using nlohmann::json;
 
@@ -133,4 +133,4 @@ bool box_is_this_machine(const BoxFigures& box, const std::string& backend, cons
   return box.device_name == device;
 }
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

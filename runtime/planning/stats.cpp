@@ -1,8 +1,8 @@
-#include "runtime/bench/stats.h"
+#include "runtime/planning/stats.h"
 
 #include <algorithm>
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 MinMedMax summarize(std::vector<double> v) {
   MinMedMax r;
@@ -16,4 +16,4 @@ MinMedMax summarize(std::vector<double> v) {
   return r;
 }
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

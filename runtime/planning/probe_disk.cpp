@@ -19,11 +19,11 @@
 
 #include "io/reader.h"
 #include "layerstream/units.h"
-#include "runtime/bench/box_probe_steps.h"
+#include "runtime/planning/box_probe_steps.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
 
-namespace layerstream::bench::probe_steps {
+namespace layerstream::planning::probe_steps {
 namespace {
 
 struct AlignedFree {
@@ -235,4 +235,4 @@ Status probe_disk(const ProbeOptions& o, BoxProfile& out) {
   return Status::OK();
 }
 
-}  // namespace layerstream::bench::probe_steps
+}  // namespace layerstream::planning::probe_steps

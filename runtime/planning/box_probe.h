@@ -32,7 +32,7 @@
 #include "layerstream/status.h"
 #include "runtime/device/device.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 struct ProbeOptions {
   DeviceOptions device;
@@ -169,4 +169,4 @@ Result<BoxPrior> load_box_prior(const std::string& path, io::IoPath io_path = io
 Result<BoxPrior> box_prior_from_json(const nlohmann::json& doc, const std::string& source,
                                      io::IoPath io_path = io::IoPath::kAuto);
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

@@ -27,7 +27,7 @@
 #include "runtime/device/device.h"
 #include "runtime/llama/llama_runner.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 struct BlockProbeOptions {
   std::string path;
@@ -58,4 +58,4 @@ struct BlockTimes {
 
 Result<BlockTimes> probe_block(const BlockProbeOptions& options);
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning

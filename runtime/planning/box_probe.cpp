@@ -1,4 +1,4 @@
-#include "runtime/bench/box_probe.h"
+#include "runtime/planning/box_probe.h"
 
 #include <fmt/format.h>
 
@@ -7,11 +7,11 @@
 #include <string>
 
 #include "layerstream/units.h"
-#include "runtime/bench/box_probe_steps.h"
+#include "runtime/planning/box_probe_steps.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 std::string host_cpu_name() {
   std::ifstream f("/proc/cpuinfo");
@@ -187,5 +187,5 @@ Result<BoxPrior> load_box_prior(const std::string& path, io::IoPath io_path) {
   return box_prior_from_json(doc, "box file " + path, io_path);
 }
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning
 

@@ -13,10 +13,10 @@
 
 #include "kernels/kernels.h"
 #include "layerstream/status.h"
-#include "runtime/bench/box_probe.h"
+#include "runtime/planning/box_probe.h"
 #include "runtime/device/device.h"
 
-namespace layerstream::bench::probe_steps {
+namespace layerstream::planning::probe_steps {
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -59,4 +59,4 @@ Status probe_disk(const ProbeOptions& o, BoxProfile& out);
 // The host site's figures: RAM read bandwidth and CPU matmul rates.
 Status probe_host(const ProbeOptions& o, const DeviceInfo& main_device, BoxProfile& out);
 
-}  // namespace layerstream::bench::probe_steps
+}  // namespace layerstream::planning::probe_steps

@@ -18,7 +18,7 @@
 #include "runtime/scheduler/layer.h"
 #include "runtime/scheduler/planner.h"
 
-namespace layerstream::bench {
+namespace layerstream::planning {
 
 struct RunnerExecutorView {
   sched::ExecutorOptions options;
@@ -37,4 +37,4 @@ struct RunnerExecutorView {
 Result<RunnerExecutorView> runner_executor_view(const llama::RunnerFootprint& fp, const llama::RunnerOptions& runner,
                                                 const DeviceInfo& device);
 
-}  // namespace layerstream::bench
+}  // namespace layerstream::planning
