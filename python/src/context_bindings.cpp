@@ -101,13 +101,30 @@ void bind_context(nb::module_& m) {
           "Runs a Batch (GIL released). InvalidArgumentError naming the token for a bad id, sequence or "
           "position; nothing is decoded then.")
       .def(
-          "logits", [](PyContext& pc, int i) { return logits_array(pc.idle("logits").logits(i)); }, nb::arg("i"),
-          "float32 array of the logits of token i of the last decode() (empty when it did not ask for them).")
+          "logits",
+          [](PyContext& pc, int i) {
+            Context& ctx = pc.idle("logits");
+            if (i < 0 || i >= ctx.last_decode_tokens())
+              throw nb::index_error(("logits: token " + std::to_string(i) + " is outside the last decode's [0, " +
+                                     std::to_string(ctx.last_decode_tokens()) + ")").c_str());
+            return logits_array(ctx.logits(i));
+          },
+          nb::arg("i"),
+          "float32 array of the logits of token i of the last decode() (empty when it did not ask for them). "
+          "IndexError when i is not a token of the last decode().")
       .def_prop_ro("sequences", [](PyContext& pc) { return pc.idle("sequences").sequences(); })
       .def_prop_ro("n_context", [](PyContext& pc) { return pc.idle("n_context").n_context(); })
       .def(
-          "position", [](PyContext& pc, int seq) { return pc.idle("position").position(seq); },
-          nb::arg("sequence") = 0, "Tokens the sequence holds (its next position).")
+          "position",
+          [](PyContext& pc, int seq) {
+            Context& ctx = pc.idle("position");
+            if (seq < 0 || seq >= ctx.sequences())
+              throw nb::index_error(("position: sequence " + std::to_string(seq) + " is outside [0, " +
+                                     std::to_string(ctx.sequences()) + ")").c_str());
+            return ctx.position(seq);
+          },
+          nb::arg("sequence") = 0, "Tokens the sequence holds (its next position). IndexError for a sequence "
+          "outside [0, sequences).")
       .def(
           "clear", [](PyContext& pc, int seq) { check(pc.idle("clear").clear(seq)); }, nb::arg("sequence") = -1,
           "Forgets every token of the sequence (-1: all).")

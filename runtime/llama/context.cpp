@@ -17,7 +17,8 @@ int Context::sequences() const { return static_cast<int>(impl_->slots.size()); }
 int Context::n_context() const { return impl_->m->n_ctx; }
 
 int Context::position(int seq) const {
-  if (seq < 0 || seq >= sequences()) return 0;
+  LS_CHECK_MSG(seq >= 0 && seq < sequences(), "Context::position: sequence " + std::to_string(seq) +
+                                                 " is outside [0, " + std::to_string(sequences()) + ")");
   MutexLock lock(impl_->m->pass_mu);
   return impl_->m->runner->position(impl_->slots[seq]);
 }
@@ -97,8 +98,13 @@ DecodeTotals Context::take_decode_totals() {
   return t;
 }
 
+int Context::last_decode_tokens() const { return static_cast<int>(impl_->row_of.size()); }
+
 std::span<const float> Context::logits(int i) const {
-  if (i < 0 || i >= static_cast<int>(impl_->row_of.size()) || impl_->row_of[i] < 0) return {};
+  const int tokens = last_decode_tokens();
+  LS_CHECK_MSG(i >= 0 && i < tokens, "Context::logits: token " + std::to_string(i) +
+                                         " is outside the last decode's [0, " + std::to_string(tokens) + ")");
+  if (impl_->row_of[i] < 0) return {};
   const size_t V = impl_->m->info.vocab;
   return {impl_->logits.data() + size_t(impl_->row_of[i]) * V, V};
 }

@@ -133,7 +133,8 @@ uint64_t Streamer::passes_run() const { return impl_->executor->passes_run(); }
 
 LayerHome Streamer::home(int layer) const {
   const auto& tiers = impl_->executor->plan().tiers;
-  LS_CHECK(layer >= 0 && layer < static_cast<int>(tiers.size()));
+  LS_CHECK_MSG(layer >= 0 && layer < static_cast<int>(tiers.size()),
+               "Streamer::home: layer " + std::to_string(layer) + " is outside [0, " + std::to_string(tiers.size()) + ")");
   return to_home(tiers[layer]);
 }
 

@@ -217,6 +217,25 @@ TEST_F(ContextTest, BadBatchesAndPoolErrorsAreClear) {
   EXPECT_EQ(ctx->position(0), 0) << "a refused batch decodes nothing";
 }
 
+// Misuse by index (a sequence or token row that does not exist) is a bug in
+// the app: it aborts with the call and the range, as Result::value() does on
+// an error (docs/RELIABILITY.md, "Mistakes in calls").
+TEST_F(ContextTest, IndexesOutsideTheirRangeAbortNamingTheRange) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(1)));
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+  EXPECT_DEATH((void)ctx->position(1), "Context::position: sequence 1 is outside \\[0, 1\\)");
+  EXPECT_DEATH((void)ctx->logits(0), "Context::logits: token 0 is outside the last decode's \\[0, 0\\)");
+  Batch b;
+  b.add(5, 0, 0, false);
+  b.add(6, 1, 0, true);
+  LS_ASSERT_OK(ctx->decode(b));
+  EXPECT_EQ(ctx->last_decode_tokens(), 2);
+  EXPECT_TRUE(ctx->logits(0).empty()) << "in range, asked for no logits";
+  EXPECT_EQ(ctx->logits(1).size(), static_cast<size_t>(model->n_vocab()));
+  EXPECT_DEATH((void)ctx->logits(2), "token 2 is outside the last decode's \\[0, 2\\)");
+}
+
 TEST_F(ContextTest, LoadProgressReportsAndCancels) {
   ModelOptions o = host_options(1);
   o.strategy = Strategy::kResident;

@@ -86,6 +86,10 @@ def test_decode_and_logits_match_generation(tiny_model):
     bad.add(model.n_vocab + 5, len(ids), 0, True)
     with pytest.raises(ls.InvalidArgumentError):
         ctx.decode(bad)
+    with pytest.raises(IndexError, match="token 99 is outside"):
+        ctx.logits(99)
+    with pytest.raises(IndexError, match="sequence 5 is outside"):
+        ctx.position(5)
 
 
 def test_two_sequences_equal_the_clis_batch(run_cli, tmp_path, tiny_model):

@@ -90,7 +90,7 @@ class Context {
 
   int sequences() const;
   int n_context() const;
-  // Tokens sequence `seq` holds (its next position).
+  // Tokens sequence `seq` holds (its next position). seq in [0, sequences()).
   int position(int seq) const;
 
   // Runs `batch` (split into passes of at most ModelOptions::prefill_chunk
@@ -98,8 +98,11 @@ class Context {
   // sequence or position, or a full sequence; nothing is decoded then.
   Status decode(const Batch& batch);
   // The logits of token `i` of the last decode() (n_vocab floats); empty when
-  // that token did not ask for logits.
+  // that token did not ask for logits or that decode failed. i in [0, tokens
+  // of the last decode()).
   std::span<const float> logits(int i) const;
+  // Tokens of the last decode(): the range logits(i) takes.
+  int last_decode_tokens() const;
   // The pass figures of decode() since the last call, then zeroed.
   DecodeTotals take_decode_totals();
 

@@ -11,7 +11,9 @@
 // Context (context.h): a KV cache that continues between calls; Batch
 // (batch.h) for llama_batch-style decoding; SamplerChain (sampler.h);
 // Model::plan (memory_plan.h). Errors are Status values (status.h); nothing
-// here prints to stdout.
+// here prints to stdout. Mistakes in calls (docs/RELIABILITY.md): a bad value
+// from data is a Status; an index outside what the library returned (a
+// sequence, a token row, a layer) aborts naming the range.
 #pragma once
 
 #include <cstdint>
