@@ -18,24 +18,6 @@
 
 namespace layerstream::io {
 
-std::string_view io_path_name(IoPath path) {
-  switch (path) {
-    case IoPath::kAuto: return "auto";
-    case IoPath::kUring: return "uring";
-    case IoPath::kPread: return "pread";
-    case IoPath::kBuffered: return "buffered";
-  }
-  return "?";
-}
-
-Result<IoPath> parse_io_path(std::string_view text) {
-  for (IoPath p : {IoPath::kAuto, IoPath::kUring, IoPath::kPread, IoPath::kBuffered}) {
-    if (text == io_path_name(p)) return p;
-  }
-  if (text == "io_uring") return IoPath::kUring;
-  return Status::InvalidArgument(fmt::format("unknown I/O path '{}': expected uring, pread, buffered or auto", text));
-}
-
 // ---- Reader: wait with the read_span stash, read_span -------------------------
 
 namespace {

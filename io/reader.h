@@ -26,18 +26,16 @@
 #include <string_view>
 #include <vector>
 
+#include "layerstream/options.h"
 #include "layerstream/status.h"
 
 namespace layerstream::io {
 
 class IoHooks;
 
-enum class IoPath { kAuto, kUring, kPread, kBuffered };
-
-// "auto", "uring", "pread", "buffered".
-std::string_view io_path_name(IoPath path);
-// Parses the --io flag value; InvalidArgument naming the text and the choices.
-Result<IoPath> parse_io_path(std::string_view text);
+// The public enum (layerstream/options.h): names and parsing are name_of and
+// io_path_from_name there.
+using IoPath = ::layerstream::IoPath;
 
 struct ReaderOptions {
   IoPath path = IoPath::kAuto;

@@ -43,7 +43,7 @@ void DeviceFlags::add_to(CLI::App& sub) {
 }
 
 Result<DeviceOptions> DeviceFlags::options() const {
-  auto be = parse_backend(backend);
+  auto be = backend_from_name(backend);
   if (!be.ok()) return be.status().WithContext("--backend");
   if (sim_link_gbps < 0) return Status::InvalidArgument("--sim-link must be >= 0");
   DeviceOptions o;

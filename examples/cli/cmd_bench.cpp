@@ -122,11 +122,11 @@ class BenchCommand : public Command {
       auto dev = open_device(f.device);
       if (!dev.ok()) return fail(dev.status());
       const DeviceInfo& info = (*dev)->info();
-      if (!planning::box_is_this_machine(*figures, std::string(backend_name(info.backend)), info.name))
+      if (!planning::box_is_this_machine(*figures, std::string(name_of(info.backend)), info.name))
         predict_why = fmt::format("the profile describes {} ({} backend{}), this run is on {} ({} backend)",
                                   figures->device_name, figures->backend,
                                   figures->host_cpu.empty() ? "" : ", " + figures->host_cpu, info.name,
-                                  backend_name(info.backend));
+                                  name_of(info.backend));
       device = std::move(*dev);
     }
     std::optional<bench::BoxPrediction> prediction;
@@ -198,7 +198,7 @@ class BenchCommand : public Command {
     auto dopt = device_.options();
     if (!dopt.ok()) return usage_error(dopt.status().message());
     f.device = *dopt;
-    auto io_path = io::parse_io_path(io_);
+    auto io_path = io_path_from_name(io_);
     if (!io_path.ok()) return usage_error("--io: " + io_path.status().message());
     f.io = *io_path;
     if (mode_ != "decode" && mode_ != "prefill") return usage_error("--mode: expected decode or prefill, got '" + mode_ + "'");
@@ -285,7 +285,7 @@ class BenchCommand : public Command {
   // Link and disk rates from --box (else measured by the runners), the
   // staging chunk from --staging-chunk or the box, --sim-link on the host.
   int read_prior(const DeviceInfo& info, const Flags& f, Prior& p) const {
-    p.box.backend = std::string(backend_name(info.backend));
+    p.box.backend = std::string(name_of(info.backend));
     p.box.device = info.name;
     p.box.sim_link_gbps = info.sim_link_gbps;
     p.box.link_source = p.box.disk_source = "measured by the runners";
@@ -369,7 +369,7 @@ class BenchCommand : public Command {
     r.workload.warmup = warmup_;
     r.workload.passes = passes_;
     r.workload.tokens_per_pass = f.mode == bench::BenchMode::kDecode ? batch_ : prompt_len_ * batch_;
-    r.workload.io = std::string(io::io_path_name(f.io));
+    r.workload.io = std::string(name_of(f.io));
     r.schedule = out.schedule;
     r.schedule_reason = out.schedule_reason;
     r.strategies = std::move(out.strategies);

@@ -23,7 +23,7 @@ std::string uvm_unavailable_reason(const DeviceInfo& info) {
 #if LAYERSTREAM_HAVE_CUDA_BACKEND
   if (info.backend == BackendKind::kCuda) return "";
   return fmt::format("uvm needs the cuda backend (CUDA managed memory); this run uses the {} backend",
-                     backend_name(info.backend));
+                     name_of(info.backend));
 #else
   return "uvm needs the cuda backend (CUDA managed memory); layerstream was built without CUDA";
 #endif

@@ -11,22 +11,6 @@
 
 namespace layerstream {
 
-std::string_view backend_name(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kAuto: return "auto";
-    case BackendKind::kHost: return "host";
-    case BackendKind::kCuda: return "cuda";
-  }
-  return "unknown";
-}
-
-Result<BackendKind> parse_backend(std::string_view name) {
-  for (BackendKind k : {BackendKind::kAuto, BackendKind::kHost, BackendKind::kCuda}) {
-    if (name == backend_name(k)) return k;
-  }
-  return Status::InvalidArgument("unknown backend '" + std::string(name) + "' (expected auto, host or cuda)");
-}
-
 namespace {
 
 Result<std::unique_ptr<Device>> open_cuda(const DeviceOptions& options) {

@@ -17,15 +17,15 @@
 #include <string>
 #include <string_view>
 
+#include "layerstream/options.h"
 #include "layerstream/status.h"
 #include "runtime/device/arena.h"
 
 namespace layerstream {
 
-enum class BackendKind { kAuto, kHost, kCuda };
-
-std::string_view backend_name(BackendKind kind);           // "auto", "host", "cuda"
-Result<BackendKind> parse_backend(std::string_view name);   // InvalidArgument on junk
+// The public enum (layerstream/options.h): names and parsing are name_of and
+// backend_from_name there.
+using BackendKind = Backend;
 
 struct DeviceInfo {
   BackendKind backend = BackendKind::kHost;

@@ -149,7 +149,7 @@ class Generation {
       st.load_bytes = r.executor().load_bytes();
       if (!ps.passes) st.bytes_streamed_per_pass = r.streamed_bytes_per_pass();
     }
-    st.backend = std::string(backend_name(c_.m->device->info().backend));
+    st.backend = std::string(name_of(c_.m->device->info().backend));
     st.device = c_.m->device->info().name;
     st.batch = B_;
     st.model_bytes = c_.m->info.file_bytes;

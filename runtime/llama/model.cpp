@@ -28,7 +28,7 @@ Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
   ro.kv_type = o.kv_type == KvType::kF16 ? GgmlType::F16 : GgmlType::F32;
   ro.strategy = o.strategy;  // llama::Strategy is the public enum
   ro.host_compute_factor = o.host_compute_factor;
-  LS_ASSIGN_OR_RETURN(ro.reader.path, io::parse_io_path(name_of(o.io)));
+  ro.reader.path = o.io;
   if (o.progress) {
     LoadProgress progress = o.progress;
     ro.load_progress = [progress](uint64_t done, uint64_t total) {
@@ -40,9 +40,7 @@ Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
 
 DeviceOptions device_options_for(const ModelOptions& o) {
   DeviceOptions d;
-  d.backend = o.backend == Backend::kHost   ? BackendKind::kHost
-              : o.backend == Backend::kCuda ? BackendKind::kCuda
-                                            : BackendKind::kAuto;
+  d.backend = o.backend;
   d.sim_link_gbps = o.sim_link_gbps;
   d.host_threads = o.host_threads;
   d.copies_only = o.staging == Staging::kAlways;

@@ -31,7 +31,7 @@ Result<BoxProfile> probe_box(const ProbeOptions& o) {
   LS_ASSIGN_OR_RETURN(auto dev, open_device(o.device));
   const DeviceInfo& info = dev->info();
   BoxProfile out;
-  out.backend = std::string(backend_name(info.backend));
+  out.backend = std::string(name_of(info.backend));
   out.device = info.name;
   out.total_memory_bytes = info.total_memory_bytes;
   out.free_memory_bytes = info.free_memory_bytes;
@@ -160,7 +160,7 @@ Result<BoxPrior> box_prior_from_json(const nlohmann::json& doc, const std::strin
   LS_ASSIGN_OR_RETURN(p.link_gbps, rate(doc, "link_gbps"));
   LS_ASSIGN_OR_RETURN(p.disk_gbps, rate(doc, "disk_gbps"));
   if (io_path != io::IoPath::kAuto && doc.contains("disk_gbps_by_path")) {
-    const std::string name(io::io_path_name(io_path));
+    const std::string name(name_of(io_path));
     const auto& by = doc.at("disk_gbps_by_path");
     if (by.is_object() && by.contains(name)) {
       LS_ASSIGN_OR_RETURN(p.disk_gbps, rate(by, name.c_str()));

@@ -92,7 +92,7 @@ Status write_scratch(const std::string& path, uint64_t bytes) {
 DiskPoint probe_disk_path(const std::string& file, uint64_t file_bytes, io::IoPath path, const ProbeOptions& o,
                           uint64_t req_bytes, int in_flight_max, size_t reader_chunk) {
   DiskPoint p;
-  p.path = std::string(io::io_path_name(path));
+  p.path = std::string(name_of(path));
   io::ReaderOptions ro;
   ro.path = path;
   ro.queue_depth = std::max(16, in_flight_max);

@@ -67,7 +67,7 @@ Streamer::~Streamer() = default;
 Result<std::unique_ptr<Streamer>> Streamer::create(std::vector<StreamedLayer> layers, StreamerOptions options) {
   // Options first: nothing is opened or allocated when they are wrong.
   DeviceOptions dopt;
-  LS_ASSIGN_OR_RETURN(dopt.backend, parse_backend(options.backend));
+  LS_ASSIGN_OR_RETURN(dopt.backend, backend_from_name(options.backend));
   if (!std::isfinite(options.sim_link_gbps) || options.sim_link_gbps < 0)
     return Status::InvalidArgument(
         fmt::format("streamer: sim_link_gbps must be a finite number >= 0 GB/s, got {}", options.sim_link_gbps));
@@ -77,7 +77,7 @@ Result<std::unique_ptr<Streamer>> Streamer::create(std::vector<StreamedLayer> la
   if (layers.empty()) return Status::InvalidArgument("streamer: no layers");
 
   sched::ExecutorOptions eopt;
-  LS_ASSIGN_OR_RETURN(eopt.reader.path, io::parse_io_path(options.io));
+  LS_ASSIGN_OR_RETURN(eopt.reader.path, io_path_from_name(options.io));
   eopt.vram_budget = options.vram_budget;
   eopt.ram_budget = options.ram_budget;
   eopt.serial = options.serial;

@@ -19,7 +19,7 @@
 namespace layerstream {
 
 // Names the parameter in test output ("host", not "4-byte object").
-void PrintTo(BackendKind kind, std::ostream* os) { *os << backend_name(kind); }
+void PrintTo(BackendKind kind, std::ostream* os) { *os << name_of(kind); }
 
 namespace {
 
@@ -372,7 +372,7 @@ TEST_P(DeviceInterfaceTest, RegisteredHostMemoryCopies) {
 }
 
 std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info) {
-  return std::string(backend_name(info.param));
+  return std::string(name_of(info.param));
 }
 
 // The same suite is built twice: test_device_interface runs it on the host
@@ -386,10 +386,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, DeviceInterfaceTest, ::testing::Values(Backen
 // Backend selection (not per backend).
 TEST(DeviceSelection, ParsesBackendNames) {
   for (BackendKind k : {BackendKind::kAuto, BackendKind::kHost, BackendKind::kCuda}) {
-    LS_ASSERT_OK_AND_ASSIGN(BackendKind back, parse_backend(backend_name(k)));
+    LS_ASSERT_OK_AND_ASSIGN(BackendKind back, backend_from_name(name_of(k)));
     EXPECT_EQ(back, k);
   }
-  auto bad = parse_backend("tpu");
+  auto bad = backend_from_name("tpu");
   EXPECT_TRUE(bad.status().IsInvalidArgument());
   EXPECT_NE(bad.status().message().find("tpu"), std::string::npos);
 }

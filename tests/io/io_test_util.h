@@ -18,7 +18,7 @@ inline std::vector<uint8_t> make_file(const std::string& path, size_t bytes, std
   return data;
 }
 
-inline std::string path_param_name(IoPath p) { return std::string(io_path_name(p)); }
+inline std::string path_param_name(IoPath p) { return std::string(name_of(p)); }
 
 // Page-aligned heap buffer.
 struct AlignedBuf {

@@ -22,10 +22,10 @@ using testing::make_file;
 
 TEST(IoPathTest, ParsesEveryNameAndRejectsJunk) {
   for (IoPath p : {IoPath::kAuto, IoPath::kUring, IoPath::kPread, IoPath::kBuffered}) {
-    LS_ASSERT_OK_AND_ASSIGN(IoPath got, parse_io_path(io_path_name(p)));
+    LS_ASSERT_OK_AND_ASSIGN(IoPath got, io_path_from_name(name_of(p)));
     EXPECT_EQ(got, p);
   }
-  auto bad = parse_io_path("mmapp");
+  auto bad = io_path_from_name("mmapp");
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(bad.status().IsInvalidArgument());
   EXPECT_NE(bad.status().message().find("mmapp"), std::string::npos);

@@ -1,4 +1,6 @@
-// Names and parsers of the public option enums (layerstream/options.h).
+// Names and parsers of the public option enums (layerstream/options.h), the
+// one vocabulary of the flags, the API and the internal areas (io::IoPath and
+// BackendKind are these enums).
 #include <array>
 #include <string>
 #include <utility>
@@ -58,6 +60,7 @@ Result<Backend> backend_from_name(std::string_view n) {
   return from_name(n, std::array{Backend::kAuto, Backend::kHost, Backend::kCuda}, "backend");
 }
 Result<IoPath> io_path_from_name(std::string_view n) {
+  if (n == "io_uring") return IoPath::kUring;  // the kernel interface's own name
   return from_name(n, std::array{IoPath::kAuto, IoPath::kUring, IoPath::kPread, IoPath::kBuffered}, "I/O path");
 }
 Result<KvType> kv_type_from_name(std::string_view n) {
