@@ -52,6 +52,12 @@ void finalize(BenchResult& r) {
   r.disk_gbps = ref ? ref->disk_gbps : 0;
 }
 
+// The JSON keys are the field names (docs in bench_result.h).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BoxInfo, backend, device, link_gbps, disk_gbps, sim_link_gbps, link_source,
+                                   disk_source)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ModelInfo, file, bytes, weight_bytes, layers, blocks, dtype)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkloadInfo, mode, prompt_len, batch, warmup, passes, tokens_per_pass, io)
+
 nlohmann::json to_json(const BenchResult& r) {
   using nlohmann::json;
   json strategies = json::array();
@@ -95,30 +101,10 @@ nlohmann::json to_json(const BenchResult& r) {
     strategies.push_back(std::move(j));
   }
   return {
-      {"box",
-       {{"backend", r.box.backend},
-        {"device", r.box.device},
-        {"link_gbps", r.box.link_gbps},
-        {"disk_gbps", r.box.disk_gbps},
-        {"sim_link_gbps", r.box.sim_link_gbps},
-        {"link_source", r.box.link_source},
-        {"disk_source", r.box.disk_source}}},
-      {"model",
-       {{"file", r.model.file},
-        {"bytes", r.model.bytes},
-        {"weight_bytes", r.model.weight_bytes},
-        {"layers", r.model.layers},
-        {"blocks", r.model.blocks},
-        {"dtype", r.model.dtype}}},
+      {"box", r.box},
+      {"model", r.model},
       {"budget", {{"vram_bytes", r.vram_budget}, {"ram_bytes", r.ram_budget}}},
-      {"workload",
-       {{"mode", r.workload.mode},
-        {"prompt_len", r.workload.prompt_len},
-        {"batch", r.workload.batch},
-        {"warmup", r.workload.warmup},
-        {"passes", r.workload.passes},
-        {"tokens_per_pass", r.workload.tokens_per_pass},
-        {"io", r.workload.io}}},
+      {"workload", r.workload},
       {"schedule", r.schedule},
       {"schedule_reason", r.schedule_reason},
       {"strategies", std::move(strategies)},

@@ -19,6 +19,11 @@ llama::RunnerOptions workload_runner_options(llama::RunnerOptions o, const Llama
   return o;
 }
 
+std::function<Status()> workload_step(llama::LlamaRunner* r, const LlamaWorkload& work) {
+  if (work.mode == BenchMode::kDecode) return [r, b = work.tokens, at = work.decode_pos] { return r->bench_decode(b, at); };
+  return [r, n = work.tokens] { return r->bench_prefill(n); };
+}
+
 Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, const std::string& path,
                                                              llama::RunnerOptions o, const LlamaWorkload& work) {
   if (work.tokens < 1) return Status::InvalidArgument("bench: tokens per pass must be >= 1");
@@ -27,12 +32,8 @@ Result<std::unique_ptr<BenchRunner>> make_llama_bench_runner(Device& device, con
   std::shared_ptr<llama::LlamaRunner> owner(std::move(runner));
   std::vector<std::string> names = owner->executor().layer_names();
   llama::LlamaRunner* r = owner.get();
-  std::function<Status()> step;
-  if (work.mode == BenchMode::kDecode)
-    step = [r, b = work.tokens, at = work.decode_pos] { return r->bench_decode(b, at); };
-  else
-    step = [r, n = work.tokens] { return r->bench_prefill(n); };
-  return std::unique_ptr<BenchRunner>(new ExecutorRunner(owner, r->executor(), std::move(step), std::move(names)));
+  return std::unique_ptr<BenchRunner>(
+      new ExecutorRunner(owner, r->executor(), workload_step(r, work), std::move(names)));
 }
 
 }  // namespace layerstream::bench

@@ -4,6 +4,7 @@
 // sequences (decode mode); either is exactly one executor pass.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,9 @@ struct LlamaWorkload {
 // raised to what it needs (what make_llama_bench_runner uses; the box
 // prediction sizes its footprint with the same).
 llama::RunnerOptions workload_runner_options(llama::RunnerOptions options, const LlamaWorkload& work);
+
+// One pass of the workload on `runner` (decode or prefill), as the bench runners step it.
+std::function<Status()> workload_step(llama::LlamaRunner* runner, const LlamaWorkload& work);
 
 // Creates the runner (device must outlive it). `options.strategy` selects the
 // strategy; the workload sizes n_seq / prefill_chunk / n_ctx when they are 0.

@@ -137,12 +137,8 @@ Result<std::unique_ptr<BenchRunner>> make_uvm_bench_runner(Device& device, const
   llama::LlamaRunner* r = owner->runner.get();
   std::vector<std::string> names;
   for (const LayerSpan& s : state->spans) names.push_back(s.name);
-  std::function<Status()> step;
-  if (work.mode == BenchMode::kDecode)
-    step = [r, b = work.tokens, at = work.decode_pos] { return r->bench_decode(b, at); };
-  else
-    step = [r, n = work.tokens] { return r->bench_prefill(n); };
-  return std::unique_ptr<BenchRunner>(new UvmRunner(owner, r->executor(), std::move(step), std::move(names)));
+  return std::unique_ptr<BenchRunner>(
+      new UvmRunner(owner, r->executor(), workload_step(r, work), std::move(names)));
 #else
   return Status::Unsupported("uvm needs the cuda backend");
 #endif

@@ -22,23 +22,21 @@ Status GgufFile::wrong_type(std::string_view key, const GgufValue& v, std::strin
   return Status::Corruption(fmt::format("{}: metadata key '{}' has type {}; expected {}", path_, key, actual, expected));
 }
 
-namespace {
-Status missing(const std::string& path, std::string_view key) {
-  return Status::NotFound(fmt::format("{}: metadata key '{}' is missing", path, key));
+Result<const GgufValue*> GgufFile::find_typed(std::string_view key, bool (*accepts)(GgufType),
+                                               std::string_view expected) const {
+  const GgufValue* v = find(key);
+  if (!v) return Status::NotFound(fmt::format("{}: metadata key '{}' is missing", path_, key));
+  if (v->is_array() || !accepts(v->type())) return wrong_type(key, *v, expected);
+  return v;
 }
-}  // namespace
 
 Result<int64_t> GgufFile::get_int(std::string_view key) const {
-  const GgufValue* v = find(key);
-  if (!v) return missing(path_, key);
-  if (!gguf_is_integer(v->type())) return wrong_type(key, *v, "an integer");
+  LS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key, gguf_is_integer, "an integer"));
   return v->as_int();
 }
 
 Result<uint64_t> GgufFile::get_uint(std::string_view key) const {
-  const GgufValue* v = find(key);
-  if (!v) return missing(path_, key);
-  if (!gguf_is_integer(v->type())) return wrong_type(key, *v, "an unsigned integer");
+  LS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key, gguf_is_integer, "an unsigned integer"));
   if (v->type() == GgufType::kUint64) return v->raw_u64();
   const int64_t i = v->as_int();
   if (i < 0) return Status::Corruption(fmt::format("{}: metadata key '{}' = {} is negative", path_, key, i));
@@ -55,29 +53,23 @@ Result<uint32_t> GgufFile::get_u32(std::string_view key) const {
 }
 
 Result<double> GgufFile::get_float(std::string_view key) const {
-  const GgufValue* v = find(key);
-  if (!v) return missing(path_, key);
-  if (!gguf_is_float(v->type())) return wrong_type(key, *v, "FLOAT32 or FLOAT64");
+  LS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key, gguf_is_float, "FLOAT32 or FLOAT64"));
   return v->as_double();
 }
 
 Result<bool> GgufFile::get_bool(std::string_view key) const {
-  const GgufValue* v = find(key);
-  if (!v) return missing(path_, key);
-  if (v->type() != GgufType::kBool) return wrong_type(key, *v, "BOOL");
+  LS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key, [](GgufType t) { return t == GgufType::kBool; }, "BOOL"));
   return v->as_bool();
 }
 
 Result<std::string> GgufFile::get_string(std::string_view key) const {
-  const GgufValue* v = find(key);
-  if (!v) return missing(path_, key);
-  if (v->type() != GgufType::kString) return wrong_type(key, *v, "STRING");
+  LS_ASSIGN_OR_RETURN(const GgufValue* v, find_typed(key, [](GgufType t) { return t == GgufType::kString; }, "STRING"));
   return v->as_string();
 }
 
 Result<const GgufValue*> GgufFile::get_array(std::string_view key, GgufType elem) const {
   const GgufValue* v = find(key);
-  if (!v) return missing(path_, key);
+  if (!v) return Status::NotFound(fmt::format("{}: metadata key '{}' is missing", path_, key));
   bool ok = v->is_array();
   if (ok) {
     if (elem == GgufType::kString) ok = v->array_type() == GgufType::kString;

@@ -90,6 +90,9 @@ class GgufFile {
 
  private:
   Status wrong_type(std::string_view key, const GgufValue& v, std::string_view expected) const;
+  // The scalar value of `key` when present and of a type `accepts`; NotFound
+  // or Corruption (naming the key and `expected`) otherwise.
+  Result<const GgufValue*> find_typed(std::string_view key, bool (*accepts)(GgufType), std::string_view expected) const;
   std::string path_;
   uint32_t version_ = 3;
   uint64_t file_size_ = 0;

@@ -17,6 +17,16 @@ Result<std::optional<int32_t>> token_id(const GgufFile& f, const char* key, uint
   }
   return std::optional<int32_t>(static_cast<int32_t>(id));
 }
+
+// An optional array with one entry per token: null when the file has none,
+// Corruption when its length is not the vocabulary's.
+Result<const GgufValue*> per_token_array(const GgufFile& f, const char* key, GgufType type, uint64_t n_vocab) {
+  if (!f.has(key)) return static_cast<const GgufValue*>(nullptr);
+  LS_ASSIGN_OR_RETURN(const GgufValue* a, f.get_array(key, type));
+  if (a->array_size() != n_vocab)
+    return Status::Corruption(fmt::format("{}: {} has {} entries for {} tokens", f.path(), key, a->array_size(), n_vocab));
+  return a;
+}
 }  // namespace
 
 Result<TokenizerVocab> read_tokenizer_vocab(const GgufFile& f) {
@@ -38,23 +48,15 @@ Result<TokenizerVocab> read_tokenizer_vocab(const GgufFile& f) {
   v.tokens = tokens->array_strings();
   const uint64_t n = v.tokens.size();
   if (n == 0) return Status::Corruption(f.path() + ": tokenizer.ggml.tokens is empty");
-  if (f.has("tokenizer.ggml.scores")) {
-    LS_ASSIGN_OR_RETURN(const GgufValue* a, f.get_array("tokenizer.ggml.scores", GgufType::kFloat32));
-    if (a->array_size() != n) {
-      return Status::Corruption(fmt::format("{}: tokenizer.ggml.scores has {} entries for {} tokens", f.path(),
-                                            a->array_size(), n));
-    }
+  LS_ASSIGN_OR_RETURN(const GgufValue* scores, per_token_array(f, "tokenizer.ggml.scores", GgufType::kFloat32, n));
+  if (scores) {
     v.scores.resize(n);
-    for (uint64_t i = 0; i < n; ++i) v.scores[i] = static_cast<float>(a->array_double(i));
+    for (uint64_t i = 0; i < n; ++i) v.scores[i] = static_cast<float>(scores->array_double(i));
   }
-  if (f.has("tokenizer.ggml.token_type")) {
-    LS_ASSIGN_OR_RETURN(const GgufValue* a, f.get_array("tokenizer.ggml.token_type", GgufType::kInt32));
-    if (a->array_size() != n) {
-      return Status::Corruption(fmt::format("{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.path(),
-                                            a->array_size(), n));
-    }
+  LS_ASSIGN_OR_RETURN(const GgufValue* types, per_token_array(f, "tokenizer.ggml.token_type", GgufType::kInt32, n));
+  if (types) {
     v.token_types.resize(n);
-    for (uint64_t i = 0; i < n; ++i) v.token_types[i] = static_cast<int32_t>(a->array_int(i));
+    for (uint64_t i = 0; i < n; ++i) v.token_types[i] = static_cast<int32_t>(types->array_int(i));
   }
   if (f.has("tokenizer.ggml.merges")) {
     LS_ASSIGN_OR_RETURN(const GgufValue* a, f.get_array("tokenizer.ggml.merges", GgufType::kString));

@@ -35,12 +35,7 @@ double nearest_class(const std::map<int, double>& m, int cls) {
 }
 }  // namespace
 
-void CostModel::record_host_compute(int layer, int cls, double s) {
-  auto& m = host_ema_.at(layer);
-  auto it = m.find(cls);
-  if (it == m.end()) m.emplace(cls, s);
-  else it->second = alpha_ * s + (1 - alpha_) * it->second;
-}
+void CostModel::record_host_compute(int layer, int cls, double s) { fold_ema(host_ema_.at(layer), cls, s); }
 
 bool CostModel::host_known(int layer, int cls) const {
   return !host_ema_.at(layer).empty() || host_factor_ > 0;
@@ -85,10 +80,13 @@ double CostModel::split_compute_s(int layer, int cls, double f) const {
   return shared_compute_ ? d + h : std::max(d, h);
 }
 
-void CostModel::record_compute(int layer, int cls, double s) {
-  auto& m = ema_.at(layer);
-  auto it = m.find(cls);
-  if (it == m.end()) m.emplace(cls, s);
+void CostModel::record_compute(int layer, int cls, double s) { fold_ema(ema_.at(layer), cls, s); }
+
+// The first sample of a class is taken as is; later ones are folded in with
+// weight alpha (one rule for device and host compute times).
+void CostModel::fold_ema(std::map<int, double>& per_class, int cls, double s) const {
+  auto it = per_class.find(cls);
+  if (it == per_class.end()) per_class.emplace(cls, s);
   else it->second = alpha_ * s + (1 - alpha_) * it->second;
 }
 

@@ -93,6 +93,7 @@ class CostModel {
   double disk_s(uint64_t bytes) const { return disk_bw_ > 0 ? bytes / disk_bw_ : 0; }
 
  private:
+  void fold_ema(std::map<int, double>& per_class, int cls, double s) const;
   double alpha_;
   std::vector<double> hint_s_;
   std::vector<std::map<int, double>> ema_;  // per layer: class -> seconds
