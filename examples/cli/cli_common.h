@@ -14,6 +14,7 @@
 
 #include "layerstream/options.h"
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"  // LS_CONCAT (LS_REGISTER_COMMAND)
 #include "runtime/device/device.h"
 
 namespace layerstream::cli {
@@ -84,6 +85,9 @@ Status write_json_file(const std::string& path, const nlohmann::json& value);
 
 // True when stderr is a terminal (progress bars are drawn only then).
 bool stderr_is_tty();
+
+// "H:MM:SS" for a duration in seconds (progress ETAs); negative as 0.
+std::string format_seconds(double seconds);
 
 // Whether the user chose --log-level (main sets it after parsing).
 void set_log_level_given(bool given);
