@@ -23,11 +23,9 @@
 namespace layerstream {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::CliResult;
 using testing::run_cli;
-using testing::TempDir;
 
 // Words of the example tokenizer's vocabulary, in a random order.
 void write_text(const std::string& path, int n_words, uint64_t seed) {
@@ -53,10 +51,10 @@ class CliImatrix : public ::testing::Test {
     CliResult r = run_cli("imatrix " + model_ + " " + args);
     EXPECT_EQ(r.exit_code, code) << args << "\n" << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr(words)) << args;
-    EXPECT_FALSE(fs::exists(out)) << args;
-    EXPECT_FALSE(fs::exists(out + ".tmp")) << args;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+    EXPECT_FALSE(std::filesystem::exists(out + ".tmp")) << args;
   }
-  TempDir dir_;
+  testing::TempDir dir_;
   uint64_t seed_ = 0;
   std::string model_, text_;
 };
