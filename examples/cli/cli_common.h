@@ -14,7 +14,7 @@
 
 #include "layerstream/options.h"
 #include "layerstream/status.h"
-#include "runtime/core/status_macros.h"  // LS_CONCAT (LS_REGISTER_COMMAND)
+#include "runtime/core/status_macros.h"
 #include "runtime/device/device.h"
 
 namespace layerstream::cli {

@@ -16,7 +16,6 @@
 #include "runtime/model/imatrix.h"
 #include "runtime/model/imatrix_collector.h"
 #include "runtime/model/llama_model.h"
-#include "runtime/core/status_macros.h"  // LS_CONCAT, which testing.h uses
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
