@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layerstream/status.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::testing {
 
