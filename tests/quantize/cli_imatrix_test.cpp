@@ -3,13 +3,14 @@
 // every token of every chunk, llama-imatrix's keys), steers `quantize
 // --imatrix`, and bad input (no text, a text shorter than one chunk, an
 // output that cannot be written, a bad --chunk) exits non-zero with a clear
-// message before any work, leaving no file behind.
+// message before any work, leaving no file behind; nor does Ctrl-C.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -111,6 +112,25 @@ TEST_F(CliImatrix, BadInputIsAClearErrorBeforeAnyWork) {
   expect_refused("-f " + text_ + " -o " + out + " --chunk 0", out, "--chunk must be >= 1", 2);
   expect_refused("-f " + text_ + " -o " + out + " --chunk 64 --ctx 32", out, "cannot hold a chunk of 64", 2);
   expect_refused("-f " + text_ + " -o " + out + " --vram junk", out, "--vram", 2);
+}
+
+TEST_F(CliImatrix, SigintWritesNothing) {
+  const std::string big = dir_.file("big.gguf"), long_text = dir_.file("long.txt"), out = dir_.file("im.gguf");
+  ASSERT_EQ(run_cli("example-model " + big + " --layers 8 --hidden 512 --ffn 1536 --dtype f32").exit_code, 0);
+  write_text(long_text, 20000, seed_);
+  // Start it, wait for its first chunk, then interrupt.
+  const std::string err = dir_.file("err.txt");
+  const std::string script = std::string("-c '") + LAYERSTREAM_CLI_PATH + " imatrix " + big + " -f " + long_text +
+                             " -o " + out + " --chunk 256 --host-threads 1 2>" + err +
+                             " & pid=$!; i=0; while ! grep -q \"chunk 1/\" " + err +
+                             " && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; kill -INT $pid; wait $pid'";
+  CliResult r = testing::run_command("/bin/sh", script);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  std::ifstream in(err);
+  const std::string msg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(msg, HasSubstr("interrupted: " + out + " was not written"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
 }
 
 }  // namespace
