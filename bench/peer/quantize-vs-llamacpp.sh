@@ -7,7 +7,9 @@
 #     settings, ours / theirs; and llama.cpp's own llama-perplexity on our
 #     SmolLM2 files (they open in llama.cpp and score as its own do); then
 #     the same with one importance matrix (llama-imatrix on 16 windows of
-#     TEXT) given to both tools;
+#     TEXT) given to both tools; then `layerstream imatrix` on the same
+#     windows: its per-tensor difference from llama-imatrix's matrix, and the
+#     same quantisations with it (both tools read it);
 #  2. speed and memory: a larger F16 example model to Q4_K_M by both tools,
 #     wall time and peak RSS (/usr/bin/time), same thread count.
 # Prints markdown tables. Not part of CI.
@@ -45,6 +47,58 @@ ppl_peer() {  # model -> perplexity by llama-perplexity
   "$PEER/llama-perplexity" -m "$1" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" -t "$THREADS" --no-repack \
     >"$WORK/pp.txt" 2>&1 || { tail -5 "$WORK/pp.txt" >&2; return 1; }
   grep -o 'Final estimate: PPL = [0-9.]*' "$WORK/pp.txt" | awk '{print $5}'
+}
+
+imatrix_diff() {  # ours.gguf theirs.gguf -> per-tensor relative L2 difference of in_sum2 / counts
+  python3 - "$1" "$2" <<'PY'
+import struct, sys, statistics
+def read(path):
+    b = open(path, "rb").read()
+    pos = 24
+    n_t, n_kv = struct.unpack_from("<QQ", b, 8)
+    def string():
+        nonlocal pos
+        n, = struct.unpack_from("<Q", b, pos); pos += 8 + n
+        return b[pos - n:pos].decode()
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    def value(t):
+        nonlocal pos
+        if t == 8: return string()
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", b, pos); pos += 12
+            return [value(et) for _ in range(n)]
+        fmt = {4: "<I", 5: "<i", 10: "<Q"}.get(t)
+        v = struct.unpack_from(fmt, b, pos)[0] if fmt else None
+        pos += sizes[t]
+        return v
+    kv = {}
+    for _ in range(n_kv):
+        k = string(); t, = struct.unpack_from("<I", b, pos); pos += 4; kv[k] = value(t)
+    infos = []
+    for _ in range(n_t):
+        name = string(); nd, = struct.unpack_from("<I", b, pos); pos += 4
+        dims = struct.unpack_from("<%dQ" % nd, b, pos); pos += 8 * nd
+        t, off = struct.unpack_from("<IQ", b, pos); pos += 12
+        infos.append((name, dims, off))
+    align = kv.get("general.alignment", 32)
+    data = (pos + align - 1) // align * align
+    out = {}
+    for name, dims, off in infos:
+        n = 1
+        for d in dims: n *= d
+        out[name] = struct.unpack_from("<%df" % n, b, data + off)
+    return out
+a, b = read(sys.argv[1]), read(sys.argv[2])
+rel = {}
+for name in sorted(k[:-8] for k in b if k.endswith(".in_sum2")):
+    if name + ".in_sum2" not in a: print("missing in ours:", name); continue
+    x = [v / a[name + ".counts"][0] for v in a[name + ".in_sum2"]]
+    y = [v / b[name + ".counts"][0] for v in b[name + ".in_sum2"]]
+    rel[name] = (sum((p - q) ** 2 for p, q in zip(x, y)) / sum(q * q for q in y)) ** 0.5
+w = max(rel, key=rel.get)
+print("in_sum2 / counts, ours vs llama-imatrix, %d tensors (%d in ours): relative L2 difference median %.4f, "
+      "max %.4f (%s)" % (len(rel), sum(k.endswith(".in_sum2") for k in a), statistics.median(rel.values()), rel[w], w))
+PY
 }
 
 quality() {  # label input extra-layerstream-flags extra-llama-flags peer-ppl?
@@ -102,6 +156,15 @@ if [ "$QUALITY" = 1 ]; then
       "--allow-requantize --imatrix $WORK/imatrix-smol.gguf" yes
     quality "F16 example model, with an importance matrix" "$WORK/f16.gguf" "--imatrix $WORK/imatrix-example.gguf" \
       "--imatrix $WORK/imatrix-example.gguf" no
+    # `layerstream imatrix` on the same windows, against llama-imatrix's, and given to both quantisers.
+    "$LS" --log-level warn imatrix "$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" -f "$TEXT" -c "$CTX" --chunks 16 \
+      --host-threads "$THREADS" -o "$WORK/ours-imatrix-smol.gguf" >"$WORK/oi.txt" 2>&1 ||
+      { tail -5 "$WORK/oi.txt" >&2; exit 1; }
+    echo
+    imatrix_diff "$WORK/ours-imatrix-smol.gguf" "$WORK/imatrix-smol.gguf"
+    quality "SmolLM2-135M-Instruct, with layerstream's importance matrix (16 windows of $CTX tokens)" \
+      "$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "--allow-requantize --imatrix $WORK/ours-imatrix-smol.gguf" \
+      "--allow-requantize --imatrix $WORK/ours-imatrix-smol.gguf" yes
   fi
   rm -f "$WORK/f16.gguf"
 fi

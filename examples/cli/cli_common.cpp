@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -140,5 +142,12 @@ Status write_json_file(const std::string& path, const nlohmann::json& value) {
 }
 
 bool stderr_is_tty() { return isatty(STDERR_FILENO) == 1; }
+
+std::string format_seconds(double s) {
+  const long t = std::lround(std::max(0.0, s));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  return buf;
+}
 
 }  // namespace layerstream::cli

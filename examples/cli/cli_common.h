@@ -86,6 +86,9 @@ Status write_json_file(const std::string& path, const nlohmann::json& value);
 // True when stderr is a terminal (progress bars are drawn only then).
 bool stderr_is_tty();
 
+// "H:MM:SS" for a duration in seconds (progress ETAs); negative as 0.
+std::string format_seconds(double seconds);
+
 // Whether the user chose --log-level (main sets it after parsing).
 void set_log_level_given(bool given);
 bool log_level_given();

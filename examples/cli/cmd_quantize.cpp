@@ -20,13 +20,6 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_quantize_interrupt(int) { g_interrupted.store(true); }
 
-std::string format_seconds(double s) {
-  const long t = std::lround(std::max(0.0, s));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-  return buf;
-}
-
 // Draws "[=====>     ]  45% 1.2 GiB / 2.6 GiB  ETA 0:00:12  blk.3.ffn_up.weight"
 // on a terminal; prints one line per finished tensor otherwise.
 class ProgressView {

@@ -28,8 +28,21 @@ kernels::MatmulParams LlamaRunner::Impl::matmul_params(const void* w, const Gguf
   return p;
 }
 
+Status LlamaRunner::Impl::observe_inputs(const LayerRun& run, Stream& s, const float* x, int n_tokens,
+                                         std::initializer_list<const GgufTensorInfo*> weights) {
+  if (!opt.matmul_inputs) return Status::OK();
+  if (run.site != sched::Site::kHost && dev.info().backend != BackendKind::kHost) {
+    return Status::Unsupported("matmul inputs can be observed only where they are in host memory: run the blocks "
+                               "on the host site (strategy host) or on the host backend");
+  }
+  std::vector<const GgufTensorInfo*> group(weights);
+  const auto* observe = &opt.matmul_inputs;
+  return s.host_func([observe, group = std::move(group), x, n_tokens] { return (*observe)(group, x, n_tokens); });
+}
+
 Status LlamaRunner::Impl::block_matmul(const LayerRun& run, Stream& s, const GgufTensorInfo& t, const float* x,
                                        float* y, int n_tokens) {
+  LS_RETURN_IF_ERROR(observe_inputs(run, s, x, n_tokens, {&t}));
   if (run.site == sched::Site::kSplit) return split_matmuls(run, s, x, n_tokens, {{&t, y}});
   const SiteView S = site_view(run.site);
   kernels::MatmulParams p = matmul_params(tensor(run, t), t, x, y, n_tokens, S.base);
@@ -81,6 +94,7 @@ Status LlamaRunner::Impl::qkv(const Pass& p, const LayerRun& run, Stream& s, int
   const int64_t hd = h.head_dim, nq = int64_t{h.n_head} * hd, nkv = int64_t{h.n_head_kv} * hd;
   const SiteView S = site_view(run.site);
   float *xb = S.f(lay.xb), *q = S.f(lay.q), *kk = S.f(lay.k), *v = S.f(lay.v);
+  LS_RETURN_IF_ERROR(observe_inputs(run, s, xb, T, {&w.attn_q, &w.attn_k, &w.attn_v}));
   if (run.site == sched::Site::kSplit) {
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.attn_q, q}, {&w.attn_k, kk}, {&w.attn_v, v}}));
   } else {
@@ -168,6 +182,7 @@ Status LlamaRunner::Impl::ffn(const Pass& p, const LayerRun& run, Stream& s, int
   float *x = S.f(lay.x), *xb = S.f(lay.xb), *tmp = S.f(lay.tmp), *gate = S.f(lay.gate), *up = S.f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, w.ffn_norm)), xb, T, h.n_embd, h.rms_eps};
   LS_RETURN_IF_ERROR(S.k.rmsnorm(n2, s));
+  LS_RETURN_IF_ERROR(observe_inputs(run, s, xb, T, {&w.ffn_gate, &w.ffn_up}));
   if (run.site == sched::Site::kSplit) {  // one join for both
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.ffn_gate, gate}, {&w.ffn_up, up}}));
   } else {

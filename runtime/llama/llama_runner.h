@@ -108,6 +108,13 @@ struct RunnerOptions {
   // kernels). 0 = unknown: kPlanned keeps every layer on the device (today's
   // behaviour). kHost uses max(1, this).
   double host_compute_factor = 0;
+  // Called for each group of a block's matmuls that share an input (Q/K/V,
+  // O, gate/up, down) with their weights and that input x [n_tokens][n_in],
+  // in stream order before the matmuls run (`layerstream imatrix` sums its
+  // squares). x must be readable on the host: the host backend, or blocks on
+  // the host site; a block elsewhere fails its pass with Unsupported. Empty:
+  // never called, nothing done.
+  std::function<Status(std::span<const GgufTensorInfo* const> weights, const float* x, int n_tokens)> matmul_inputs;
 };
 
 // The one place where a strategy becomes executor options. `reserved_bytes`

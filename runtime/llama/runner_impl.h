@@ -134,6 +134,9 @@ struct LlamaRunner::Impl {
   // the weight's packed copy where one applies (use_packed).
   Status block_matmul(const sched::LayerRun& run, Stream& s, const GgufTensorInfo& t, const float* x, float* y,
                       int n_tokens);
+  // RunnerOptions::matmul_inputs for a group of matmuls sharing x (forward.cpp).
+  Status observe_inputs(const sched::LayerRun& run, Stream& s, const float* x, int n_tokens,
+                        std::initializer_list<const GgufTensorInfo*> weights);
   kernels::MatmulParams matmul_params(const void* w, const GgufTensorInfo& t, const float* x, float* y, int n_tokens,
                                       char* b) const;
 

@@ -11,6 +11,7 @@
 
 #include "kernels/math/convert_row.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/model/quantize_plan.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/tokenizer/example_vocab.h"
 
@@ -82,12 +83,36 @@ struct TensorDecl {
   GgmlType type;
 };
 
+// A mix's per-tensor types: what `layerstream quantize` (llama.cpp's rules,
+// quantize_plan.h) makes of the F16 model of the same shape, so the rule of
+// which tensors keep more bits, and the fallback for short rows, has one home.
+void apply_mix(const ExampleModelSpec& s, std::vector<TensorDecl>& decls) {
+  std::vector<GgufTensorInfo> infos(decls.size());
+  for (size_t i = 0; i < decls.size(); ++i) {
+    infos[i].name = decls[i].name;
+    infos[i].dims = decls[i].dims;
+    infos[i].type = decls[i].type;
+  }
+  const QuantModelFacts facts{s.arch, static_cast<int>(s.n_layers), static_cast<int>(s.n_head),
+                              static_cast<int>(s.n_head_kv), 0};
+  // Every mix is a llama.cpp file type, and the spec's widths are multiples
+  // of 32, which every fallback holds: the plan cannot fail.
+  auto plan = plan_quantization(facts, infos, *parse_quant_target(example_mix_name(s.mix)), PlanOptions{});
+  LS_CHECK_MSG(plan.ok(), plan.status().ToString());
+  for (size_t i = 0; i < decls.size(); ++i) decls[i].type = (*plan)[i].type;
+}
+
 std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
   const uint64_t e = s.n_embd, hd = head_dim(s), q = uint64_t{s.n_head} * hd, kv = uint64_t{s.n_head_kv} * hd;
   const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3", post_norms = s.arch == "gemma3";
   std::vector<TensorDecl> out;
+  // Uniform: dtype, or llama.cpp's fallback where its block does not divide
+  // the rows. A mix's types come from the quantiser's rules (apply_mix).
   auto matrix = [&](std::string name, uint64_t ne0, uint64_t ne1) {
-    const GgmlType t = example_tensor_type(s, name, ne0);
+    GgmlType t = GgmlType::F16;
+    if (s.mix == ExampleMix::kUniform) {
+      t = ne0 % ggml_type_traits(s.dtype).block_elems == 0 ? s.dtype : quant_fallback_type(s.dtype, ne0);
+    }
     out.push_back({std::move(name), {ne0, ne1}, t});
   };
   matrix("token_embd.weight", e, s.n_vocab);
@@ -112,33 +137,8 @@ std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
   }
   out.push_back({"output_norm.weight", {e}, GgmlType::F32});
   if (!s.tied_output) matrix("output.weight", e, s.n_vocab);
+  if (s.mix != ExampleMix::kUniform) apply_mix(s, out);
   return out;
-}
-
-// llama.cpp's choice of layers that get more bits in the _M mixes.
-bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
-
-GgmlType mix_type(const ExampleModelSpec& s, const std::string& name) {
-  if (s.mix == ExampleMix::kUniform) return s.dtype;
-  if (name == "output.weight") return GgmlType::Q6_K;
-  int layer = -1;
-  if (name.rfind("blk.", 0) == 0) layer = std::atoi(name.c_str() + 4);
-  const int n = static_cast<int>(s.n_layers);
-  const bool attn_v = name.find(".attn_v.") != std::string::npos;
-  const bool ffn_down = name.find(".ffn_down.") != std::string::npos;
-  switch (s.mix) {
-    case ExampleMix::kQ4_K_M:
-    case ExampleMix::kQ5_K_M: {
-      const GgmlType base = s.mix == ExampleMix::kQ4_K_M ? GgmlType::Q4_K : GgmlType::Q5_K;
-      return (attn_v || ffn_down) && use_more_bits(layer, n) ? GgmlType::Q6_K : base;
-    }
-    case ExampleMix::kQ3_K_M:
-      if (attn_v) return layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
-      if (ffn_down) return layer < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
-      if (name.find(".attn_output.") != std::string::npos) return GgmlType::Q4_K;
-      return GgmlType::Q3_K;
-    default: return s.dtype;
-  }
 }
 
 uint64_t padded_bytes(const TensorDecl& t) {
@@ -234,20 +234,6 @@ const char* example_mix_name(ExampleMix mix) {
   }
 }
 
-GgmlType example_tensor_type(const ExampleModelSpec& spec, const std::string& name, uint64_t ne0) {
-  const GgmlType t = mix_type(spec, name);
-  if (ggml_type_traits(t).block_elems != 256 || ne0 % 256 == 0) return t;
-  switch (t) {
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K: return GgmlType::Q4_0;
-    case GgmlType::Q4_K: return GgmlType::Q5_0;
-    case GgmlType::Q5_K: return GgmlType::Q5_1;
-    case GgmlType::Q6_K: return GgmlType::Q8_0;
-    case GgmlType::IQ4_XS: return GgmlType::IQ4_NL;
-    default: return t;
-  }
-}
-
 uint32_t llama_file_type(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return 0;
@@ -288,7 +274,7 @@ Status validate_example_spec(const ExampleModelSpec& s) {
         fmt::format("example model: alignment = {} must be a power of two in 32..65536 (4096 to stream, 32 for llama.cpp's tools)", s.alignment));
   }
   // 256-element block types fall back to a 32-element type for rows that are
-  // not a multiple of 256 (example_tensor_type), so widths need only be multiples of 32.
+  // not a multiple of 256 (quant_fallback_type), so widths need only be multiples of 32.
   GgmlTypeTraits tr = ggml_type_traits(s.dtype);
   if (tr.supported && tr.block_elems == 256) tr.block_elems = 32;
   if (!tr.supported) {

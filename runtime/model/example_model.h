@@ -19,13 +19,11 @@
 
 namespace layerstream {
 
-// llama.cpp-style mixes: most matrices at the base K type, some at higher
-// precision (as llama-quantize's Q4_K_M, Q5_K_M, Q3_K_M do):
-//  q4_k_m / q5_k_m: base Q4_K / Q5_K; attn_v and ffn_down of the first and
-//    last eighth of the layers and every third layer between at Q6_K;
-//    output at Q6_K.
-//  q3_k_m: base Q3_K; attn_v Q5_K in layers 0-1, Q4_K after; ffn_down Q5_K in
-//    the first sixteenth, Q4_K after; attn_output Q4_K; output Q6_K.
+// llama.cpp's mixes: most matrices at the base K type, some at higher
+// precision, each tensor at the type `layerstream quantize --type q4_k_m`
+// (q5_k_m, q3_k_m) gives it (quantize_plan.h: llama.cpp's rules, e.g. attn_v
+// and ffn_down of some layers and the output at Q6_K, and the fallback type
+// for rows that are not a multiple of 256).
 enum class ExampleMix { kUniform, kQ4_K_M, kQ5_K_M, kQ3_K_M };
 
 // "q4_k_m" -> kQ4_K_M (case-insensitive); nullopt for other names.
@@ -56,12 +54,6 @@ struct ExampleModelSpec {
   // files given to llama.cpp's tools (llama-quantize lays data out at 32).
   uint32_t alignment = 4096;
 };
-
-// The type of matrix `name` ("blk.3.ffn_down.weight") with row length ne0:
-// the mix's choice, then, for a 256-element block type when ne0 is not a
-// multiple of 256, llama.cpp's fallback (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0,
-// Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL).
-GgmlType example_tensor_type(const ExampleModelSpec& spec, const std::string& name, uint64_t ne0);
 
 // InvalidArgument naming the field when the spec is not a valid Llama model
 // (zero sizes, heads not dividing, odd head dim, widths not a multiple of the

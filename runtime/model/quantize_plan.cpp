@@ -157,36 +157,19 @@ GgmlType rule_type(RuleState& s, FT ft, GgmlType t, const GgufTensorInfo& info) 
   return t;
 }
 
-// llama.cpp's fallback when `t`'s block does not divide the rows.
-GgmlType fallback_type(GgmlType t, uint64_t ne0) {
-  GgmlType f;
-  switch (t) {
-    case GgmlType::IQ4_XS: f = GgmlType::IQ4_NL; break;
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K: f = GgmlType::Q4_0; break;
-    case GgmlType::Q4_K: f = GgmlType::Q5_0; break;
-    case GgmlType::Q5_K: f = GgmlType::Q5_1; break;
-    case GgmlType::Q6_K: f = GgmlType::Q8_0; break;
-    default: f = t; break;  // a 32-element type: nothing smaller to demote to
-  }
-  return ne0 % ggml_type_traits(f).block_elems == 0 ? f : GgmlType::F16;
-}
-
 int meta_int(const GgufFile& f, const std::string& key, int fallback) {
   auto v = f.get_u32_or(key, static_cast<uint32_t>(fallback));
   return v.ok() ? static_cast<int>(*v) : fallback;
 }
 
-RuleState rule_state(const GgufFile& f, const PlanOptions& o) {
+RuleState rule_state(const QuantModelFacts& m, std::span<const GgufTensorInfo> tensors, const PlanOptions& o) {
   RuleState s;
-  if (auto arch = f.get_string_or("general.architecture", ""); arch.ok()) s.arch = *arch;
-  s.n_layer = meta_int(f, s.arch + ".block_count", 0);
-  const int heads = meta_int(f, s.arch + ".attention.head_count", 0);
-  const int kv_heads = meta_int(f, s.arch + ".attention.head_count_kv", heads);
-  s.n_gqa = kv_heads > 0 ? heads / kv_heads : 1;
-  s.n_expert = meta_int(f, s.arch + ".expert_count", 0);
+  s.arch = m.arch;
+  s.n_layer = m.n_layer;
+  s.n_gqa = m.n_head_kv > 0 ? m.n_head / m.n_head_kv : 1;
+  s.n_expert = m.n_expert;
   s.has_imatrix = o.has_imatrix;
-  for (const auto& t : f.tensors()) {
+  for (const auto& t : tensors) {
     if (t.name == "output.weight") s.tied_embeddings = false;
     if (is_attn_v_like(category_of(t.name))) ++s.n_attention_wv;
   }
@@ -212,6 +195,20 @@ std::string quant_target_names() {
   return s;
 }
 
+GgmlType quant_fallback_type(GgmlType t, uint64_t ne0) {
+  GgmlType f;
+  switch (t) {
+    case GgmlType::IQ4_XS: f = GgmlType::IQ4_NL; break;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K: f = GgmlType::Q4_0; break;
+    case GgmlType::Q4_K: f = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: f = GgmlType::Q5_1; break;
+    case GgmlType::Q6_K: f = GgmlType::Q8_0; break;
+    default: f = t; break;  // a 32-element type: nothing smaller to demote to
+  }
+  return ne0 % ggml_type_traits(f).block_elems == 0 ? f : GgmlType::F16;
+}
+
 bool tensor_is_quantizable(const GgufTensorInfo& info, std::string_view arch) {
   const std::string_view n = info.name;
   if (info.dims.size() < 2) return false;
@@ -225,13 +222,29 @@ bool tensor_is_quantizable(const GgufTensorInfo& info, std::string_view arch) {
   return n != "position_embd.weight" && n != "token_types.weight";
 }
 
+QuantModelFacts quant_model_facts(const GgufFile& f) {
+  QuantModelFacts m;
+  if (auto arch = f.get_string_or("general.architecture", ""); arch.ok()) m.arch = *arch;
+  m.n_layer = meta_int(f, m.arch + ".block_count", 0);
+  m.n_head = meta_int(f, m.arch + ".attention.head_count", 0);
+  m.n_head_kv = meta_int(f, m.arch + ".attention.head_count_kv", m.n_head);
+  m.n_expert = meta_int(f, m.arch + ".expert_count", 0);
+  return m;
+}
+
 Result<std::vector<TensorPlan>> plan_quantization(const GgufFile& file, const QuantTarget& target,
                                                   const PlanOptions& options) {
-  RuleState state = rule_state(file, options);
+  return plan_quantization(quant_model_facts(file), file.tensors(), target, options);
+}
+
+Result<std::vector<TensorPlan>> plan_quantization(const QuantModelFacts& facts,
+                                                  std::span<const GgufTensorInfo> tensors,
+                                                  const QuantTarget& target, const PlanOptions& options) {
+  RuleState state = rule_state(facts, tensors, options);
   const auto ft = static_cast<FT>(target.file_type);
   std::vector<TensorPlan> plan;
-  plan.reserve(file.tensors().size());
-  for (const auto& info : file.tensors()) {
+  plan.reserve(tensors.size());
+  for (const auto& info : tensors) {
     TensorPlan p{info.type};
     if (tensor_is_quantizable(info, state.arch)) {
       GgmlType t = target.base;
@@ -245,7 +258,7 @@ Result<std::vector<TensorPlan>> plan_quantization(const GgufFile& file, const Qu
                 "choose a mix such as q4_k_m, whose fallback picks a type that fits",
                 info.name, info.shape_string(), ggml_type_traits(t).name, info.dims[0], block));
           }
-          t = fallback_type(t, info.dims[0]);
+          t = quant_fallback_type(t, info.dims[0]);
           p.fallback = true;
         }
       }

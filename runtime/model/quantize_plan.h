@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,29 @@ struct TensorPlan {
 // does not divide a tensor's row length ("cannot hold rows of N elements").
 Result<std::vector<TensorPlan>> plan_quantization(const GgufFile& file, const QuantTarget& target,
                                                   const PlanOptions& options);
+
+// What llama.cpp's rules read of a model besides its tensor list: its
+// metadata (general.architecture, <arch>.block_count, attention.head_count,
+// head_count_kv, expert_count).
+struct QuantModelFacts {
+  std::string arch;
+  int n_layer = 0;
+  int n_head = 0, n_head_kv = 0;
+  int n_expert = 0;
+};
+QuantModelFacts quant_model_facts(const GgufFile& file);
+
+// The same plan for a tensor list in file order (only names, shapes and
+// types are read): a model not written yet, such as the example model's
+// mixes, gets its types from these rules too.
+Result<std::vector<TensorPlan>> plan_quantization(const QuantModelFacts& facts,
+                                                  std::span<const GgufTensorInfo> tensors,
+                                                  const QuantTarget& target, const PlanOptions& options);
+
+// llama.cpp's type for rows of ne0 elements when `t`'s block does not divide
+// them (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+// IQ4_XS -> IQ4_NL; F16 where that block does not divide them either).
+GgmlType quant_fallback_type(GgmlType t, uint64_t ne0);
 
 // Whether llama.cpp would quantise tensor `info` at all (2-D+ weights, not
 // norms, router gates, position embeddings, ...).

@@ -166,5 +166,28 @@ TEST_F(Plan, LayerRulesFollowLayerNumbersNotFileOrder) {
   }
 }
 
+// The example model's mixes are what quantize makes of the F16 model of the
+// same shape: one rule for both (the fallback for rows of 704 and the tied
+// output included).
+TEST_F(Plan, ExampleMixesAreTheQuantizedF16Model) {
+  for (ExampleMix mix : {ExampleMix::kQ4_K_M, ExampleMix::kQ5_K_M, ExampleMix::kQ3_K_M}) {
+    for (bool tied : {false, true}) {
+      ExampleModelSpec f16 = spec(16, 704);
+      f16.tied_output = tied;
+      ExampleModelSpec mixed = f16;
+      mixed.mix = mix;
+      mixed.dtype = example_mix_base(mix);
+      const std::string path = dir_.file("mixed.gguf");
+      ASSERT_TRUE(write_example_model(path, mixed).ok());
+      auto f = read_gguf_file(path);
+      ASSERT_TRUE(f.ok());
+      const auto want = plan(f16, example_mix_name(mix));
+      ASSERT_EQ(want.size(), f->tensors().size());
+      for (const GgufTensorInfo& t : f->tensors())
+        EXPECT_EQ(t.type, want.at(t.name)) << example_mix_name(mix) << (tied ? " tied " : " ") << t.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace layerstream
