@@ -76,14 +76,10 @@ Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
   return fig;
 }
 
-// Measures what the plan needs now: link, the model file's disk rate through
-// the chosen path, and matmul rates of the model's weight types: decode on a
-// matrix of at least 256 MiB (a pass reads every weight once, from memory,
-// not from a cache that holds one small matrix), prefill at the model's
-// largest shape and pass size.
-Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
-                                const llama::RunnerOptions& ro, BackendKind backend, int decode_position) {
-  const io::IoPath io = ro.reader.path;
+// The probe of what the plan needs: link, the model file's disk rate through
+// the chosen path, matmul rates of the model's weight types.
+planning::ProbeOptions plan_probe_options(const std::string& model_path, const PlanOptions& o,
+                                          const llama::RunnerFootprint& fp, io::IoPath io, BackendKind backend) {
   planning::ProbeOptions po;
   ModelOptions mo;
   mo.backend = o.backend;
@@ -114,16 +110,32 @@ Result<Figures> measure_figures(const std::string& model_path, const PlanOptions
   po.staging_sweep = false;  // the plan reads with the executor's defaults
   po.io_paths = {io == io::IoPath::kAuto ? io::IoPath::kUring : io};
   po.types.clear();
+  for (const auto& layer : fp.matmuls)
+    for (const auto& m : layer)
+      if (std::find(po.types.begin(), po.types.end(), m.type) == po.types.end()) po.types.push_back(m.type);
+  return po;
+}
+
+// The model's largest matmul {n_out, n_in} with n_in rounded up to 256: the
+// probe's matrix is synthetic, and a row length every block type divides
+// (K-quants need 256; gemma3's 640-wide rows are not) changes its rate little.
+std::pair<int64_t, int64_t> largest_matmul_shape(const llama::RunnerFootprint& fp) {
   int64_t n_out = 0, n_in = 0;
   for (const auto& layer : fp.matmuls)
-    for (const auto& m : layer) {
-      if (std::find(po.types.begin(), po.types.end(), m.type) == po.types.end()) po.types.push_back(m.type);
+    for (const auto& m : layer)
       if (m.n_out * m.n_in > n_out * n_in && m.n_in % 32 == 0) n_out = m.n_out, n_in = m.n_in;
-    }
   if (n_in == 0) n_out = 4096, n_in = 4096;
-  // The probe's matrix is synthetic: a row length every block type divides
-  // (K-quants need 256; gemma3's 640-wide rows are not) changes its rate little.
-  n_in = static_cast<int64_t>(sched::round_up(static_cast<uint64_t>(n_in), 256));
+  return {n_out, static_cast<int64_t>(sched::round_up(static_cast<uint64_t>(n_in), 256))};
+}
+
+// Link, disk and matmul rates measured now (no --box): decode on a matrix of
+// at least 256 MiB (a pass reads every weight once, from memory, not from a
+// cache that holds one small matrix), then prefill at the model's largest
+// shape and pass size; on the host, one block and the head as well.
+Result<Figures> measure_figures(const std::string& model_path, const PlanOptions& o, const llama::RunnerFootprint& fp,
+                                const llama::RunnerOptions& ro, BackendKind backend, int decode_position) {
+  planning::ProbeOptions po = plan_probe_options(model_path, o, fp, ro.reader.path, backend);
+  const auto [n_out, n_in] = largest_matmul_shape(fp);
   LS_LOG_INFO("plan: measuring link, disk and matmul rates (no --box given)");
   // Pass 1: link, disk, decode rates (prefill_tokens 1: both points decode-shaped).
   po.matmul_n_in = n_in;
