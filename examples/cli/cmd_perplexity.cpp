@@ -13,6 +13,7 @@
 #include "layerstream/units.h"
 #include "runtime/core/cancel.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/llama/model_impl.h"
 #include "runtime/llama/perplexity.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/tokenizer_gguf.h"
@@ -34,23 +35,18 @@ class PerplexityCommand : public Command {
   void setup(CLI::App& sub) override {
     sub.add_option("model", model_, "GGUF model file")->required();
     sub.add_option("-f,--file", text_file_, "Text file to score")->required();
-    sub.add_option("--ctx", ctx_, "Tokens per window")->capture_default_str();
     sub.add_option("--chunks", chunks_, "Windows to score (-1: all that fit)")->capture_default_str();
     sub.add_option("--prefill-chunk", prefill_chunk_, "Max tokens of one pass (0: from the vocabulary size, <= ctx)");
-    sub.add_option("--vram", vram_,
-                   "Device memory budget (e.g. 200MiB); below the model size streams layers");
-    sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
-    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host")->capture_default_str();
     sub.add_option("--json", json_, "Write the result as JSON to FILE (key \"perplexity\")");
-    sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
-    device_.add_to(sub);
+    flags_.add_to(sub, "Tokens per window (0: 512)");
   }
 
   int run() override {
-    llama::RunnerOptions ro;
-    DeviceOptions dopt;
-    if (Status st = parse_flags(ro, dopt); !st.ok()) return usage_error(st.message());
+    if (Status st = check_flags(); !st.ok()) return usage_error(st.message());
+    const int ctx = flags_.options.context;
+    auto ro_or = runner_options_for(flags_.options);
+    if (!ro_or.ok()) return usage_error(ro_or.status().message());
+    llama::RunnerOptions ro = std::move(*ro_or);
 
     std::ifstream in(text_file_, std::ios::binary);
     if (!in) return fail(Status::IOError("cannot open " + text_file_));
@@ -72,26 +68,24 @@ class PerplexityCommand : public Command {
     // As llama-perplexity: BOS where the file asks, special tokens in the text not parsed.
     const std::vector<int32_t> tokens = (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
 
-    auto dev = open_device(dopt);
+    auto dev = open_device(device_options_for(flags_.options));
     if (!dev.ok()) return fail(dev.status());
-    ro.n_ctx = ctx_;
+    ro.n_ctx = ctx;
     ro.logits_all = true;
-    ro.exact = exact_;
-    ro.host_threads = device_.host_threads;
     ro.trace = false;
     {
       auto m = load_llama_model(*file);
       if (!m.ok()) return fail(m.status().WithContext(model_));
-      ro.prefill_chunk = prefill_chunk_ ? std::min(prefill_chunk_, ctx_) : default_pass_tokens(m->hparams.n_vocab, ctx_);
+      ro.prefill_chunk = prefill_chunk_ ? std::min(prefill_chunk_, ctx) : default_pass_tokens(m->hparams.n_vocab, ctx);
     }
     auto runner = llama::LlamaRunner::create(**dev, model_, ro);
     if (!runner.ok()) return fail(runner.status());
     const std::string plan = sched::describe_plan((*runner)->plan(), (*runner)->executor().layer_bytes());
-    std::cerr << "perplexity: " << tokens.size() << " tokens, ctx " << ctx_ << ", " << ro.prefill_chunk
+    std::cerr << "perplexity: " << tokens.size() << " tokens, ctx " << ctx << ", " << ro.prefill_chunk
               << " tokens per pass, plan: " << plan << "\n";
 
     llama::PerplexityOptions po;
-    po.n_ctx = ctx_;
+    po.n_ctx = ctx;
     po.n_chunks = chunks_;
     if ((*tok)->vocab().add_bos) po.bos = (*tok)->bos();
     const bool tty = stderr_is_tty();
@@ -118,23 +112,13 @@ class PerplexityCommand : public Command {
   }
 
  private:
-  // The budgets, KV type and strategy into `ro`, the device flags into `dopt`.
-  Status parse_flags(llama::RunnerOptions& ro, DeviceOptions& dopt) const {
-    if (!vram_.empty()) {
-      LS_ASSIGN_OR_RETURN(ro.vram_budget, parse_size_flag("--vram", vram_));
-    }
-    if (!ram_.empty()) {
-      LS_ASSIGN_OR_RETURN(ro.ram_budget, parse_size_flag("--ram", ram_));
-    }
-    if (ctx_ < 4) return Status::InvalidArgument("--ctx must be >= 4, got " + std::to_string(ctx_));
+  // The shared model flags, then this command's own; --ctx 0 is 512 tokens.
+  Status check_flags() {
+    LS_RETURN_IF_ERROR(flags_.resolve());
+    if (flags_.options.context == 0) flags_.options.context = 512;
+    const int ctx = flags_.options.context;
+    if (ctx < 4) return Status::InvalidArgument("--ctx must be >= 4, got " + std::to_string(ctx));
     if (prefill_chunk_ < 0) return Status::InvalidArgument("--prefill-chunk must be >= 0");
-    if (kv_type_ != "f32" && kv_type_ != "f16")
-      return Status::InvalidArgument("--kv-type: '" + kv_type_ + "' is not f32 or f16");
-    ro.kv_type = kv_type_ == "f16" ? GgmlType::F16 : GgmlType::F32;
-    auto strategy = llama::parse_strategy(strategy_);
-    if (!strategy.ok()) return strategy.status().WithContext("--strategy");
-    ro.strategy = *strategy;
-    LS_ASSIGN_OR_RETURN(dopt, device_.options());
     return Status::OK();
   }
 
@@ -153,17 +137,16 @@ class PerplexityCommand : public Command {
             {"tokens", res.n_tokens},
             {"scored_tokens", res.scored},
             {"tokens_per_pass", tokens_per_pass},
-            {"kv_type", kv_type_},
-            {"exact", exact_},
+            {"kv_type", flags_.kv_type},
+            {"exact", flags_.options.exact},
             {"plan", plan},
             {"streamed_bytes_per_pass", streamed_bytes_per_pass},
             {"per_chunk", chunks}};
   }
 
-  std::string model_, text_file_, vram_, ram_, kv_type_ = "f32", strategy_ = "planned", json_;
-  int ctx_ = 512, chunks_ = -1, prefill_chunk_ = 0;
-  bool exact_ = false;
-  DeviceFlags device_;
+  std::string model_, text_file_, json_;
+  int chunks_ = -1, prefill_chunk_ = 0;
+  ModelFlags flags_;
 };
 
 }  // namespace

@@ -43,23 +43,20 @@ uint64_t resident_bytes(const PlannerInput& in, const std::vector<Tier>& t) {
 bool assign_ram(const PlannerInput& in, std::vector<Tier>& t, uint64_t& ram_bytes) {
   const int n = n_layers(in);
   uint64_t pinned_ram = 0, want = 0;
-  bool pinned_disk = false;
   for (int i = 0; i < n; ++i) {
     if (in.pins[i] == Tier::kRam) pinned_ram += in.bytes[i];
-    if (in.pins[i] == Tier::kDisk) pinned_disk = true;
     if (!in.pins[i] && t[i] != Tier::kResident) want += in.bytes[i];
   }
-  const uint64_t staging = in.disk_direct ? 0 : in.staging_bytes;
   // Everything streamed fits in RAM: no disk tier (unless pinned).
-  if (pinned_ram + want + (pinned_disk ? staging : 0) <= in.ram_budget) {
+  if (pinned_ram + want <= in.ram_budget) {
     for (int i = 0; i < n; ++i)
       if (!in.pins[i] && t[i] != Tier::kResident) t[i] = Tier::kRam;
-    ram_bytes = pinned_ram + want + (pinned_disk ? staging : 0);
+    ram_bytes = pinned_ram + want;
     return true;
   }
-  if (pinned_ram + staging > in.ram_budget) return false;
-  uint64_t left = in.ram_budget - pinned_ram - staging;
-  ram_bytes = pinned_ram + staging;
+  if (pinned_ram > in.ram_budget) return false;
+  uint64_t left = in.ram_budget - pinned_ram;
+  ram_bytes = pinned_ram;
   for (int pass = 0; pass < 2; ++pass) {  // memory-only layers first
     for (int i = 0; i < n; ++i) {
       if (in.pins[i] || t[i] == Tier::kResident) continue;
@@ -164,8 +161,8 @@ Status no_fit_error(const PlannerInput& in, int slots) {
         std::max(1, slots), format_bytes(need), need, format_bytes(in.vram_budget), in.vram_budget));
   return Status::OutOfBudget(fmt::format(
       "RAM budget too small: layers without a file and RAM-pinned layers need {} ({} B) of pinned "
-      "RAM (plus {} B staging), available {} ({} B)",
-      format_bytes(std::max(ram_pinned, mem_only)), std::max(ram_pinned, mem_only), in.staging_bytes,
+      "RAM, available {} ({} B)",
+      format_bytes(std::max(ram_pinned, mem_only)), std::max(ram_pinned, mem_only),
       format_bytes(in.ram_budget), in.ram_budget));
 }
 

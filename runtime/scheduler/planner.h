@@ -40,11 +40,9 @@ struct PlannerInput {
   std::vector<bool> from_file;               // per layer: may live on disk
   std::vector<std::optional<Tier>> pins;     // per layer: user's forced tier
   uint64_t vram_budget = 0;   // for residents + slots (the caller's reserve already taken out)
-  uint64_t ram_budget = 0;    // pinned RAM for RAM-tier layers (and staging_bytes)
-  // Pinned RAM a staging ring would take out of ram_budget when any layer
-  // streams from disk (staged). 0 for an executor: its staging buffers are
-  // their own allocation (executor_planner_input, planner_input.h).
-  uint64_t staging_bytes = 0;
+  // Pinned RAM for RAM-tier layers. The staging buffers of disk reads are
+  // their own allocation, outside it (executor_planner_input, planner_input.h).
+  uint64_t ram_budget = 0;
   const CostModel* cost = nullptr;
   int batch_class = 0;
   bool disk_direct = false;   // disk reads go straight into slots (host-addressable device)

@@ -42,7 +42,6 @@ PlannerInput executor_planner_input(const std::vector<LayerSpec>& layers, const 
   const uint64_t reserve = round_up(o.reserved_vram, kSlotAlignment);
   in.vram_budget = o.vram_budget > reserve ? o.vram_budget - reserve : 0;
   in.ram_budget = o.ram_budget;
-  in.staging_bytes = 0;  // the staging buffers are their own allocation, outside ram_budget
   in.cost = &cost;
   in.batch_class = batch_class;
   in.disk_direct = disk_direct;

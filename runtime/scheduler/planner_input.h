@@ -45,7 +45,7 @@ PlannerInput layer_planner_input(const std::vector<LayerSpec>& layers);
 // the input). `disk_direct`: disk_reads_direct() for its device. The VRAM
 // budget is vram_budget less the reserve rounded up to the slot alignment
 // (0 when the reserve takes it all); the RAM budget is ram_budget whole: the
-// staging buffers are their own allocation, outside it (staging_bytes 0);
+// staging buffers are their own allocation, outside it;
 // the simulator's chunk is a RAM-tier copy on the direct path, a staging
 // buffer on the staged path; slots, depth and serial as the options say.
 PlannerInput executor_planner_input(const std::vector<LayerSpec>& layers, const ExecutorOptions& options,

@@ -17,7 +17,6 @@ inline void expect_same_planner_input(const sched::PlannerInput& a, const sched:
   EXPECT_EQ(a.pins, b.pins);
   EXPECT_EQ(a.vram_budget, b.vram_budget);
   EXPECT_EQ(a.ram_budget, b.ram_budget);
-  EXPECT_EQ(a.staging_bytes, b.staging_bytes);
   EXPECT_EQ(a.batch_class, b.batch_class);
   EXPECT_EQ(a.disk_direct, b.disk_direct);
   EXPECT_EQ(a.chunk_bytes, b.chunk_bytes);
