@@ -149,9 +149,8 @@ Status LlamaRunner::Impl::create_executor(std::vector<LayerSpec> layers) {
   LS_ASSIGN_OR_RETURN(sched::ExecutorOptions eo, executor_options_for(opt, layers, dev.info(), lay.total));
   // Hybrid execution: blocks may run on the host site (the head stays on the
   // device); the host mirror and the crossing hooks exist before the first plan.
-  if (eo.host_policy != sched::HostPolicy::kNever ||
-      (eo.plan && eo.plan->count_site(sched::Site::kHost) + eo.plan->count_site(sched::Site::kSplit) > 0)) {
-    for (size_t i = 0; i < layers.size(); ++i) layers[i].host_ok = static_cast<int>(i) != head_layer;
+  // (runner_layers marked the blocks host_ok by the same rule, blocks_host_ok).
+  if (sched::may_use_host_site(eo)) {
     LS_RETURN_IF_ERROR(init_host_site(eo));
     LS_RETURN_IF_ERROR(init_split());
   }
