@@ -66,8 +66,8 @@ Status validate(const EmbeddingParams& p) {
 
 Status validate(const RmsNormParams& p) {
   const char* op = "rmsnorm";
-  LS_RETURN_IF_ERROR(
-      check_fields(op, {{"x", p.x}, {"weight", p.weight}, {"out", p.out}}, {{"n_rows", p.n_rows}, {"n_cols", p.n_cols}}));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"x", p.x}, {"weight", p.weight}, {"out", p.out}},
+                                  {{"n_rows", p.n_rows}, {"n_cols", p.n_cols}}));
   if (!(p.eps >= 0)) return bad(op, "eps = " + std::to_string(p.eps) + ", must be >= 0");
   return Status::OK();
 }

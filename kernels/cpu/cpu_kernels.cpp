@@ -30,18 +30,18 @@ Status CpuKernels::embedding(const EmbeddingParams& p, Stream& stream) {
   return stream.host_func([p, pool = pool()] { return cpu::embedding(p, pool); });
 }
 
-Status CpuKernels::rmsnorm(const RmsNormParams& p, Stream& stream) { return enqueue(p, pool(), stream, cpu::rmsnorm); }
-Status CpuKernels::rope(const RopeParams& p, Stream& stream) { return enqueue(p, pool(), stream, cpu::rope); }
+Status CpuKernels::rmsnorm(const RmsNormParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::rmsnorm); }
+Status CpuKernels::rope(const RopeParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::rope); }
 Status CpuKernels::matmul(const MatmulParams& p, Stream& stream) {
   return enqueue(p, pool(), stream, exact_ ? cpu::matmul : fast_matmul);
 }
 Status CpuKernels::attention(const AttentionParams& p, Stream& stream) {
   return enqueue(p, pool(), stream, cpu::attention);
 }
-Status CpuKernels::silu_mul(const SiluMulParams& p, Stream& stream) { return enqueue(p, pool(), stream, cpu::silu_mul); }
-Status CpuKernels::gelu_mul(const GeluMulParams& p, Stream& stream) { return enqueue(p, pool(), stream, cpu::gelu_mul); }
-Status CpuKernels::scale(const ScaleParams& p, Stream& stream) { return enqueue(p, pool(), stream, cpu::scale); }
-Status CpuKernels::add(const AddParams& p, Stream& stream) { return enqueue(p, pool(), stream, cpu::add); }
+Status CpuKernels::silu_mul(const SiluMulParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::silu_mul); }
+Status CpuKernels::gelu_mul(const GeluMulParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::gelu_mul); }
+Status CpuKernels::scale(const ScaleParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::scale); }
+Status CpuKernels::add(const AddParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::add); }
 
 Status CpuKernels::matmuls(const MatmulParams* ps, int n, Stream& stream) {
   if (n <= 0) return Status::OK();

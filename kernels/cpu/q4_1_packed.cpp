@@ -115,7 +115,8 @@ struct GgufGroups {
     // hardware prefetchers): every other block (40 bytes), the same place
     // in the next tile's rows, as the row-major kernels do.
     if ((k & 1) == 0)
-      for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(b + (G * kRows + r) * rb), _MM_HINT_T0);
+      for (int r = 0; r < kRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(b + (G * kRows + r) * rb), _MM_HINT_T0);
     __m512i z[4], w[4];
     for (int x = 0; x < 4; ++x) {
       w[x] = rows4(b + 4 * x * rb, rb);      // d, m, qs[0 .. 11]

@@ -71,7 +71,9 @@ __device__ __forceinline__ void store_warp_sums(float (&acc)[kMaxTok], int n_tok
 template <int T>  // F32, F16, BF16 (load_elem)
 struct DenseDecoder {
   static constexpr int kChunk = 1;
-  __device__ __forceinline__ static void decode(const void* row, int64_t c, float* out) { out[0] = load_elem<T>(row, c); }
+  __device__ __forceinline__ static void decode(const void* row, int64_t i, float* out) {
+    out[0] = load_elem<T>(row, i);
+  }
 };
 template <typename Block>  // Q8_0, Q4_0, Q4_1, an element at a time (block_elem)
 struct BlockDecoder {

@@ -38,7 +38,9 @@ __global__ void kquant_dequant_16_kernel(const void* w, int64_t n_out, int64_t n
 template <typename Block>
 struct SubBlockDecoder {
   static constexpr int kChunk = 32;
-  __device__ __forceinline__ static void decode(const void* row, int64_t u, float* out) { decode_sub<Block>(row, u, out); }
+  __device__ __forceinline__ static void decode(const void* row, int64_t u, float* out) {
+    decode_sub<Block>(row, u, out);
+  }
 };
 
 Status not_kquant(const char* op, GgmlType t) {

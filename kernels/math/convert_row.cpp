@@ -143,7 +143,8 @@ Status decode_row(GgmlType type, const void* src, size_t n, float* dst) {
     case GgmlType::Q4_1: decode_blocks<BlockQ4_1>(src, n, dst); break;
     default: {
       // Q5, the K-quants and IQ4.
-      const bool known = visit_kquant_type(type, [&](auto tag) { decode_kblocks<typename decltype(tag)::type>(src, n, dst); });
+      const bool known =
+          visit_kquant_type(type, [&](auto tag) { decode_kblocks<typename decltype(tag)::type>(src, n, dst); });
       if (!known) return Status::Internal("decode_row: type marked supported but not handled");
     }
   }
