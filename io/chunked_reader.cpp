@@ -200,14 +200,7 @@ Result<size_t> ChunkedReader::wait_impl(std::span<ReadCompletion> out, std::chro
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + (timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
   for (;;) {
-    if (!done_.empty()) {
-      size_t n = std::min(out.size(), done_.size());
-      for (size_t i = 0; i < n; ++i) {
-        out[i] = std::move(done_.front());
-        done_.pop_front();
-      }
-      return n;
-    }
+    if (!done_.empty()) return take_front(done_, out);
     if (!backend_error_.ok()) return backend_error_;
     pump();
     if (Status st = backend_->flush(); !st.ok()) {

@@ -26,15 +26,17 @@ constexpr uint64_t kSpanTagBase = uint64_t{0xF5} << 56;
 }  // namespace
 
 Result<size_t> Reader::wait(std::span<ReadCompletion> out, std::chrono::milliseconds timeout) {
-  if (!stash_.empty()) {
-    size_t n = std::min(out.size(), stash_.size());
-    for (size_t i = 0; i < n; ++i) {
-      out[i] = std::move(stash_.front());
-      stash_.pop_front();
-    }
-    return n;
-  }
+  if (!stash_.empty()) return take_front(stash_, out);
   return wait_impl(out, timeout);
+}
+
+size_t Reader::take_front(std::deque<ReadCompletion>& from, std::span<ReadCompletion> out) {
+  const size_t n = std::min(out.size(), from.size());
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = std::move(from.front());
+    from.pop_front();
+  }
+  return n;
 }
 
 Status Reader::read_aligned(uint64_t offset, size_t bytes, void* dst, uint64_t tag) {

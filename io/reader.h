@@ -122,6 +122,9 @@ class Reader {
   virtual Result<size_t> wait_impl(std::span<ReadCompletion> out, std::chrono::milliseconds timeout) = 0;
   virtual size_t outstanding_impl() const = 0;
   virtual size_t bounce_bytes() const = 0;
+  // Moves up to out.size() completions from the front of `from` into out,
+  // in order; returns how many.
+  static size_t take_front(std::deque<ReadCompletion>& from, std::span<ReadCompletion> out);
 
  private:
   Status read_aligned(uint64_t offset, size_t bytes, void* dst, uint64_t tag);

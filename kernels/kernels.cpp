@@ -1,5 +1,6 @@
 #include "kernels/kernels.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -15,12 +16,25 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 Status bad(const char* op, const std::string& what) { return Status::InvalidArgument(std::string(op) + ": " + what); }
 
-Status need(const char* op, const char* field, const void* ptr) {
-  return ptr ? Status::OK() : bad(op, std::string(field) + " is null");
-}
+struct NamedPointer {
+  const char* name;
+  const void* ptr;
+};
+struct NamedSize {
+  const char* name;
+  int64_t value;
+};
 
-Status positive(const char* op, const char* field, int64_t v) {
-  return v > 0 ? Status::OK() : bad(op, std::string(field) + " = " + num(v) + ", must be > 0");
+// The checks every op starts with: its pointers are set and its sizes > 0.
+Status check_fields(const char* op, std::initializer_list<NamedPointer> pointers,
+                    std::initializer_list<NamedSize> sizes) {
+  for (const NamedPointer& f : pointers) {
+    if (!f.ptr) return bad(op, std::string(f.name) + " is null");
+  }
+  for (const NamedSize& f : sizes) {
+    if (f.value <= 0) return bad(op, std::string(f.name) + " = " + num(f.value) + ", must be > 0");
+  }
+  return Status::OK();
 }
 
 // A supported type whose block divides n.
@@ -34,37 +48,34 @@ Status row_type(const char* op, const char* field, GgmlType type, int64_t n, con
   return Status::OK();
 }
 
+// silu_mul and gelu_mul: same fields, same rules.
+template <GatedActivation kAct>
+Status validate_gated(const GatedMulParams<kAct>& p) {
+  const char* op = kAct == GatedActivation::kSilu ? "silu_mul" : "gelu_mul";
+  return check_fields(op, {{"gate", p.gate}, {"up", p.up}, {"out", p.out}}, {{"n", p.n}});
+}
+
 }  // namespace
 
 Status validate(const EmbeddingParams& p) {
   const char* op = "embedding";
-  LS_RETURN_IF_ERROR(need(op, "table", p.table));
-  LS_RETURN_IF_ERROR(need(op, "tokens", p.tokens));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
-  LS_RETURN_IF_ERROR(positive(op, "n_vocab", p.n_vocab));
-  LS_RETURN_IF_ERROR(positive(op, "n_embd", p.n_embd));
-  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"table", p.table}, {"tokens", p.tokens}, {"out", p.out}},
+                                  {{"n_vocab", p.n_vocab}, {"n_embd", p.n_embd}, {"n_tokens", p.n_tokens}}));
   return row_type(op, "table", p.type, p.n_embd, "n_embd");
 }
 
 Status validate(const RmsNormParams& p) {
   const char* op = "rmsnorm";
-  LS_RETURN_IF_ERROR(need(op, "x", p.x));
-  LS_RETURN_IF_ERROR(need(op, "weight", p.weight));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
-  LS_RETURN_IF_ERROR(positive(op, "n_rows", p.n_rows));
-  LS_RETURN_IF_ERROR(positive(op, "n_cols", p.n_cols));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"x", p.x}, {"weight", p.weight}, {"out", p.out}},
+                                  {{"n_rows", p.n_rows}, {"n_cols", p.n_cols}}));
   if (!(p.eps >= 0)) return bad(op, "eps = " + std::to_string(p.eps) + ", must be >= 0");
   return Status::OK();
 }
 
 Status validate(const RopeParams& p) {
   const char* op = "rope";
-  LS_RETURN_IF_ERROR(need(op, "x", p.x));
-  LS_RETURN_IF_ERROR(need(op, "positions", p.positions));
-  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
-  LS_RETURN_IF_ERROR(positive(op, "n_heads", p.n_heads));
-  LS_RETURN_IF_ERROR(positive(op, "head_dim", p.head_dim));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"x", p.x}, {"positions", p.positions}},
+                                  {{"n_tokens", p.n_tokens}, {"n_heads", p.n_heads}, {"head_dim", p.head_dim}}));
   const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
   if (n_rot < 0 || n_rot > p.head_dim || n_rot % 2 != 0) {
     return bad(op, "n_rot = " + num(p.n_rot) + ", must be even and in [0, head_dim = " + num(p.head_dim) + "]");
@@ -76,27 +87,20 @@ Status validate(const RopeParams& p) {
 
 Status validate(const MatmulParams& p) {
   const char* op = "matmul";
-  LS_RETURN_IF_ERROR(need(op, "w", p.w));
-  LS_RETURN_IF_ERROR(need(op, "x", p.x));
-  LS_RETURN_IF_ERROR(need(op, "y", p.y));
-  LS_RETURN_IF_ERROR(positive(op, "n_out", p.n_out));
-  LS_RETURN_IF_ERROR(positive(op, "n_in", p.n_in));
-  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"w", p.w}, {"x", p.x}, {"y", p.y}},
+                                  {{"n_out", p.n_out}, {"n_in", p.n_in}, {"n_tokens", p.n_tokens}}));
   if (static_cast<const void*>(p.x) == static_cast<const void*>(p.y)) return bad(op, "y aliases x");
   return row_type(op, "w", p.w_type, p.n_in, "n_in");
 }
 
 Status validate(const AttentionParams& p) {
   const char* op = "attention";
-  LS_RETURN_IF_ERROR(need(op, "q", p.q));
-  LS_RETURN_IF_ERROR(need(op, "k_cache", p.k_cache));
-  LS_RETURN_IF_ERROR(need(op, "v_cache", p.v_cache));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
-  LS_RETURN_IF_ERROR(positive(op, "n_tokens", p.n_tokens));
-  LS_RETURN_IF_ERROR(positive(op, "n_head", p.n_head));
-  LS_RETURN_IF_ERROR(positive(op, "n_kv_head", p.n_kv_head));
-  LS_RETURN_IF_ERROR(positive(op, "head_dim", p.head_dim));
-  LS_RETURN_IF_ERROR(positive(op, "n_ctx", p.n_ctx));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"q", p.q}, {"k_cache", p.k_cache}, {"v_cache", p.v_cache}, {"out", p.out}},
+                                  {{"n_tokens", p.n_tokens},
+                                   {"n_head", p.n_head},
+                                   {"n_kv_head", p.n_kv_head},
+                                   {"head_dim", p.head_dim},
+                                   {"n_ctx", p.n_ctx}}));
   if (p.kv_type != GgmlType::F32 && p.kv_type != GgmlType::F16) {
     return Status::Unsupported(std::string(op) + ": KV cache type " + ggml_type_traits(p.kv_type).name +
                                " is not supported (F32 or F16)");
@@ -114,43 +118,23 @@ Status validate(const AttentionParams& p) {
   return Status::OK();
 }
 
-Status validate(const SiluMulParams& p) {
-  const char* op = "silu_mul";
-  LS_RETURN_IF_ERROR(need(op, "gate", p.gate));
-  LS_RETURN_IF_ERROR(need(op, "up", p.up));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
-  return positive(op, "n", p.n);
-}
-
-Status validate(const GeluMulParams& p) {
-  const char* op = "gelu_mul";
-  LS_RETURN_IF_ERROR(need(op, "gate", p.gate));
-  LS_RETURN_IF_ERROR(need(op, "up", p.up));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
-  return positive(op, "n", p.n);
-}
+Status validate(const SiluMulParams& p) { return validate_gated(p); }
+Status validate(const GeluMulParams& p) { return validate_gated(p); }
 
 Status validate(const ScaleParams& p) {
   const char* op = "scale";
-  LS_RETURN_IF_ERROR(need(op, "x", p.x));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"x", p.x}, {"out", p.out}}, {}));
   if (!std::isfinite(p.factor)) return bad(op, "factor = " + std::to_string(p.factor) + ", must be finite");
-  return positive(op, "n", p.n);
+  return check_fields(op, {}, {{"n", p.n}});
 }
 
 Status validate(const AddParams& p) {
-  const char* op = "add";
-  LS_RETURN_IF_ERROR(need(op, "a", p.a));
-  LS_RETURN_IF_ERROR(need(op, "b", p.b));
-  LS_RETURN_IF_ERROR(need(op, "out", p.out));
-  return positive(op, "n", p.n);
+  return check_fields("add", {{"a", p.a}, {"b", p.b}, {"out", p.out}}, {{"n", p.n}});
 }
 
 Status validate(const SampleParams& p) {
   const char* op = "sample";
-  LS_RETURN_IF_ERROR(need(op, "logits", p.logits));
-  LS_RETURN_IF_ERROR(need(op, "out_token", p.out_token));
-  LS_RETURN_IF_ERROR(positive(op, "n_vocab", p.n_vocab));
+  LS_RETURN_IF_ERROR(check_fields(op, {{"logits", p.logits}, {"out_token", p.out_token}}, {{"n_vocab", p.n_vocab}}));
   if (p.n_vocab > INT32_MAX) return bad(op, "n_vocab = " + num(p.n_vocab) + " exceeds int32");
   if (!(p.top_p > 0)) return bad(op, "top_p = " + std::to_string(p.top_p) + ", must be > 0");
   if (std::isnan(p.temperature)) return bad(op, "temperature is NaN");

@@ -118,23 +118,20 @@ struct AttentionParams {
   float* out = nullptr;  // [n_tokens][n_head][head_dim]; must not alias q
 };
 
-// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias either.
-struct SiluMulParams {
+// out[i] = act(gate[i]) * up[i], a gated FFN activation. out may alias either.
+//   kSilu: silu(g) = g / (1 + exp(-g)).
+//   kGelu: the tanh approximation of GELU (Gemma's GeGLU):
+//          gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+enum class GatedActivation { kSilu, kGelu };
+template <GatedActivation kAct>
+struct GatedMulParams {
   const float* gate = nullptr;
   const float* up = nullptr;
   float* out = nullptr;
   int64_t n = 0;
 };
-
-// out[i] = gelu(gate[i]) * up[i] with the tanh approximation of GELU
-// (Gemma's GeGLU): gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
-// out may alias either.
-struct GeluMulParams {
-  const float* gate = nullptr;
-  const float* up = nullptr;
-  float* out = nullptr;
-  int64_t n = 0;
-};
+using SiluMulParams = GatedMulParams<GatedActivation::kSilu>;
+using GeluMulParams = GatedMulParams<GatedActivation::kGelu>;
 
 // out[i] = x[i] * factor (Gemma's embedding scale). out may alias x.
 struct ScaleParams {

@@ -18,6 +18,7 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm_f32.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/activation_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/simd_fallback.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_rows.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention_split.cpp)

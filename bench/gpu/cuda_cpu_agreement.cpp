@@ -286,35 +286,34 @@ class Sweep {
     const std::vector<float> q = rand(n_tok * n_head * d, -2, 2), kn = rand(n_tok * row), vn = rand(n_tok * row, -2, 2);
     std::vector<uint8_t> kc_cpu = kc, vc_cpu = vc;
     std::vector<float> oc(q.size());
-    kernels::AttentionParams p;
-    p.kv_type = kv;
-    p.n_ctx = n_ctx;
-    p.start_pos = start;
-    p.n_tokens = n_tok;
-    p.n_head = n_head;
-    p.n_kv_head = n_kv;
-    p.head_dim = d;
-    kernels::AttentionParams pc = p;
-    pc.q = q.data();
-    pc.k_new = kn.data();
-    pc.v_new = vn.data();
-    pc.k_cache = kc_cpu.data();
-    pc.v_cache = vc_cpu.data();
-    pc.out = oc.data();
-    if (Status s = cpu_.attention(pc, hs_); !s.ok()) return fail(c, s);
+    // One shape; each backend's call gets its own buffers.
+    const kernels::AttentionParams shape{.kv_type = kv,
+                                         .n_ctx = n_ctx,
+                                         .start_pos = start,
+                                         .n_tokens = n_tok,
+                                         .n_head = n_head,
+                                         .n_kv_head = n_kv,
+                                         .head_dim = d};
+    const auto on = [&shape](const void* q, const void* k_new, const void* v_new, void* k_cache, void* v_cache,
+                             void* out) {
+      kernels::AttentionParams p = shape;
+      p.q = static_cast<const float*>(q);
+      p.k_new = static_cast<const float*>(k_new);
+      p.v_new = static_cast<const float*>(v_new);
+      p.k_cache = k_cache;
+      p.v_cache = v_cache;
+      p.out = static_cast<float*>(out);
+      return p;
+    };
+    if (Status s = cpu_.attention(on(q.data(), kn.data(), vn.data(), kc_cpu.data(), vc_cpu.data(), oc.data()), hs_);
+        !s.ok())
+      return fail(c, s);
     if (Status s = hs_.synchronize(); !s.ok()) return fail(c, s);
     auto dq = mem_.put(q), dkn = mem_.put(kn), dvn = mem_.put(vn), dkc = mem_.put(kc), dvc = mem_.put(vc),
          dout = mem_.put(std::vector<float>(q.size(), NAN));
     if (!dq.ok() || !dkn.ok() || !dvn.ok() || !dkc.ok() || !dvc.ok() || !dout.ok())
       return fail(c, Status::DeviceError("upload failed"));
-    kernels::AttentionParams pg = p;
-    pg.q = static_cast<float*>((*dq));
-    pg.k_new = static_cast<float*>((*dkn));
-    pg.v_new = static_cast<float*>((*dvn));
-    pg.k_cache = (*dkc);
-    pg.v_cache = (*dvc);
-    pg.out = static_cast<float*>((*dout));
-    if (Status s = gpu_.attention(pg, gs_); !s.ok()) return fail(c, s);
+    if (Status s = gpu_.attention(on(*dq, *dkn, *dvn, *dkc, *dvc, *dout), gs_); !s.ok()) return fail(c, s);
     return finish(c, (*dout), oc);
   }
 

@@ -155,18 +155,11 @@ def main():
         print(__doc__)
         return 1
     out = sys.argv[1]
-    s = load(out, "summary.json")
-    if s:
-        steps(s)
-    b = load(out, "bench-cuda.json")
-    if b:
-        bench_cuda(b)
-    a = load(out, "agreement.json")
-    if a:
-        agreement(a)
-    p = load(out, "probe.json")
-    if p:
-        probe(p)
+    for name, section in (("summary.json", steps), ("bench-cuda.json", bench_cuda), ("agreement.json", agreement),
+                          ("probe.json", probe)):
+        d = load(out, name)
+        if d:
+            section(d)
     try:
         with tarfile.open(os.path.join(out, "traces.tar.gz")) as tar:
             for mode in ("decode", "prefill"):

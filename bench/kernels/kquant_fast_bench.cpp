@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/bench_inputs.h"
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/qdot.h"
@@ -20,19 +21,6 @@ namespace layerstream::kernels {
 namespace {
 
 enum class Impl { kExact, kAvx512, kAvxVnni, kAvx2, kGeneric };
-
-std::vector<uint8_t> make_weight(GgmlType type, int64_t n_out, int64_t n_in) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1, 1);
-  const uint64_t rb = ggml_row_bytes(ggml_type_traits(type), n_in);
-  std::vector<uint8_t> w(rb * n_out);
-  std::vector<float> row(n_in);
-  for (int64_t r = 0; r < n_out; ++r) {
-    for (float& v : row) v = d(rng);
-    if (!math::encode_row(type, row.data(), n_in, w.data() + r * rb).ok()) std::abort();
-  }
-  return w;
-}
 
 cpu::QuantKernels kernels(GgmlType type, Impl impl) {
   switch (impl) {
@@ -44,11 +32,8 @@ cpu::QuantKernels kernels(GgmlType type, Impl impl) {
 }
 
 void BM_KquantMatmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_in, int64_t n_tok, Impl impl) {
-  const std::vector<uint8_t> w = make_weight(type, n_out, n_in);
-  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (float& v : x) v = d(rng);
+  const std::vector<uint8_t> w = random_weight(type, n_out, n_in);
+  std::vector<float> x = uniform_floats(n_in * n_tok, 3), y(n_out * n_tok);
   const MatmulParams p{w.data(), type, n_out, n_in, x.data(), n_tok, y.data()};
   const cpu::QuantKernels k = kernels(type, impl);
   const uint64_t row_bytes = ggml_row_bytes(ggml_type_traits(type), n_in);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/bench_inputs.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/q4_1_packed.h"
 #include "kernels/cpu/qdot.h"
@@ -21,28 +22,12 @@
 namespace layerstream::kernels {
 namespace {
 
-std::vector<uint8_t> make_weight(GgmlType type, int64_t n_out, int64_t n_in) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1, 1);
-  const uint64_t rb = ggml_row_bytes(ggml_type_traits(type), n_in);
-  std::vector<uint8_t> w(rb * n_out);
-  std::vector<float> row(n_in);
-  for (int64_t r = 0; r < n_out; ++r) {
-    for (float& v : row) v = d(rng);
-    if (!math::encode_row(type, row.data(), n_in, w.data() + r * rb).ok()) std::abort();
-  }
-  return w;
-}
-
 // isa: -1 = exact path, else a cpu::CpuIsa. packed: with the x16 Q4_1
 // copy (MatmulParams::w_packed; decode on AVX-512 only).
 void BM_Matmul(benchmark::State& state, GgmlType type, int64_t n_out, int64_t n_in, int64_t n_tok, int isa,
                bool packed = false) {
-  const std::vector<uint8_t> w = make_weight(type, n_out, n_in);
-  std::vector<float> x(n_in * n_tok), y(n_out * n_tok);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (float& v : x) v = d(rng);
+  const std::vector<uint8_t> w = random_weight(type, n_out, n_in);
+  std::vector<float> x = uniform_floats(n_in * n_tok, 3), y(n_out * n_tok);
   MatmulParams p{w.data(), type, n_out, n_in, x.data(), n_tok, y.data()};
   std::vector<uint8_t> wp;
   if (packed) {

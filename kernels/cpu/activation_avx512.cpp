@@ -10,11 +10,9 @@
 #include <cstdint>
 
 #include "kernels/cpu/activation_simd.h"
+#include "kernels/cpu/x86_simd.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define LS_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx512 {
 namespace {
@@ -64,11 +62,4 @@ LS_AVX512 void gelu_mul(const float* gate, const float* up, float* out, int64_t 
 
 }  // namespace layerstream::kernels::cpu::avx512
 
-#else
-
-namespace layerstream::kernels::cpu::avx512 {
-void silu_mul(const float*, const float*, float*, int64_t) {}
-void gelu_mul(const float*, const float*, float*, int64_t) {}
-}  // namespace layerstream::kernels::cpu::avx512
-
-#endif
+#endif  // LS_X86_SIMD

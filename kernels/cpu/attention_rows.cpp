@@ -4,16 +4,8 @@
 #include <type_traits>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/fp16.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#define LS_AVX512F __attribute__((target("avx512f,avx2,fma")))
-#endif
 
 namespace layerstream::kernels::cpu {
 namespace {
@@ -48,11 +40,7 @@ void weighted_sum_generic(const E* v, int64_t stride, int64_t n_pos, const float
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-LS_AVX512F inline __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-}
-
+#if LS_X86_SIMD
 // Cache rows are a few hundred bytes, kv_row apart (2 KiB and more): the
 // hardware prefetchers lose them at page boundaries, so each loop asks for
 // the row this many positions ahead (12 left the 2048-position decode of the
@@ -202,7 +190,7 @@ namespace {
 template <typename E>
 void scores_any(const E* k, int64_t stride, int64_t n_pos, const float* q, int64_t group, int64_t hd, float scale,
                 float* s) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if LS_X86_SIMD
   if (use_avx512()) return scores_avx512(k, stride, n_pos, q, group, hd, scale, s);
 #endif
   scores_generic(k, stride, n_pos, q, group, hd, scale, s);
@@ -210,7 +198,7 @@ void scores_any(const E* k, int64_t stride, int64_t n_pos, const float* q, int64
 template <typename E>
 void weighted_sum_any(const E* v, int64_t stride, int64_t n_pos, const float* p, int64_t group, int64_t hd,
                       float* out) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if LS_X86_SIMD
   if (use_avx512()) return weighted_sum_avx512(v, stride, n_pos, p, group, hd, out);
 #endif
   weighted_sum_generic(v, stride, n_pos, p, group, hd, out);

@@ -9,39 +9,39 @@
 #include "runtime/core/status_macros.h"
 
 namespace layerstream::kernels {
+namespace {
+
+// Validates p, then enqueues op(p, pool) on the stream's host thread.
+template <typename Params>
+Status enqueue(const Params& p, ThreadPool* pool, Stream& stream, void (*op)(const Params&, ThreadPool*)) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool, op] {
+    op(p, pool);
+    return Status::OK();
+  });
+}
+
+void fast_matmul(const MatmulParams& p, ThreadPool* pool) { cpu::matmul_fast(p, pool); }
+
+}  // namespace
 
 Status CpuKernels::embedding(const EmbeddingParams& p, Stream& stream) {
   LS_RETURN_IF_ERROR(validate(p));
   return stream.host_func([p, pool = pool()] { return cpu::embedding(p, pool); });
 }
 
-Status CpuKernels::rmsnorm(const RmsNormParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::rmsnorm(p, pool);
-    return Status::OK();
-  });
-}
-
-Status CpuKernels::rope(const RopeParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::rope(p, pool);
-    return Status::OK();
-  });
-}
-
+Status CpuKernels::rmsnorm(const RmsNormParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::rmsnorm); }
+Status CpuKernels::rope(const RopeParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::rope); }
 Status CpuKernels::matmul(const MatmulParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool(), exact = exact_] {
-    if (exact) {
-      cpu::matmul(p, pool);
-    } else {
-      cpu::matmul_fast(p, pool);
-    }
-    return Status::OK();
-  });
+  return enqueue(p, pool(), stream, exact_ ? cpu::matmul : fast_matmul);
 }
+Status CpuKernels::attention(const AttentionParams& p, Stream& stream) {
+  return enqueue(p, pool(), stream, cpu::attention);
+}
+Status CpuKernels::silu_mul(const SiluMulParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::silu_mul); }
+Status CpuKernels::gelu_mul(const GeluMulParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::gelu_mul); }
+Status CpuKernels::scale(const ScaleParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::scale); }
+Status CpuKernels::add(const AddParams& p, Stream& s) { return enqueue(p, pool(), s, cpu::add); }
 
 Status CpuKernels::matmuls(const MatmulParams* ps, int n, Stream& stream) {
   if (n <= 0) return Status::OK();
@@ -56,46 +56,6 @@ Status CpuKernels::matmuls(const MatmulParams* ps, int n, Stream& stream) {
   std::copy(ps, ps + n, group.begin());
   return stream.host_func([group, n, pool = pool()] {
     cpu::matmul_fast_group(group.data(), n, pool);
-    return Status::OK();
-  });
-}
-
-Status CpuKernels::attention(const AttentionParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::attention(p, pool);
-    return Status::OK();
-  });
-}
-
-Status CpuKernels::silu_mul(const SiluMulParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::silu_mul(p, pool);
-    return Status::OK();
-  });
-}
-
-Status CpuKernels::gelu_mul(const GeluMulParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::gelu_mul(p, pool);
-    return Status::OK();
-  });
-}
-
-Status CpuKernels::scale(const ScaleParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::scale(p, pool);
-    return Status::OK();
-  });
-}
-
-Status CpuKernels::add(const AddParams& p, Stream& stream) {
-  LS_RETURN_IF_ERROR(validate(p));
-  return stream.host_func([p, pool = pool()] {
-    cpu::add(p, pool);
     return Status::OK();
   });
 }

@@ -5,13 +5,10 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/kquant_dot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/quant_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#include <immintrin.h>
-
-#define LS_AVX2 __attribute__((target("avx2,fma,f16c")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx2 {
 namespace {
@@ -203,12 +200,4 @@ RowKernels row_kernels(GgmlType type) {
 
 }  // namespace layerstream::kernels::cpu::avx2
 
-#else  // not x86-64 GCC/Clang: the generic kernels serve.
-
-namespace layerstream::kernels::cpu::avx2 {
-bool supported() { return false; }
-RowKernels row_kernels(GgmlType type) { return generic::row_kernels(type); }
-float dot_f32(const float* a, const float* b, int64_t n) { return generic::dot_f32(a, b, n); }
-}  // namespace layerstream::kernels::cpu::avx2
-
-#endif
+#endif  // LS_X86_SIMD

@@ -8,21 +8,14 @@
 // single-row kernels. Each function carries the target attribute and is only
 // called after avx512::supported() confirmed the CPU has the instructions.
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/kquant_dot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/quant_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
-// source and then warn that it is uninitialised (a false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#define LS_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx512 {
 namespace {
@@ -74,25 +67,6 @@ LS_AVX512 void rows_f16(const uint8_t* rows, uint64_t row_bytes, const float* x,
   }
 }
 
-template <int R>
-LS_AVX512 void rows_q8_0(const uint8_t* rows, uint64_t row_bytes, const float* x, int64_t n, float* y) {
-  const math::BlockQ8_0* blk[R];
-  for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const math::BlockQ8_0*>(rows + r * row_bytes);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < n / kQK; ++k, x += kQK) {
-    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    for (int r = 0; r < R; ++r) {
-      const math::BlockQ8_0& b = blk[r][k];
-      if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(&b) + kPrefetch, _MM_HINT_T0);
-      __m512 s = _mm512_mul_ps(i8x16_to_ps(b.qs), x0);
-      s = _mm512_fmadd_ps(i8x16_to_ps(b.qs + 16), x1, s);
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.d)), s, acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
-}
-
 // Nibbles of one Q4 block as floats through `table` (16 entries: the decoded
 // value of each nibble): lo pairs with x[0..15], hi with x[16..31].
 LS_AVX512 inline void q4_nibbles(const uint8_t* qs, __m512 table, __m512* lo, __m512* hi) {
@@ -102,47 +76,53 @@ LS_AVX512 inline void q4_nibbles(const uint8_t* qs, __m512 table, __m512* lo, __
   *hi = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(raw, 4), mask)), table);
 }
 
-template <int R>
-LS_AVX512 void rows_q4_0(const uint8_t* rows, uint64_t row_bytes, const float* x, int64_t n, float* y) {
-  const math::BlockQ4_0* blk[R];
-  for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const math::BlockQ4_0*>(rows + r * row_bytes);
-  // nibble q decodes to q - 8 (exact in f32)
-  const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < n / kQK; ++k, x += kQK) {
-    const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    for (int r = 0; r < R; ++r) {
-      const math::BlockQ4_0& b = blk[r][k];
-      if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(&b) + kPrefetch, _MM_HINT_T0);
-      __m512 lo, hi;
-      q4_nibbles(b.qs, table, &lo, &hi);
-      const __m512 s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.d)), s, acc[r]);
-    }
+// One weight block's terms for rows_blocks: madd(b, x0, x1, xs, acc) adds
+// b . x to acc, where x0 and x1 are the block's activations (elements 0..15,
+// 16..31) and xs = x0 + x1.
+struct Q8_0Rows {
+  using Block = math::BlockQ8_0;
+  LS_AVX512 static __m512 madd(const Block& b, __m512 x0, __m512 x1, __m512, __m512 acc) {
+    __m512 s = _mm512_mul_ps(i8x16_to_ps(b.qs), x0);
+    s = _mm512_fmadd_ps(i8x16_to_ps(b.qs + 16), x1, s);
+    return _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.d)), s, acc);
   }
-  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
-}
+};
 
-// sum (d*q + m) * x = d * sum(q*x) + m * sum(x); sum(x) per block is shared by the rows.
-template <int R>
-LS_AVX512 void rows_q4_1(const uint8_t* rows, uint64_t row_bytes, const float* x, int64_t n, float* y) {
-  const math::BlockQ4_1* blk[R];
-  for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const math::BlockQ4_1*>(rows + r * row_bytes);
-  const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+// Q4_0: nibble q decodes to q - 8 (exact in f32). Q4_1: to d q + m, and
+// sum (d q + m) x = d sum(q x) + m sum(x), where sum(x) (xs) is shared by the rows.
+template <typename B>
+struct Q4Rows {
+  using Block = B;
+  static constexpr bool kOffset = std::is_same_v<B, math::BlockQ4_1>;
+  LS_AVX512 static __m512 madd(const Block& b, __m512 x0, __m512 x1, __m512 xs, __m512 acc) {
+    const __m512 table = kOffset ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+                                 : _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512 lo, hi;
+    q4_nibbles(b.qs, table, &lo, &hi);
+    const __m512 s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.d)), s, acc);
+    if constexpr (kOffset) acc = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.m)), xs, acc);
+    return acc;
+  }
+};
+
+using Q4_0Rows = Q4Rows<math::BlockQ4_0>;
+using Q4_1Rows = Q4Rows<math::BlockQ4_1>;
+
+// R rows of 32-element blocks (K: one of the *Rows above) against x.
+template <class K, int R>
+LS_AVX512 void rows_blocks(const uint8_t* rows, uint64_t row_bytes, const float* x, int64_t n, float* y) {
+  const typename K::Block* blk[R];
+  for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const typename K::Block*>(rows + r * row_bytes);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < n / kQK; ++k, x += kQK) {
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
-    const __m512 xs = _mm512_add_ps(x0, x1);
+    const __m512 xs = _mm512_add_ps(x0, x1);  // unused (and dropped) but for Q4_1
     for (int r = 0; r < R; ++r) {
-      const math::BlockQ4_1& b = blk[r][k];
+      const typename K::Block& b = blk[r][k];
       if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(&b) + kPrefetch, _MM_HINT_T0);
-      __m512 lo, hi;
-      q4_nibbles(b.qs, table, &lo, &hi);
-      const __m512 s = _mm512_fmadd_ps(hi, x1, _mm512_mul_ps(lo, x0));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.d)), s, acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half_to_float(b.m)), xs, acc[r]);
+      acc[r] = K::madd(b, x0, x1, xs, acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
@@ -183,9 +163,9 @@ bool supported() {
 RowKernels row_kernels(GgmlType type) {
   switch (type) {
     case GgmlType::F16: return make<rows_f16<kRows>, rows_f16<1>>(type);
-    case GgmlType::Q8_0: return make<rows_q8_0<kRows>, rows_q8_0<1>>(type);
-    case GgmlType::Q4_0: return make<rows_q4_0<kRows>, rows_q4_0<1>>(type);
-    case GgmlType::Q4_1: return make<rows_q4_1<kRows>, rows_q4_1<1>>(type);
+    case GgmlType::Q8_0: return make<rows_blocks<Q8_0Rows, kRows>, rows_blocks<Q8_0Rows, 1>>(type);
+    case GgmlType::Q4_0: return make<rows_blocks<Q4_0Rows, kRows>, rows_blocks<Q4_0Rows, 1>>(type);
+    case GgmlType::Q4_1: return make<rows_blocks<Q4_1Rows, kRows>, rows_blocks<Q4_1Rows, 1>>(type);
     case GgmlType::F32:
     case GgmlType::BF16: return avx2::row_kernels(type);  // the AVX2 kernels are memory-bound already
     default: return kquant_row_kernels(type);  // Q5, K-quants, IQ4 (kquant_avx512.cpp)
@@ -194,11 +174,4 @@ RowKernels row_kernels(GgmlType type) {
 
 }  // namespace layerstream::kernels::cpu::avx512
 
-#else  // not x86-64 GCC/Clang
-
-namespace layerstream::kernels::cpu::avx512 {
-bool supported() { return false; }
-RowKernels row_kernels(GgmlType type) { return avx2::row_kernels(type); }
-}  // namespace layerstream::kernels::cpu::avx512
-
-#endif
+#endif  // LS_X86_SIMD

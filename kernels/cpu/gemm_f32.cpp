@@ -9,15 +9,7 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/ops.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#define LS_AVX512F __attribute__((target("avx512f,avx2,fma")))
-#endif
+#include "kernels/cpu/x86_simd.h"
 
 namespace layerstream::kernels::cpu {
 namespace {
@@ -31,14 +23,14 @@ void tile_generic(const float* w, const float* x, int64_t n, float* out, int64_t
     for (int t = 0; t < T; ++t) out[t * ldo + r] = generic::dot_f32(w + r * n, x + t * n, n);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if LS_X86_SIMD
 template <int R, int T>
 LS_AVX512F void tile_avx512(const float* w, const float* x, int64_t n, float* out, int64_t ldo) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 m = tail_mask(n - i);
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * n + i);
     for (int t = 0; t < T; ++t) {
@@ -57,7 +49,7 @@ struct Tiles {
 };
 
 Tiles tiles(CpuIsa isa) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if LS_X86_SIMD
   static const bool has_avx512 = avx512::supported();
   if (isa != CpuIsa::kGeneric && isa != CpuIsa::kAvx2 && has_avx512)
     return {tile_avx512<kR, kT>, tile_avx512<kR, 1>, tile_avx512<1, kT>, tile_avx512<1, 1>};

@@ -4,12 +4,10 @@
 
 #include "kernels/cpu/kquant_dot.h"
 #include "kernels/cpu/kquant_simd.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/kquant_types.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define LS_AVX2 __attribute__((target("avx2,fma,f16c")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx2 {
 namespace {
@@ -68,20 +66,9 @@ LS_AVX2 void decode(const void* row, int64_t first, int64_t n, float* out) {
 }  // namespace
 
 RowKernels kquant_row_kernels(GgmlType type) {
-  RowKernels k{nullptr, nullptr};
-  math::visit_kquant_type(type, [&](auto tag) {
-    using Block = typename decltype(tag)::type;
-    k = {dot<Block>, decode<Block>};
-  });
-  return k;
+  return kquant_row_kernels_from(type, []<class B>(math::BlockTag<B>) { return RowKernels{dot<B>, decode<B>}; });
 }
 
 }  // namespace layerstream::kernels::cpu::avx2
 
-#else
-
-namespace layerstream::kernels::cpu::avx2 {
-RowKernels kquant_row_kernels(GgmlType type) { return generic::kquant_row_kernels(type); }
-}  // namespace layerstream::kernels::cpu::avx2
-
-#endif
+#endif  // LS_X86_SIMD

@@ -6,18 +6,10 @@
 
 #include "kernels/cpu/kquant_dot.h"
 #include "kernels/cpu/kquant_simd.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/kquant_types.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
-// source and then warn that it is uninitialised (a false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#define LS_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx512 {
 namespace {
@@ -94,20 +86,10 @@ LS_AVX512 void decode(const void* row, int64_t first, int64_t n, float* out) {
 }  // namespace
 
 RowKernels kquant_row_kernels(GgmlType type) {
-  RowKernels k{nullptr, nullptr};
-  math::visit_kquant_type(type, [&](auto tag) {
-    using Block = typename decltype(tag)::type;
-    k = {dot<Block>, decode<Block>, dot_rows<Block>};
-  });
-  return k;
+  return kquant_row_kernels_from(
+      type, []<class B>(math::BlockTag<B>) { return RowKernels{dot<B>, decode<B>, dot_rows<B>}; });
 }
 
 }  // namespace layerstream::kernels::cpu::avx512
 
-#else
-
-namespace layerstream::kernels::cpu::avx512 {
-RowKernels kquant_row_kernels(GgmlType type) { return avx2::kquant_row_kernels(type); }
-}  // namespace layerstream::kernels::cpu::avx512
-
-#endif
+#endif  // LS_X86_SIMD

@@ -7,8 +7,20 @@
 #pragma once
 
 #include "kernels/cpu/dot.h"
+#include "kernels/math/kquant_types.h"
 
 namespace layerstream::kernels::cpu {
+
+// An ISA's kquant_row_kernels(): make(math::BlockTag<Block>{}) builds the
+// RowKernels of block type Block; {nullptr, nullptr} for a type outside
+// kquant_blocks.h.
+template <typename Make>
+RowKernels kquant_row_kernels_from(GgmlType type, Make&& make) {
+  RowKernels k{nullptr, nullptr};
+  math::visit_kquant_type(type, [&](auto tag) { k = make(tag); });
+  return k;
+}
+
 namespace generic {
 RowKernels kquant_row_kernels(GgmlType type);  // {nullptr, nullptr} for other types
 }

@@ -32,12 +32,7 @@ float dot(const void* row, const float* x, int64_t n) {
 }  // namespace
 
 RowKernels kquant_row_kernels(GgmlType type) {
-  RowKernels k{nullptr, nullptr};
-  math::visit_kquant_type(type, [&](auto tag) {
-    using Block = typename decltype(tag)::type;
-    k = {dot<Block>, decode<Block>};
-  });
-  return k;
+  return kquant_row_kernels_from(type, []<class B>(math::BlockTag<B>) { return RowKernels{dot<B>, decode<B>}; });
 }
 
 }  // namespace layerstream::kernels::cpu::generic

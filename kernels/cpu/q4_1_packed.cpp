@@ -19,17 +19,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/quant_blocks.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#define LS_Q41X16_ISA 1
-#define LS_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#endif
 
 namespace layerstream::kernels::cpu::q4_1x16 {
 namespace {
@@ -38,7 +29,7 @@ constexpr int64_t kBlockBytes = kRows * sizeof(math::BlockQ4_1);  // 320: one bl
 
 uint64_t row_bytes(int64_t n_in) { return static_cast<uint64_t>(n_in / math::kQK) * sizeof(math::BlockQ4_1); }
 
-#ifdef LS_Q41X16_ISA
+#if LS_X86_SIMD
 // The token's [d / 16, d sum] per block (one broadcast each per block).
 // d / 16: the high nibbles stay in place (q << 4 = byte & 0xF0, no shift on
 // the port the dot products use), so the integer sum is 16 x the dot and
@@ -74,49 +65,33 @@ LS_VNNI512 inline void add_block(const __m512i v[4], __m512 dw, __m512 mw, const
   accm = _mm512_fmadd_ps(mw, xsum, accm);
 }
 
-// G groups of 16 rows starting at p (each group_bytes long) against one
-// token: y[16 G]. xs holds the token's [d, d sum] per block.
-template <int G>
-LS_VNNI512 void tile(const uint8_t* p, uint64_t group_bytes, const QBlock* xq, const float* xs, int64_t nb,
-                     float* y) {
-  __m512 accd[G], accm[G];
-  for (int g = 0; g < G; ++g) accd[g] = accm[g] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < nb; ++k) {
-    const uint8_t* b = p + k * kBlockBytes;
-    __m512i a[8];
-    act_dwords(xq[k], a);
-    const __m512 xd = _mm512_set1_ps(xs[2 * k]), xsum = _mm512_set1_ps(xs[2 * k + 1]);
-    for (int g = 0; g < G; ++g) {
-      const uint8_t* bg = b + g * group_bytes;
-      // The same block of the next tile's groups (G groups on): the tiles
-      // walk the matrix in order, so that is what comes after this tile.
-      for (int l = 0; l < kBlockBytes / 64; ++l)
-        _mm_prefetch(reinterpret_cast<const char*>(bg + G * group_bytes) + 64 * l, _MM_HINT_T0);
-      __m512i v[4];
-      for (int j = 0; j < 4; ++j) v[j] = _mm512_loadu_si512(bg + 64 + 64 * j);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg)));
-      const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg + 32)));
-      add_block(v, dw, mw, a, xd, xsum, accd[g], accm[g]);
-    }
+// Where tile() finds block k of group g of its rows, and what it prefetches:
+// the x16 layout (PackedGroups) or GGUF rows (GgufGroups). load() gives the
+// block's 32 nibble bytes in 4 vectors (v) and its scales (dw, mw) in lanes
+// ordered as kLaneIsRow says.
+struct PackedGroups {
+  const uint8_t* p;  // the tile's first group; groups are group_bytes apart
+  uint64_t group_bytes;
+  static constexpr bool kLaneIsRow = true;
+  PackedGroups at(int64_t g) const { return {p + g * group_bytes, group_bytes}; }
+  template <int G>
+  LS_VNNI512 void load(int64_t k, int g, __m512i v[4], __m512& dw, __m512& mw) const {
+    const uint8_t* bg = p + k * kBlockBytes + g * group_bytes;
+    // The same block of the next tile's groups (G groups on): the tiles
+    // walk the matrix in order, so that is what comes after this tile.
+    for (int l = 0; l < kBlockBytes / 64; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(bg + G * group_bytes) + 64 * l, _MM_HINT_T0);
+    for (int j = 0; j < 4; ++j) v[j] = _mm512_loadu_si512(bg + 64 + 64 * j);
+    dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg)));
+    mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg + 32)));
   }
-  for (int g = 0; g < G; ++g) _mm512_storeu_ps(y + kRows * g, _mm512_add_ps(accd[g], accm[g]));
-}
-
-LS_VNNI512 void groups(const uint8_t* p, int64_t n_groups, uint64_t group_bytes, const QBlock* xq, int64_t nb,
-                       float* y) {
-  float xs[2 * (kMaxIn / math::kQK)];
-  act_scales(xq, nb, xs);
-  int64_t g = 0;
-  for (; g + 4 <= n_groups; g += 4) tile<4>(p + g * group_bytes, group_bytes, xq, xs, nb, y + g * kRows);
-  for (; g + 2 <= n_groups; g += 2) tile<2>(p + g * group_bytes, group_bytes, xq, xs, nb, y + g * kRows);
-  if (g < n_groups) tile<1>(p + g * group_bytes, group_bytes, xq, xs, nb, y + g * kRows);
-}
+};
 
 // The same products straight from GGUF rows, bit for bit: the 16 rows of a
 // group are transposed in registers into the x16 lanes (rows 4x + L land in
 // lane 4 L + x; the result is put back in row order at the store), then
-// every lane runs the exact float operations of tile() above. So a matrix
-// gives the same bits whether it has a packed copy (resident) or not
+// every lane runs the exact float operations of the packed layout. So a
+// matrix gives the same bits whether it has a packed copy (resident) or not
 // (streamed, split, RAM tier), which the runner's placements rely on.
 // Each row's block is two 16-byte loads (from its start: d, m and 12 nibble
 // bytes; from byte 4: the 16 nibble bytes), put into 128-bit lanes with
@@ -128,9 +103,41 @@ LS_VNNI512 inline __m512i rows4(const uint8_t* r0, uint64_t rb) {
   return _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + 3 * rb)));
 }
 
-template <int G>
-LS_VNNI512 void tile_gguf(const uint8_t* rows, uint64_t rb, const QBlock* xq, const float* xs, int64_t nb,
-                          float* y) {
+struct GgufGroups {
+  const uint8_t* rows;  // the tile's first row; rows are rb apart
+  uint64_t rb;
+  static constexpr bool kLaneIsRow = false;  // lane 4 L + x holds row 4 x + L
+  GgufGroups at(int64_t g) const { return {rows + g * kRows * rb, rb}; }
+  template <int G>
+  LS_VNNI512 void load(int64_t k, int g, __m512i v[4], __m512& dw, __m512& mw) const {
+    const uint8_t* b = rows + g * kRows * rb + k * static_cast<int64_t>(sizeof(math::BlockQ4_1));
+    // Each row is its own stream here (64 per tile, too many for the
+    // hardware prefetchers): every other block (40 bytes), the same place
+    // in the next tile's rows, as the row-major kernels do.
+    if ((k & 1) == 0)
+      for (int r = 0; r < kRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(b + (G * kRows + r) * rb), _MM_HINT_T0);
+    __m512i z[4], w[4];
+    for (int x = 0; x < 4; ++x) {
+      w[x] = rows4(b + 4 * x * rb, rb);      // d, m, qs[0 .. 11]
+      z[x] = rows4(b + 4 * x * rb + 4, rb);  // qs[0 .. 15]
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    v[0] = _mm512_unpacklo_epi64(t0, t2);
+    v[1] = _mm512_unpackhi_epi64(t0, t2);
+    v[2] = _mm512_unpacklo_epi64(t1, t3);
+    v[3] = _mm512_unpackhi_epi64(t1, t3);
+    const __m512i dm = _mm512_unpacklo_epi64(_mm512_unpacklo_epi32(w[0], w[1]), _mm512_unpacklo_epi32(w[2], w[3]));
+    dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+    mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+  }
+};
+
+// G groups of 16 rows (from src) against one token: y[16 G]. xs holds the
+// token's [d, d sum] per block.
+template <int G, class Src>
+LS_VNNI512 void tile(const Src& src, const QBlock* xq, const float* xs, int64_t nb, float* y) {
   __m512 accd[G], accm[G];
   for (int g = 0; g < G; ++g) accd[g] = accm[g] = _mm512_setzero_ps();
   for (int64_t k = 0; k < nb; ++k) {
@@ -138,49 +145,36 @@ LS_VNNI512 void tile_gguf(const uint8_t* rows, uint64_t rb, const QBlock* xq, co
     act_dwords(xq[k], a);
     const __m512 xd = _mm512_set1_ps(xs[2 * k]), xsum = _mm512_set1_ps(xs[2 * k + 1]);
     for (int g = 0; g < G; ++g) {
-      const uint8_t* b = rows + g * kRows * rb + k * static_cast<int64_t>(sizeof(math::BlockQ4_1));
-      // Each row is its own stream here (64 per tile, too many for the
-      // hardware prefetchers): every other block (40 bytes), the same place
-      // in the next tile's rows, as the row-major kernels do.
-      if ((k & 1) == 0)
-        for (int r = 0; r < kRows; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(b + (G * kRows + r) * rb), _MM_HINT_T0);
-      __m512i z[4], w[4];
-      for (int x = 0; x < 4; ++x) {
-        w[x] = rows4(b + 4 * x * rb, rb);      // d, m, qs[0 .. 11]
-        z[x] = rows4(b + 4 * x * rb + 4, rb);  // qs[0 .. 15]
-      }
-      const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-      const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-      const __m512i v[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
-      const __m512i dm = _mm512_unpacklo_epi64(_mm512_unpacklo_epi32(w[0], w[1]), _mm512_unpacklo_epi32(w[2], w[3]));
-      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
-      const __m512 mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+      __m512i v[4];
+      __m512 dw, mw;
+      src.template load<G>(k, g, v, dw, mw);
       add_block(v, dw, mw, a, xd, xsum, accd[g], accm[g]);
     }
   }
-  // Lane 4 L + x holds row 4 x + L.
-  const __m512i back = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  for (int g = 0; g < G; ++g)
-    _mm512_storeu_ps(y + kRows * g, _mm512_permutexvar_ps(back, _mm512_add_ps(accd[g], accm[g])));
+  for (int g = 0; g < G; ++g) {
+    __m512 sum = _mm512_add_ps(accd[g], accm[g]);
+    if constexpr (!Src::kLaneIsRow)
+      sum = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sum);
+    _mm512_storeu_ps(y + kRows * g, sum);
+  }
 }
 
-LS_VNNI512 void groups_gguf(const uint8_t* rows, int64_t n_groups, uint64_t rb, const QBlock* xq, int64_t nb,
-                            float* y) {
+// n_groups groups of 16 rows from src against one token.
+template <class Src>
+LS_VNNI512 void groups(const Src& src, int64_t n_groups, const QBlock* xq, int64_t nb, float* y) {
   float xs[2 * (kMaxIn / math::kQK)];
   act_scales(xq, nb, xs);
   int64_t g = 0;
-  for (; g + 4 <= n_groups; g += 4) tile_gguf<4>(rows + g * kRows * rb, rb, xq, xs, nb, y + g * kRows);
-  for (; g + 2 <= n_groups; g += 2) tile_gguf<2>(rows + g * kRows * rb, rb, xq, xs, nb, y + g * kRows);
-  if (g < n_groups) tile_gguf<1>(rows + g * kRows * rb, rb, xq, xs, nb, y + g * kRows);
+  for (; g + 4 <= n_groups; g += 4) tile<4>(src.at(g), xq, xs, nb, y + g * kRows);
+  for (; g + 2 <= n_groups; g += 2) tile<2>(src.at(g), xq, xs, nb, y + g * kRows);
+  if (g < n_groups) tile<1>(src.at(g), xq, xs, nb, y + g * kRows);
 }
 #endif
 
 }  // namespace
 
 bool available(int64_t n_out, int64_t n_in) {
-#ifdef LS_Q41X16_ISA
+#if LS_X86_SIMD
   return avx512::vnni_supported() && n_out >= kRows && n_in > 0 && n_in % math::kQK == 0 && n_in <= kMaxIn;
 #else
   (void)n_out;
@@ -210,12 +204,12 @@ void pack(const void* w, int64_t n_out, int64_t n_in, void* out) {
 }
 
 void gemv(const void* packed, int64_t n_out, int64_t n_in, int64_t r0, int64_t r1, const QBlock* xq, float* y) {
-#ifdef LS_Q41X16_ISA
+#if LS_X86_SIMD
   const uint64_t rb = row_bytes(n_in);
   const auto* base = static_cast<const uint8_t*>(packed);
   const int64_t full = n_out / kRows * kRows;
   const int64_t g_end = std::min(r1, full);
-  if (g_end > r0) groups(base + r0 * rb, (g_end - r0) / kRows, kRows * rb, xq, n_in / math::kQK, y);
+  if (g_end > r0) groups(PackedGroups{base + r0 * rb, kRows * rb}, (g_end - r0) / kRows, xq, n_in / math::kQK, y);
   // The tail rows are GGUF bytes: the row-major kernel.
   const int64_t t0 = std::max(r0, full);
   if (r1 > t0) avx512::quant_kernels(GgmlType::Q4_1).gemm(base + t0 * rb, rb, r1 - t0, xq, 1, n_in, y + (t0 - r0), 1);
@@ -225,11 +219,11 @@ void gemv(const void* packed, int64_t n_out, int64_t n_in, int64_t r0, int64_t r
 }
 
 void gemv_gguf(const void* rows, int64_t n_rows, int64_t n_in, const QBlock* xq, float* y) {
-#ifdef LS_Q41X16_ISA
+#if LS_X86_SIMD
   const uint64_t rb = row_bytes(n_in);
   const auto* base = static_cast<const uint8_t*>(rows);
   const int64_t full = n_rows / kRows * kRows;
-  if (full > 0) groups_gguf(base, full / kRows, rb, xq, n_in / math::kQK, y);
+  if (full > 0) groups(GgufGroups{base, rb}, full / kRows, xq, n_in / math::kQK, y);
   if (n_rows > full) avx512::quant_kernels(GgmlType::Q4_1).gemm(base + full * rb, rb, n_rows - full, xq, 1, n_in, y + full, 1);
 #else
   (void)rows, (void)n_rows, (void)n_in, (void)xq, (void)y;

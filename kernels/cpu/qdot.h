@@ -53,6 +53,30 @@ struct QuantKernels {
 // unless LAYERSTREAM_CPU_ISA caps it (avx512, avx2, generic).
 enum class CpuIsa { kAuto, kAmx, kAvx512, kAvx2, kGeneric };
 
+// A tile of a QGemmFn product: R weight rows from `rows` (row_bytes apart)
+// x T tokens from xq (n / kQBlock blocks each) into y[t * ldy + r].
+using QTileFn = void (*)(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, int64_t n, float* y, int64_t ldy);
+
+// The QGemmFn of one kernel's tiles (R x T, R x 1, 1 x T and 1 x 1): R x T
+// tiles, the rows and tokens left over in the smaller ones.
+template <int R, int T, QTileFn kFull, QTileFn kRows, QTileFn kTokens, QTileFn kOne>
+void tiled_gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n,
+                float* y, int64_t ldy) {
+  const auto* base = static_cast<const uint8_t*>(rows);
+  const int64_t nq = n / kQBlock;
+  int64_t r = 0;
+  for (; r + R <= n_rows; r += R) {
+    int64_t t = 0;
+    for (; t + T <= n_tok; t += T) kFull(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
+    for (; t < n_tok; ++t) kRows(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
+  }
+  for (; r < n_rows; ++r) {
+    int64_t t = 0;
+    for (; t + T <= n_tok; t += T) kTokens(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
+    for (; t < n_tok; ++t) kOne(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
+  }
+}
+
 // The kernels for `type` (gemm null when it has none) on `isa`.
 QuantKernels quant_kernels(GgmlType type, CpuIsa isa = CpuIsa::kAuto);
 // Whether `type` has a fast path (same answer on every ISA).

@@ -8,12 +8,11 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#include <immintrin.h>
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx2 {
 
@@ -58,12 +57,4 @@ QuantKernels quant_kernels_no_vnni(GgmlType type) { return plain::kernels_for(ty
 
 }  // namespace layerstream::kernels::cpu::avx2
 
-#else  // not x86-64 GCC/Clang
-
-namespace layerstream::kernels::cpu::avx2 {
-bool avx_vnni_supported() { return false; }
-QuantKernels quant_kernels(GgmlType type) { return generic::quant_kernels(type); }
-QuantKernels quant_kernels_no_vnni(GgmlType type) { return generic::quant_kernels(type); }
-}  // namespace layerstream::kernels::cpu::avx2
-
-#endif
+#endif  // LS_X86_SIMD

@@ -17,20 +17,11 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
-// source and then warn that it is uninitialised (a false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <cpuid.h>
-#include <immintrin.h>
-
-#define LS_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx512 {
 namespace {
@@ -102,59 +93,52 @@ LS_VNNI512 inline __m512i act_q(const QBlock* a, int64_t k) {
 }
 
 // ---- per type: weight pair, activation pair, multiply-add -------------------
-// Q8_0: the weights are made unsigned (w + 128, an xor with 0x80) and the
-// activations stay signed, so the correction -128 sum(x) is per activation
-// block (its QBlock::sum), put in lane 0 of the block and shared by all rows.
-struct Q8_0 {
-  using Block = math::BlockQ8_0;
+// Q8_0, Q4_0 and Q5_0 share the multiply-add: a block pair's dot starts
+// from the activation side's correction (A::start), then d_w d_x scales it.
+struct StartedDot {
   struct W {
-    __m512i u;  // w + 128 as u8
+    __m512i q;  // unsigned codes
     __m512 d;
   };
   struct A {
-    __m512i q, start;  // start: -128 sum(q) in lanes 0 and 8
+    __m512i q, start;
     __m512 d;
   };
-  template <bool kTwo>
-  LS_VNNI512 static W load(const Block* b, int64_t k) {
-    const Block& b1 = b[kTwo ? k + 1 : k];
-    return {_mm512_xor_si512(load2(b[k].qs, b1.qs), _mm512_set1_epi8(static_cast<char>(0x80))), bcast2_f16(b[k].d, b1.d)};
-  }
-  template <bool kTwo>
-  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
-    const __m512i start =
-        _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * a[k].sum), 0x0100, kTwo ? -128 * a[k + 1].sum : 0);
-    return {act_q<kTwo>(a, k), start, act_scale<kTwo>(a, k)};
-  }
   LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
-    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.u, a.q);
+    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.q, a.q);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
   }
 };
 
-struct Q4_0 {
+// Q8_0: the weights are made unsigned (w + 128, an xor with 0x80) and the
+// activations stay signed, so the correction -128 sum(x) is per activation
+// block (its QBlock::sum), put in lane 0 of the block and shared by all rows.
+struct Q8_0 : StartedDot {
+  using Block = math::BlockQ8_0;
+  template <bool kTwo>
+  LS_VNNI512 static W load(const Block* b, int64_t k) {  // q: w + 128 as u8
+    const Block& b1 = b[kTwo ? k + 1 : k];
+    return {_mm512_xor_si512(load2(b[k].qs, b1.qs), _mm512_set1_epi8(static_cast<char>(0x80))), bcast2_f16(b[k].d, b1.d)};
+  }
+  template <bool kTwo>
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {  // start: -128 sum(q) in lanes 0 and 8
+    const __m512i start =
+        _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, -128 * a[k].sum), 0x0100, kTwo ? -128 * a[k + 1].sum : 0);
+    return {act_q<kTwo>(a, k), start, act_scale<kTwo>(a, k)};
+  }
+};
+
+struct Q4_0 : StartedDot {
   using Block = math::BlockQ4_0;
-  struct W {
-    __m512i q;
-    __m512 d;
-  };
-  struct A {
-    __m512i q, start;  // start: -sum(q) in each lane of the block (8 lanes: -8 sum)
-    __m512 d;
-  };
   template <bool kTwo>
   LS_VNNI512 static W load(const Block* b, int64_t k) {
     const Block& b1 = b[kTwo ? k + 1 : k];
     return {nibbles2(b[k].qs, b1.qs), bcast2_f16(b[k].d, b1.d)};
   }
   template <bool kTwo>
-  LS_VNNI512 static A act(const QBlock* a, int64_t k) {
+  LS_VNNI512 static A act(const QBlock* a, int64_t k) {  // start: -sum(q) in each lane of the block (8 lanes: -8 sum)
     const __m512i start = _mm512_mask_set1_epi32(_mm512_set1_epi32(-a[k].sum), 0xFF00, kTwo ? -a[k + 1].sum : 0);
     return {act_q<kTwo>(a, k), start, act_scale<kTwo>(a, k)};
-  }
-  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
-    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.q, a.q);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
   }
 };
 
@@ -211,16 +195,8 @@ struct SideM<K, T, std::void_t<decltype(K::kSideM)>> {
 // Q5_0: code = nibble | 5th bit << 4 (0..31), value d * (code - 16). The
 // -16 goes into the accumulator's start: -16 * (sum of the 4 activations of
 // each lane), itself a vpdpbusd of 16s with the activations.
-struct Q5_0 {
+struct Q5_0 : StartedDot {
   using Block = math::BlockQ5_0;
-  struct W {
-    __m512i q;
-    __m512 d;
-  };
-  struct A {
-    __m512i q, start;
-    __m512 d;
-  };
   template <bool kTwo>
   LS_VNNI512 static W load(const Block* b, int64_t k) {
     const Block& b1 = b[kTwo ? k + 1 : k];
@@ -236,10 +212,6 @@ struct Q5_0 {
     const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(),
                                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(16), q));
     return {q, start, act_scale<kTwo>(a, k)};
-  }
-  LS_VNNI512 static __m512 madd(const W& w, const A& a, __m512 acc) {
-    const __m512i dot = _mm512_dpbusd_epi32(a.start, w.q, a.q);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w.d, a.d), acc);
   }
 };
 
@@ -265,7 +237,8 @@ LS_VNNI512 inline void step(const typename K::Block* const* w, const QBlock* con
 }
 
 template <class K, int R, int T>
-LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, int64_t nb, float* y, int64_t ldy) {
+LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, int64_t n, float* y, int64_t ldy) {
+  const int64_t nb = n / kQK;
   const typename K::Block* w[R];
   const QBlock* x[T];
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const typename K::Block*>(rows + r * row_bytes);
@@ -293,25 +266,7 @@ LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, 
 }
 
 template <class K>
-void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n, float* y,
-          int64_t ldy) {
-  constexpr int R = 4, T = 4;
-  const auto* base = static_cast<const uint8_t*>(rows);
-  const int64_t nb = n / kQK;
-  int64_t r = 0;
-  for (; r + R <= n_rows; r += R) {
-    const uint8_t* w = base + r * row_bytes;
-    int64_t t = 0;
-    for (; t + T <= n_tok; t += T) tile<K, R, T>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
-    for (; t < n_tok; ++t) tile<K, R, 1>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
-  }
-  for (; r < n_rows; ++r) {
-    const uint8_t* w = base + r * row_bytes;
-    int64_t t = 0;
-    for (; t + T <= n_tok; t += T) tile<K, 1, T>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
-    for (; t < n_tok; ++t) tile<K, 1, 1>(w, row_bytes, xq + t * nb, nb, y + t * ldy + r, ldy);
-  }
-}
+constexpr QGemmFn gemm = tiled_gemm<4, 4, tile<K, 4, 4>, tile<K, 4, 1>, tile<K, 1, 4>, tile<K, 1, 1>>;
 
 // Decode (one token) of Q8_0 as R streams: the rows of the call are cut
 // into R runs of equal length, and tile i takes row i of every run. Each run
@@ -341,7 +296,7 @@ LS_VNNI512 void gemv_streams(const uint8_t* base, uint64_t row_bytes, int64_t n_
     if (k < nb) step<K, R, 1, false>(w, x, k, kStreamPrefetch, acc, side);
     for (int r = 0; r < R; ++r) y[r * per + i] = reduce(acc[r][0]);
   }
-  for (int64_t r = per * R; r < n_rows; ++r) tile<K, 1, 1>(base + r * row_bytes, row_bytes, xq, nb, y + r, 1);
+  for (int64_t r = per * R; r < n_rows; ++r) tile<K, 1, 1>(base + r * row_bytes, row_bytes, xq, n, y + r, 1);
 }
 
 // Q8_0's QGemmFn: decode as streams, several tokens as R x T tiles.
@@ -407,11 +362,4 @@ QuantKernels quant_kernels(GgmlType type) {
 
 }  // namespace layerstream::kernels::cpu::avx512
 
-#else  // not x86-64 GCC/Clang
-
-namespace layerstream::kernels::cpu::avx512 {
-bool vnni_supported() { return false; }
-QuantKernels quant_kernels(GgmlType type) { return avx2::quant_kernels(type); }
-}  // namespace layerstream::kernels::cpu::avx512
-
-#endif
+#endif  // LS_X86_SIMD

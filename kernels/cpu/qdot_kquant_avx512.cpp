@@ -14,16 +14,10 @@
 
 #include "kernels/cpu/kquant_scales.h"
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/kquant_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#define LS_VNNI512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#if LS_X86_SIMD
 
 namespace layerstream::kernels::cpu::avx512 {
 namespace {
@@ -184,23 +178,7 @@ LS_VNNI512 void tile(const uint8_t* rows, uint64_t row_bytes, const QBlock* xq, 
 }
 
 template <class K>
-void gemm(const void* rows, uint64_t row_bytes, int64_t n_rows, const QBlock* xq, int64_t n_tok, int64_t n, float* y,
-          int64_t ldy) {
-  constexpr int R = 4, T = 3;
-  const auto* base = static_cast<const uint8_t*>(rows);
-  const int64_t nq = n / kQBlock;
-  int64_t r = 0;
-  for (; r + R <= n_rows; r += R) {
-    int64_t t = 0;
-    for (; t + T <= n_tok; t += T) tile<K, R, T>(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
-    for (; t < n_tok; ++t) tile<K, R, 1>(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
-  }
-  for (; r < n_rows; ++r) {
-    int64_t t = 0;
-    for (; t + T <= n_tok; t += T) tile<K, 1, T>(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
-    for (; t < n_tok; ++t) tile<K, 1, 1>(base + r * row_bytes, row_bytes, xq + t * nq, n, y + t * ldy + r, ldy);
-  }
-}
+constexpr QGemmFn gemm = tiled_gemm<4, 3, tile<K, 4, 3>, tile<K, 4, 1>, tile<K, 1, 3>, tile<K, 1, 1>>;
 
 }  // namespace
 
@@ -215,10 +193,4 @@ QGemmFn kquant_gemm(GgmlType type) {
 
 }  // namespace layerstream::kernels::cpu::avx512
 
-#else
-
-namespace layerstream::kernels::cpu::avx512 {
-QGemmFn kquant_gemm(GgmlType) { return nullptr; }
-}  // namespace layerstream::kernels::cpu::avx512
-
-#endif
+#endif  // LS_X86_SIMD

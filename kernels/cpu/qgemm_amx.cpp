@@ -30,22 +30,16 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/qdot.h"
+#include "kernels/cpu/x86_simd.h"
 #include "kernels/math/fp16.h"
 #include "kernels/math/kquant_blocks.h"
 #include "kernels/math/quant_blocks.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#if !defined(__clang__)
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge
-// source and then warn that it is uninitialised (a false positive).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <cpuid.h>
-#include <immintrin.h>
+#if LS_X86_SIMD && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -88,79 +82,71 @@ TileConfig make_config() {
   return c;
 }
 
-// Sub-block s (32 elements) of a weight block as 32 signed codes, with its
-// scale d and offset m (element = d * code + m). kPer: sub-blocks per block.
-template <class Block>
-struct Codes;
 LS_AMX inline float f16(uint16_t h) { return _cvtsh_ss(h); }  // F16C: exact, as math::f16_to_f32
 LS_AMX inline __m256i nibbles(const uint8_t* qs) {  // elements 0..15 low nibbles, 16..31 high
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
-template <>
-struct Codes<math::BlockQ8_0> {
-  static constexpr bool kOffset = false;
-  static constexpr int kPer = 1;
-  static constexpr int kSplit = 1;
-  LS_AMX static __m256i get(const math::BlockQ8_0& b, int, float* d, float* m) {
-    *d = f16(b.d);
-    *m = 0.0f;
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-  }
+
+// How many tile blocks a weight block is (kPer), how many tile blocks a
+// 32-element activation block takes (kSplit), and whether elements carry an
+// offset m (kOffset).
+template <bool kOffsetV, int kPerV, int kSplitV>
+struct CodeLayout {
+  static constexpr bool kOffset = kOffsetV;
+  static constexpr int kPer = kPerV;
+  static constexpr int kSplit = kSplitV;
 };
-template <>
-struct Codes<math::BlockQ4_0> {
-  static constexpr bool kOffset = false;
-  static constexpr int kPer = 1;
-  static constexpr int kSplit = 1;
-  LS_AMX static __m256i get(const math::BlockQ4_0& b, int, float* d, float* m) {
-    *d = f16(b.d);
-    *m = 0.0f;
-    return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
-  }
-};
-template <>
-struct Codes<math::BlockQ4_1> {
-  static constexpr bool kOffset = true;
-  static constexpr int kPer = 1;
-  static constexpr int kSplit = 1;
-  LS_AMX static __m256i get(const math::BlockQ4_1& b, int, float* d, float* m) {
-    *d = f16(b.d);
-    *m = f16(b.m);
-    return nibbles(b.qs);
-  }
-};
+
+// The 32-element types: scale d (and, Q4_1, offset m) in the block's head,
+// block_codes() for the codes.
+LS_AMX inline __m256i block_codes(const math::BlockQ8_0& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+}
+LS_AMX inline __m256i block_codes(const math::BlockQ4_0& b) {
+  return _mm256_sub_epi8(nibbles(b.qs), _mm256_set1_epi8(8));
+}
+LS_AMX inline __m256i block_codes(const math::BlockQ4_1& b) { return nibbles(b.qs); }
 // Q5_0: nibble | (bit j of qh) << 4, minus 16.
-template <>
-struct Codes<math::BlockQ5_0> {
-  static constexpr bool kOffset = false;
-  static constexpr int kPer = 1;
-  static constexpr int kSplit = 1;
-  LS_AMX static __m256i get(const math::BlockQ5_0& b, int, float* d, float* m) {
+LS_AMX inline __m256i block_codes(const math::BlockQ5_0& b) {
+  uint32_t h;
+  std::memcpy(&h, b.qh, 4);
+  const __m256i hi = _mm256_and_si256(_mm256_movm_epi8(h), _mm256_set1_epi8(0x10));
+  return _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), hi), _mm256_set1_epi8(16));
+}
+
+// Codes<Block>::get: sub-block s (32 elements) of a weight block as 32 signed
+// codes, with its scale d and offset m (element = d * code + m). This is the
+// 32-element types' (Q8_0, Q4_0, Q4_1, Q5_0); the K-quants' are below.
+template <class Block>
+struct Codes : CodeLayout<std::is_same_v<Block, math::BlockQ4_1>, 1, 1> {
+  LS_AMX static __m256i get(const Block& b, int, float* d, float* m) {
     *d = f16(b.d);
-    *m = 0.0f;
-    uint32_t h;
-    std::memcpy(&h, b.qh, 4);
-    const __m256i hi = _mm256_and_si256(_mm256_movm_epi8(h), _mm256_set1_epi8(0x10));
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles(b.qs), hi), _mm256_set1_epi8(16));
+    if constexpr (Codes::kOffset) {
+      *m = f16(b.m);
+    } else {
+      *m = 0.0f;
+    }
+    return block_codes(b);
   }
 };
-// Q4_K: sub-block s is the low (s even) or high (s odd) nibbles of
-// qs[32 (s / 2) ..], scale d * sc(s), offset -dmin * min(s).
+
+// Q4_K / Q5_K sub-block s: scale d * sc(s), offset -dmin * min(s), and the
+// low (s even) or high (s odd) nibbles of qs[32 (s / 2) ..].
+template <class Block>
+LS_AMX inline __m256i k4_sub_nibbles(const Block& b, int s, float* d, float* m) {
+  int sc = 0, mn = 0;
+  math::k4_scale_min(b.scales, s, &sc, &mn);
+  *d = f16(b.d) * static_cast<float>(sc);
+  *m = -(f16(b.dmin) * static_cast<float>(mn));
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
+  return _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (s % 2)), _mm256_set1_epi8(0x0F));
+}
+
 template <>
-struct Codes<math::BlockQ4_K> {
-  static constexpr bool kOffset = true;
-  static constexpr int kPer = 8;
-  static constexpr int kSplit = 1;
-  LS_AMX static __m256i get(const math::BlockQ4_K& b, int s, float* d, float* m) {
-    int sc = 0, mn = 0;
-    math::k4_scale_min(b.scales, s, &sc, &mn);
-    *d = f16(b.d) * static_cast<float>(sc);
-    *m = -(f16(b.dmin) * static_cast<float>(mn));
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
-    return _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (s % 2)), _mm256_set1_epi8(0x0F));
-  }
+struct Codes<math::BlockQ4_K> : CodeLayout<true, 8, 1> {
+  LS_AMX static __m256i get(const math::BlockQ4_K& b, int s, float* d, float* m) { return k4_sub_nibbles(b, s, d, m); }
 };
 
 // Index vectors of the transpose below (permutex2var: 0-15 first source,
@@ -202,17 +188,9 @@ LS_AMX inline void transpose_16x8(const int32_t* m, int8_t* out) {
 
 // Q5_K: Q4_K plus bit s of qh[l] as the code's 5th bit (codes 0..31).
 template <>
-struct Codes<math::BlockQ5_K> {
-  static constexpr bool kOffset = true;
-  static constexpr int kPer = 8;
-  static constexpr int kSplit = 1;
+struct Codes<math::BlockQ5_K> : CodeLayout<true, 8, 1> {
   LS_AMX static __m256i get(const math::BlockQ5_K& b, int s, float* d, float* m) {
-    int sc = 0, mn = 0;
-    math::k4_scale_min(b.scales, s, &sc, &mn);
-    *d = f16(b.d) * static_cast<float>(sc);
-    *m = -(f16(b.dmin) * static_cast<float>(mn));
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (s / 2)));
-    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(raw, 4 * (s % 2)), _mm256_set1_epi8(0x0F));
+    const __m256i lo = k4_sub_nibbles(b, s, d, m);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
     const __m256i hi = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, s), 4), _mm256_set1_epi8(0x10));
     return _mm256_or_si256(lo, hi);
@@ -224,10 +202,7 @@ struct Codes<math::BlockQ5_K> {
 // then zeros and its last 16 codes (d * sc[2j + 1]), both multiplied by the
 // same 32 activations. Codes: (ql nibble | 2 qh bits << 4) - 32.
 template <>
-struct Codes<math::BlockQ6_K> {
-  static constexpr bool kOffset = false;
-  static constexpr int kPer = 16;  // tile blocks per super-block
-  static constexpr int kSplit = 2;
+struct Codes<math::BlockQ6_K> : CodeLayout<false, 16, 2> {  // 16 tile blocks per super-block
   LS_AMX static __m256i get(const math::BlockQ6_K& b, int s, float* d, float* m) {
     const int j = s / 2, h = s % 2, n = j / 4, k = j % 4;
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32 * (k % 2)));
@@ -275,6 +250,31 @@ LS_AMX inline void scale_into(const int32_t* c, const PanelBlock& pb, const QBlo
   }
 }
 
+// The tiles take their register numbers as immediates: C tile kC's block
+// uses A tile kC + 2 and B tile kC + 4 (make_config).
+template <int kC>
+LS_AMX inline void multiply_into(const uint8_t* a, int64_t stride, const int8_t* b) {
+  if constexpr (kC == 0) {
+    _tile_zero(0);
+    _tile_loadd(2, a, stride);
+    _tile_loadd(4, b, 64);
+    _tile_dpbssd(0, 2, 4);
+  } else {
+    _tile_zero(1);
+    _tile_loadd(3, a, stride);
+    _tile_loadd(5, b, 64);
+    _tile_dpbssd(1, 3, 5);
+  }
+}
+template <int kC>
+LS_AMX inline void store_c(int32_t* c) {
+  if constexpr (kC == 0) {
+    _tile_stored(0, c, kPanel * 4);
+  } else {
+    _tile_stored(1, c, kPanel * 4);
+  }
+}
+
 // 16 tokens (xq, each nb blocks) x one panel; results for n_rows <= 16 rows
 // into y[m * ldy + n].
 // nt = nb * kSplit tile blocks; tile block v multiplies activation block v / kSplit.
@@ -288,33 +288,19 @@ LS_AMX void tile_16x16(const PanelBlock* panel, const QBlock* xq, const float* d
   const auto* a = reinterpret_cast<const uint8_t*>(xq) + offsetof(QBlock, qs);
   const int64_t stride = nb * static_cast<int64_t>(sizeof(QBlock));
   const auto a_at = [&](int64_t v) { return a + v / kSplit * sizeof(QBlock); };
-  // Block k's multiply into C (k & 1); then block k - 1's result is scaled.
-  _tile_zero(0);
-  _tile_loadd(2, a_at(0), stride);
-  _tile_loadd(4, panel[0].b, 64);
-  _tile_dpbssd(0, 2, 4);
-  int64_t k = 0;
-  for (;;) {
-    // C0 holds block k (even).
-    if (k + 1 < nt) {
-      _tile_zero(1);
-      _tile_loadd(3, a_at(k + 1), stride);
-      _tile_loadd(5, panel[k + 1].b, 64);
-      _tile_dpbssd(1, 3, 5);
+  // Block k's multiply into C (k & 1) while block k - 1's result is scaled.
+  multiply_into<0>(a_at(0), stride, panel[0].b);
+  for (int64_t k = 0;; ++k) {
+    const bool last = k + 1 == nt;
+    if ((k & 1) == 0) {
+      if (!last) multiply_into<1>(a_at(k + 1), stride, panel[k + 1].b);
+      store_c<0>(c[0]);
+    } else {
+      if (!last) multiply_into<0>(a_at(k + 1), stride, panel[k + 1].b);
+      store_c<1>(c[1]);
     }
-    _tile_stored(0, c[0], kPanel * 4);
-    scale_into<kOffset>(c[0], panel[k], xq + k / kSplit, kOffset ? ds + k : nullptr, nb, acc);
-    if (++k == nt) break;
-    // C1 holds block k (odd).
-    if (k + 1 < nt) {
-      _tile_zero(0);
-      _tile_loadd(2, a_at(k + 1), stride);
-      _tile_loadd(4, panel[k + 1].b, 64);
-      _tile_dpbssd(0, 2, 4);
-    }
-    _tile_stored(1, c[1], kPanel * 4);
-    scale_into<kOffset>(c[1], panel[k], xq + k / kSplit, kOffset ? ds + k : nullptr, nb, acc);
-    if (++k == nt) break;
+    scale_into<kOffset>(c[k & 1], panel[k], xq + k / kSplit, kOffset ? ds + k : nullptr, nb, acc);
+    if (last) break;
   }
   const __mmask16 keep = static_cast<__mmask16>((1u << n_rows) - 1);
   for (int m = 0; m < kTok; ++m) _mm512_mask_storeu_ps(y + m * ldy, keep, acc[m]);

@@ -25,16 +25,25 @@ inline Status cublas_error(cublasStatus_t st, const char* what, const char* file
 
 }  // namespace layerstream::kernels::cuda
 
-// Follows every kernel launch: reports a launch error naming the kernel.
+namespace layerstream::kernels::cuda {
+
+// The check that follows every kernel launch: a launch error names the kernel.
 // cudaGetLastError() both reads and clears the slot, so a bad launch is
 // reported once; a sticky error (a fault of an earlier kernel) marks the
 // context lost through cuda_error().
-#define LS_CUDA_CHECK_LAUNCH(kernel_name)                                                        \
-  do {                                                                                           \
-    cudaError_t _ls_cuda_err = cudaGetLastError();                                               \
-    if (_ls_cuda_err != cudaSuccess)                                                             \
-      return ::layerstream::cuda::cuda_error(_ls_cuda_err, "launch of kernel " kernel_name, __FILE__, \
-                                             __LINE__);                                          \
+inline Status check_launch(const char* kernel_name, const char* file, int line) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status::OK();
+  return cuda_error(err, (std::string("launch of kernel ") + kernel_name).c_str(), file, line);
+}
+
+}  // namespace layerstream::kernels::cuda
+
+#define LS_CUDA_CHECK_LAUNCH(kernel_name)                                                                  \
+  do {                                                                                                     \
+    const ::layerstream::Status _ls_launch_st =                                                            \
+        ::layerstream::kernels::cuda::check_launch(kernel_name, __FILE__, __LINE__);                       \
+    if (!_ls_launch_st.ok()) return _ls_launch_st;                                                         \
   } while (0)
 
 #define LS_CUBLAS_RETURN_IF_ERROR(expr)                                                      \

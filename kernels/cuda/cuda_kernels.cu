@@ -51,42 +51,18 @@ class CudaKernels final : public Kernels {
 
   BackendKind backend() const override { return BackendKind::kCuda; }
 
-  Status embedding(const EmbeddingParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_embedding(p, handle(stream));
-  }
-  Status rmsnorm(const RmsNormParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_rmsnorm(p, handle(stream));
-  }
-  Status rope(const RopeParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_rope(p, handle(stream));
-  }
+  Status embedding(const EmbeddingParams& p, Stream& stream) override { return launch(p, launch_embedding, stream); }
+  Status rmsnorm(const RmsNormParams& p, Stream& stream) override { return launch(p, launch_rmsnorm, stream); }
+  Status rope(const RopeParams& p, Stream& stream) override { return launch(p, launch_rope, stream); }
   Status matmul(const MatmulParams& p, Stream& stream) override {
     LS_RETURN_IF_ERROR(validate(p));
     return launch_matmul(p, cublas_.get(), handle(stream));
   }
-  Status attention(const AttentionParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_attention(p, handle(stream));
-  }
-  Status silu_mul(const SiluMulParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_silu_mul(p, handle(stream));
-  }
-  Status gelu_mul(const GeluMulParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_gelu_mul(p, handle(stream));
-  }
-  Status scale(const ScaleParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_scale(p, handle(stream));
-  }
-  Status add(const AddParams& p, Stream& stream) override {
-    LS_RETURN_IF_ERROR(validate(p));
-    return launch_add(p, handle(stream));
-  }
+  Status attention(const AttentionParams& p, Stream& stream) override { return launch(p, launch_attention, stream); }
+  Status silu_mul(const SiluMulParams& p, Stream& stream) override { return launch(p, launch_silu_mul, stream); }
+  Status gelu_mul(const GeluMulParams& p, Stream& stream) override { return launch(p, launch_gelu_mul, stream); }
+  Status scale(const ScaleParams& p, Stream& stream) override { return launch(p, launch_scale, stream); }
+  Status add(const AddParams& p, Stream& stream) override { return launch(p, launch_add, stream); }
   uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens) const override {
     return cuda::matmul_scratch_bytes(w_type, n_out, n_in, n_tokens);
   }
@@ -126,6 +102,13 @@ class CudaKernels final : public Kernels {
   }
 
   static cudaStream_t handle(Stream& stream) { return static_cast<cudaStream_t>(stream.native_handle()); }
+
+  // Validates p, then launches the op on the stream.
+  template <typename Params>
+  static Status launch(const Params& p, Status (*launcher)(const Params&, cudaStream_t), Stream& stream) {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launcher(p, handle(stream));
+  }
 
   static Status copy(void* dst, const void* src, size_t bytes, cudaStream_t s) {
     LS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));

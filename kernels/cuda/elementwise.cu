@@ -12,31 +12,6 @@
 namespace layerstream::kernels::cuda {
 namespace {
 
-// One block per token; threads stride over the row. Bad ids give a NaN row.
-template <int T>
-__global__ void embedding_dense_kernel(const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
-                                       float* out, int64_t row_bytes) {
-  const int64_t t = blockIdx.x;
-  const int32_t id = tokens[t];
-  float* o = out + t * n_embd;
-  const bool ok = id >= 0 && id < n_vocab;
-  const void* row = static_cast<const uint8_t*>(table) + (ok ? id : 0) * row_bytes;
-  for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) o[i] = ok ? load_elem<T>(row, i) : NAN;
-}
-
-template <typename Block>
-__global__ void embedding_block_kernel(const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
-                                       float* out, int64_t row_bytes) {
-  const int64_t t = blockIdx.x;
-  const int32_t id = tokens[t];
-  float* o = out + t * n_embd;
-  const bool ok = id >= 0 && id < n_vocab;
-  const void* row = static_cast<const uint8_t*>(table) + (ok ? id : 0) * row_bytes;
-  for (int64_t i = threadIdx.x; i < n_embd; i += blockDim.x) {
-    o[i] = ok ? block_elem<Block>(row, i / math::kQK, static_cast<int>(i % math::kQK)) : NAN;
-  }
-}
-
 // One block (256 threads) per row.
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* out, int64_t n, float eps) {
   const float* xr = x + blockIdx.x * n;
@@ -72,14 +47,27 @@ __global__ void rope_kernel(RopeParams p, int64_t n_rot) {
   math::rope_rotate(head[i0], head[i1], math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale, ff));
 }
 
-__global__ void silu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
+// The binary elementwise ops: out[i] = Op()(a[i], b[i]), one thread per element.
+struct SiluMulOp {
+  __device__ __forceinline__ float operator()(float g, float u) const { return math::silu_mul(g, u); }
+};
+struct GeluMulOp {
+  __device__ __forceinline__ float operator()(float g, float u) const { return math::gelu_mul(g, u); }
+};
+struct AddOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+
+template <typename Op>
+__global__ void binary_kernel(const float* a, const float* b, float* out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = math::silu_mul(g[i], u[i]);
+  if (i < n) out[i] = Op()(a[i], b[i]);
 }
 
-__global__ void gelu_mul_kernel(const float* g, const float* u, float* out, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = math::gelu_mul(g[i], u[i]);
+template <typename Op>
+Status launch_binary(const char* name, const float* a, const float* b, float* out, int64_t n, cudaStream_t s) {
+  binary_kernel<Op><<<grid_for(n, 256), 256, 0, s>>>(a, b, out, n);
+  return check_launch(name, __FILE__, __LINE__);
 }
 
 __global__ void scale_kernel(const float* x, float* out, int64_t n, float factor) {
@@ -87,35 +75,16 @@ __global__ void scale_kernel(const float* x, float* out, int64_t n, float factor
   if (i < n) out[i] = x[i] * factor;
 }
 
-__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a[i] + b[i];
-}
-
 }  // namespace
 
 Status launch_embedding(const EmbeddingParams& p, cudaStream_t s) {
-  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.type), p.n_embd));
-  const unsigned grid = static_cast<unsigned>(p.n_tokens);
   switch (p.type) {
-    case GgmlType::F32:
-      embedding_dense_kernel<0><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-      break;
-    case GgmlType::F16:
-      embedding_dense_kernel<1><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-      break;
-    case GgmlType::BF16:
-      embedding_dense_kernel<30><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-      break;
-    case GgmlType::Q8_0:
-      embedding_block_kernel<math::BlockQ8_0><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-      break;
-    case GgmlType::Q4_0:
-      embedding_block_kernel<math::BlockQ4_0><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-      break;
-    case GgmlType::Q4_1:
-      embedding_block_kernel<math::BlockQ4_1><<<grid, 256, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-      break;
+    case GgmlType::F32: launch_embedding_kernel<DenseDecoder<0>>(p, 256, s); break;
+    case GgmlType::F16: launch_embedding_kernel<DenseDecoder<1>>(p, 256, s); break;
+    case GgmlType::BF16: launch_embedding_kernel<DenseDecoder<30>>(p, 256, s); break;
+    case GgmlType::Q8_0: launch_embedding_kernel<BlockDecoder<math::BlockQ8_0>>(p, 256, s); break;
+    case GgmlType::Q4_0: launch_embedding_kernel<BlockDecoder<math::BlockQ4_0>>(p, 256, s); break;
+    case GgmlType::Q4_1: launch_embedding_kernel<BlockDecoder<math::BlockQ4_1>>(p, 256, s); break;
     default:
       if (is_kquant_type(p.type)) return launch_kquant_embedding(p, s);  // kquant.cu
       return Status::Unsupported("cuda embedding: unsupported table type");
@@ -140,26 +109,18 @@ Status launch_rope(const RopeParams& p, cudaStream_t s) {
 }
 
 Status launch_silu_mul(const SiluMulParams& p, cudaStream_t s) {
-  silu_mul_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.gate, p.up, p.out, p.n);
-  LS_CUDA_CHECK_LAUNCH("silu_mul");
-  return Status::OK();
+  return launch_binary<SiluMulOp>("silu_mul", p.gate, p.up, p.out, p.n, s);
 }
 
 Status launch_gelu_mul(const GeluMulParams& p, cudaStream_t s) {
-  gelu_mul_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.gate, p.up, p.out, p.n);
-  LS_CUDA_CHECK_LAUNCH("gelu_mul");
-  return Status::OK();
+  return launch_binary<GeluMulOp>("gelu_mul", p.gate, p.up, p.out, p.n, s);
 }
+
+Status launch_add(const AddParams& p, cudaStream_t s) { return launch_binary<AddOp>("add", p.a, p.b, p.out, p.n, s); }
 
 Status launch_scale(const ScaleParams& p, cudaStream_t s) {
   scale_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.x, p.out, p.n, p.factor);
   LS_CUDA_CHECK_LAUNCH("scale");
-  return Status::OK();
-}
-
-Status launch_add(const AddParams& p, cudaStream_t s) {
-  add_kernel<<<grid_for(p.n, 256), 256, 0, s>>>(p.a, p.b, p.out, p.n);
-  LS_CUDA_CHECK_LAUNCH("add");
   return Status::OK();
 }
 

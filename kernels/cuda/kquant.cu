@@ -19,38 +19,6 @@ __device__ __forceinline__ void decode_sub(const void* row, int64_t u, float* ou
   math::dequantize_sub(b, static_cast<int>(u % kSubs), out);
 }
 
-// One warp per output row; lanes stride over the row's sub-blocks, each
-// decoded once for all tokens of the batch.
-template <typename Block>
-__global__ void kquant_matvec_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, const float* x,
-                                     int n_tok, float* y) {
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (o >= n_out) return;
-  const void* row = static_cast<const uint8_t*>(w) + o * row_bytes;
-  float acc[kMaxTok] = {};
-  for (int64_t u = threadIdx.x & 31; u < n_in / 32; u += 32) {
-    float dec[32];
-    decode_sub<Block>(row, u, dec);
-#pragma unroll
-    for (int t = 0; t < kMaxTok; ++t) {
-      if (t < n_tok) {
-        const float* xt = x + t * n_in + u * 32;
-        float s = 0;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) s += dec[j] * xt[j];
-        acc[t] += s;
-      }
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < kMaxTok; ++t) {
-    if (t < n_tok) {
-      const float v = warp_sum(acc[t]);
-      if ((threadIdx.x & 31) == 0) y[t * n_out + o] = v;
-    }
-  }
-}
-
 // One thread per sub-block of the whole matrix.
 template <typename Block>
 __global__ void kquant_dequant_16_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, bool to_bf16,
@@ -66,21 +34,14 @@ __global__ void kquant_dequant_16_kernel(const void* w, int64_t n_out, int64_t n
   for (int j = 0; j < 32; ++j) dst[j] = to_bf16 ? math::f32_to_bf16(dec[j]) : math::f32_to_f16(dec[j]);
 }
 
-// One block per token; threads stride over the row's sub-blocks. Bad ids give a NaN row.
+// embedding_kernel's decoder: a sub-block of 32 at a time.
 template <typename Block>
-__global__ void kquant_embedding_kernel(const void* table, int64_t n_vocab, int64_t n_embd, const int32_t* tokens,
-                                        float* out, int64_t row_bytes) {
-  const int64_t t = blockIdx.x;
-  const int32_t id = tokens[t];
-  float* o = out + t * n_embd;
-  const bool ok = id >= 0 && id < n_vocab;
-  const void* row = static_cast<const uint8_t*>(table) + (ok ? id : 0) * row_bytes;
-  for (int64_t u = threadIdx.x; u < n_embd / 32; u += blockDim.x) {
-    float dec[32];
-    decode_sub<Block>(row, u, dec);
-    for (int j = 0; j < 32; ++j) o[u * 32 + j] = ok ? dec[j] : NAN;
+struct SubBlockDecoder {
+  static constexpr int kChunk = 32;
+  __device__ __forceinline__ static void decode(const void* row, int64_t u, float* out) {
+    decode_sub<Block>(row, u, out);
   }
-}
+};
 
 Status not_kquant(const char* op, GgmlType t) {
   return Status::Unsupported(std::string("cuda ") + op + ": unsupported type " + ggml_type_traits(t).name);
@@ -93,15 +54,12 @@ bool is_kquant_type(GgmlType t) {
 }
 
 Status launch_kquant_matvec(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s) {
-  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in));
-  const float* x = p.x + first_token * p.n_in;
-  float* y = p.y + first_token * p.n_out;
-  const unsigned grid = grid_for(p.n_out, kWarpsPerBlock);
-  const bool known = math::visit_kquant_type(p.w_type, [&](auto tag) {
-    using Block = typename decltype(tag)::type;
-    kquant_matvec_kernel<Block><<<grid, 32 * kWarpsPerBlock, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
+  MatvecKernel kernel = nullptr;
+  math::visit_kquant_type(p.w_type, [&](auto tag) {
+    kernel = matvec_kernel<SubBlockDecoder<typename decltype(tag)::type>, kWarpsPerBlock, kMaxTok>;
   });
-  if (!known) return not_kquant("matvec", p.w_type);
+  if (!kernel) return not_kquant("matvec", p.w_type);
+  launch_matvec_kernel(kernel, kWarpsPerBlock, p, first_token, n_tok, s);
   LS_CUDA_CHECK_LAUNCH("kquant_matvec");
   return Status::OK();
 }
@@ -120,12 +78,8 @@ Status launch_kquant_dequant_16(const void* w, GgmlType type, int64_t n_out, int
 }
 
 Status launch_kquant_embedding(const EmbeddingParams& p, cudaStream_t s) {
-  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.type), p.n_embd));
-  const unsigned grid = static_cast<unsigned>(p.n_tokens);
-  const bool known = math::visit_kquant_type(p.type, [&](auto tag) {
-    using Block = typename decltype(tag)::type;
-    kquant_embedding_kernel<Block><<<grid, 128, 0, s>>>(p.table, p.n_vocab, p.n_embd, p.tokens, p.out, rb);
-  });
+  const bool known = math::visit_kquant_type(
+      p.type, [&](auto tag) { launch_embedding_kernel<SubBlockDecoder<typename decltype(tag)::type>>(p, 128, s); });
   if (!known) return not_kquant("embedding", p.type);
   LS_CUDA_CHECK_LAUNCH("kquant_embedding");
   return Status::OK();

@@ -25,57 +25,6 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxTok = static_cast<int>(kMatvecMaxTokens);
 
-__device__ __forceinline__ void finish(float (&acc)[kMaxTok], int n_tok, float* y, int64_t n_out, int64_t o) {
-#pragma unroll
-  for (int t = 0; t < kMaxTok; ++t) {
-    if (t < n_tok) {
-      const float v = warp_sum(acc[t]);
-      if ((threadIdx.x & 31) == 0) y[t * n_out + o] = v;
-    }
-  }
-}
-
-template <int T>
-__global__ void matvec_dense_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, const float* x,
-                                    int n_tok, float* y) {
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (o >= n_out) return;
-  const void* row = static_cast<const uint8_t*>(w) + o * row_bytes;
-  float acc[kMaxTok] = {};
-  for (int64_t i = threadIdx.x & 31; i < n_in; i += 32) {
-    const float wv = load_elem<T>(row, i);
-#pragma unroll
-    for (int t = 0; t < kMaxTok; ++t) {
-      if (t < n_tok) acc[t] += wv * x[t * n_in + i];
-    }
-  }
-  finish(acc, n_tok, y, n_out, o);
-}
-
-template <typename Block>
-__global__ void matvec_block_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, const float* x,
-                                    int n_tok, float* y) {
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (o >= n_out) return;
-  const Block* row = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + o * row_bytes);
-  float acc[kMaxTok] = {};
-  for (int64_t b = threadIdx.x & 31; b < n_in / math::kQK; b += 32) {
-    float dec[math::kQK];
-    math::dequantize_block(row[b], dec);
-#pragma unroll
-    for (int t = 0; t < kMaxTok; ++t) {
-      if (t < n_tok) {
-        const float* xt = x + t * n_in + b * math::kQK;
-        float s = 0;
-#pragma unroll
-        for (int j = 0; j < math::kQK; ++j) s += dec[j] * xt[j];
-        acc[t] += s;
-      }
-    }
-  }
-  finish(acc, n_tok, y, n_out, o);
-}
-
 // Weight element (o, i) -> f16 bits, for the cuBLAS path.
 template <typename Block>
 __global__ void dequant_f16_kernel(const void* w, int64_t n_out, int64_t n_in, int64_t row_bytes, uint16_t* out) {
@@ -122,29 +71,32 @@ __global__ void unscale_y_kernel(float* y, int64_t n_out, int64_t n, const int* 
   if (i < n) y[i] = ldexpf(y[i], exps[i / n_out]);
 }
 
-Status launch_matvec(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s) {
-  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in));
-  const float* x = p.x + first_token * p.n_in;
-  float* y = p.y + first_token * p.n_out;
-  const unsigned grid = grid_for(p.n_out, kWarpsPerBlock);
-  const int threads = 32 * kWarpsPerBlock;
-  switch (p.w_type) {
-    case GgmlType::F32: matvec_dense_kernel<0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y); break;
-    case GgmlType::F16: matvec_dense_kernel<1><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y); break;
-    case GgmlType::BF16: matvec_dense_kernel<30><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y); break;
-    case GgmlType::Q8_0:
-      matvec_block_kernel<math::BlockQ8_0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
-      break;
-    case GgmlType::Q4_0:
-      matvec_block_kernel<math::BlockQ4_0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
-      break;
-    case GgmlType::Q4_1:
-      matvec_block_kernel<math::BlockQ4_1><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
-      break;
-    default:
-      if (is_kquant_type(p.w_type)) return launch_kquant_matvec(p, first_token, n_tok, s);  // kquant.cu
-      return Status::Unsupported("cuda matmul: unsupported weight type");
+template <typename Decoder>
+MatvecKernel matvec_of() {
+  return matvec_kernel<Decoder, kWarpsPerBlock, kMaxTok>;
+}
+
+// The lane-per-block kernel of a dense or Q8_0/Q4_0/Q4_1 weight (the
+// element-wise dense decode, whole blocks otherwise); null for others.
+MatvecKernel matvec_kernel_for(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return matvec_of<DenseDecoder<0>>();
+    case GgmlType::F16: return matvec_of<DenseDecoder<1>>();
+    case GgmlType::BF16: return matvec_of<DenseDecoder<30>>();
+    case GgmlType::Q8_0: return matvec_of<WholeBlockDecoder<math::BlockQ8_0>>();
+    case GgmlType::Q4_0: return matvec_of<WholeBlockDecoder<math::BlockQ4_0>>();
+    case GgmlType::Q4_1: return matvec_of<WholeBlockDecoder<math::BlockQ4_1>>();
+    default: return nullptr;
   }
+}
+
+Status launch_matvec(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s) {
+  const MatvecKernel kernel = matvec_kernel_for(p.w_type);
+  if (!kernel) {
+    if (is_kquant_type(p.w_type)) return launch_kquant_matvec(p, first_token, n_tok, s);  // kquant.cu
+    return Status::Unsupported("cuda matmul: unsupported weight type");
+  }
+  launch_matvec_kernel(kernel, kWarpsPerBlock, p, first_token, n_tok, s);
   LS_CUDA_CHECK_LAUNCH("matvec");
   return Status::OK();
 }

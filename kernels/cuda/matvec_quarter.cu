@@ -42,40 +42,28 @@ __global__ void matvec_quarter_kernel(const void* w, int64_t n_out, int64_t n_in
       }
     }
   }
-#pragma unroll
-  for (int t = 0; t < kMaxTok; ++t) {
-    if (t < n_tok) {
-      const float v = warp_sum(acc[t]);
-      if (lane == 0) y[t * n_out + o] = v;
-    }
+  store_warp_sums(acc, n_tok, y, n_out, o);
+}
+
+MatvecKernel quarter_kernel_for(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return matvec_quarter_kernel<math::BlockQ8_0>;
+    case GgmlType::Q4_0: return matvec_quarter_kernel<math::BlockQ4_0>;
+    case GgmlType::Q4_1: return matvec_quarter_kernel<math::BlockQ4_1>;
+    default: return nullptr;
   }
 }
 
 }  // namespace
 
 bool matvec_quarter_applies(GgmlType t, const float* x) {
-  const bool type_ok = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_1;
-  return type_ok && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return quarter_kernel_for(t) != nullptr && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
 Status launch_matvec_quarter(const MatmulParams& p, int64_t first_token, int n_tok, cudaStream_t s) {
-  const int64_t rb = static_cast<int64_t>(ggml_row_bytes(ggml_type_traits(p.w_type), p.n_in));
-  const float* x = p.x + first_token * p.n_in;
-  float* y = p.y + first_token * p.n_out;
-  const unsigned grid = grid_for(p.n_out, kWarps);
-  const int threads = 32 * kWarps;
-  switch (p.w_type) {
-    case GgmlType::Q8_0:
-      matvec_quarter_kernel<math::BlockQ8_0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
-      break;
-    case GgmlType::Q4_0:
-      matvec_quarter_kernel<math::BlockQ4_0><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
-      break;
-    case GgmlType::Q4_1:
-      matvec_quarter_kernel<math::BlockQ4_1><<<grid, threads, 0, s>>>(p.w, p.n_out, p.n_in, rb, x, n_tok, y);
-      break;
-    default: return Status::Unsupported("cuda matvec_quarter: not a Q8_0/Q4_0/Q4_1 weight");
-  }
+  const MatvecKernel kernel = quarter_kernel_for(p.w_type);
+  if (!kernel) return Status::Unsupported("cuda matvec_quarter: not a Q8_0/Q4_0/Q4_1 weight");
+  launch_matvec_kernel(kernel, kWarps, p, first_token, n_tok, s);
   LS_CUDA_CHECK_LAUNCH("matvec_quarter");
   return Status::OK();
 }

@@ -6,6 +6,7 @@
 #include "kernels/math/fp16.h"
 #include "kernels/math/kquant_blocks.h"
 #include "kernels/math/kquant_encode.h"
+#include "kernels/math/kquant_types.h"
 #include "kernels/math/quant_blocks.h"
 #include "runtime/core/status_macros.h"
 
@@ -140,16 +141,12 @@ Status decode_row(GgmlType type, const void* src, size_t n, float* dst) {
     case GgmlType::Q8_0: decode_blocks<BlockQ8_0>(src, n, dst); break;
     case GgmlType::Q4_0: decode_blocks<BlockQ4_0>(src, n, dst); break;
     case GgmlType::Q4_1: decode_blocks<BlockQ4_1>(src, n, dst); break;
-    case GgmlType::Q5_0: decode_kblocks<BlockQ5_0>(src, n, dst); break;
-    case GgmlType::Q5_1: decode_kblocks<BlockQ5_1>(src, n, dst); break;
-    case GgmlType::Q2_K: decode_kblocks<BlockQ2_K>(src, n, dst); break;
-    case GgmlType::Q3_K: decode_kblocks<BlockQ3_K>(src, n, dst); break;
-    case GgmlType::Q4_K: decode_kblocks<BlockQ4_K>(src, n, dst); break;
-    case GgmlType::Q5_K: decode_kblocks<BlockQ5_K>(src, n, dst); break;
-    case GgmlType::Q6_K: decode_kblocks<BlockQ6_K>(src, n, dst); break;
-    case GgmlType::IQ4_NL: decode_kblocks<BlockIQ4_NL>(src, n, dst); break;
-    case GgmlType::IQ4_XS: decode_kblocks<BlockIQ4_XS>(src, n, dst); break;
-    default: return Status::Internal("decode_row: type marked supported but not handled");
+    default: {
+      // Q5, the K-quants and IQ4.
+      const bool known =
+          visit_kquant_type(type, [&](auto tag) { decode_kblocks<typename decltype(tag)::type>(src, n, dst); });
+      if (!known) return Status::Internal("decode_row: type marked supported but not handled");
+    }
   }
   return Status::OK();
 }

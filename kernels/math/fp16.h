@@ -2,6 +2,7 @@
 // host and device code. Rounding is round-to-nearest-even, as hardware does.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -9,25 +10,15 @@
 
 namespace layerstream::math {
 
-LS_HD uint32_t f32_bits(float f) {
+// The bits of a float and back: the CUDA intrinsics on the device, the
+// standard bit cast on the host.
 #if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
+LS_HD uint32_t f32_bits(float f) { return __float_as_uint(f); }
+LS_HD float f32_from_bits(uint32_t u) { return __uint_as_float(u); }
 #else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
+LS_HD uint32_t f32_bits(float f) { return std::bit_cast<uint32_t>(f); }
+LS_HD float f32_from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 #endif
-}
-
-LS_HD float f32_from_bits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
 
 // binary16 bits -> float (exact: every half is a float).
 LS_HD float f16_to_f32(uint16_t h) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/math/scale_search.h"
 
@@ -178,8 +179,8 @@ SymBlock fit_q6(const float* x, const float* qw) {
 }
 
 // Q5_0 / Q5_1 packing: 5-bit codes c[32] (0..31).
-template <typename Block>
-void pack_q5(const int* c, Block* b) {
+template <typename Block, typename Code>
+void pack_q5(const Code* c, Block* b) {
   uint32_t qh = 0;
   for (int j = 0; j < 16; ++j) {
     b->qs[j] = static_cast<uint8_t>((c[j] & 0xF) | ((c[j + 16] & 0xF) << 4));
@@ -187,6 +188,37 @@ void pack_q5(const int* c, Block* b) {
     qh |= static_cast<uint32_t>(c[j + 16] >> 4) << (j + 16);
   }
   for (int k = 0; k < 4; ++k) b->qh[k] = static_cast<uint8_t>(qh >> (8 * k));
+}
+
+// Q4_0 / Q4_1 / IQ4_NL packing: 4-bit codes L[32], element j in the low
+// nibble of qs[j], element j + 16 in the high one.
+void pack_q4(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+}
+
+// Q4_0, Q4_1, Q5_0 and Q5_1 with importance weights: codes 0..nmax from the
+// weighted search, symmetric (d) or, for the types with an offset m, affine.
+template <typename Block>
+Block quantize_weighted(const float* x, const float* qw, float sigma2) {
+  constexpr bool kAffine = std::is_same_v<Block, BlockQ4_1> || std::is_same_v<Block, BlockQ5_1>;
+  constexpr bool kFiveBit = std::is_same_v<Block, BlockQ5_0> || std::is_same_v<Block, BlockQ5_1>;
+  constexpr int kNmax = kFiveBit ? (kAffine ? 31 : 16) : (kAffine ? 15 : 8);
+  float w[32], min = 0;
+  uint8_t L[32];
+  importance_weights(x, qw, 32, sigma2, w);
+  Block b{};
+  if constexpr (kAffine) {
+    b.d = f32_to_f16(search_affine(32, kNmax, x, w, L, &min, AffineSearch{-0.9f, 0.05f, 36, false}));
+    b.m = f32_to_f16(-min);
+  } else {
+    b.d = f32_to_f16(search_symmetric(32, kNmax, x, w, L));
+  }
+  if constexpr (kFiveBit) {
+    pack_q5(L, &b);
+  } else {
+    pack_q4(L, b.qs);
+  }
+  return b;
 }
 
 // Q4_K / Q5_K scales: 6-bit sc and m of 8 sub-blocks into 12 bytes.
@@ -202,6 +234,26 @@ void pack_k4_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
       s[j] |= static_cast<uint8_t>((m[j] >> 4) << 6);
     }
   }
+}
+
+// Q4_K and Q5_K: affine sub-blocks of 32 with 6-bit scales and mins. Code
+// element l of sub-block s: its low nibble in qs[32 (s / 2) + l] (low half
+// for s even, high for odd); Q5_K's fifth bit is bit s of qh[l].
+template <typename Block>
+Block quantize_k4_like(const float* x, const float* qw, const AffineParams& params) {
+  const AffineBlock f = fit_affine(x, qw, params);
+  Block b{};
+  b.d = f.d;
+  b.dmin = f.dmin;
+  pack_k4_scales(f.sc, f.m, b.scales);
+  for (int s = 0; s < 8; ++s) {
+    for (int l = 0; l < 32; ++l) {
+      const int c = f.L[32 * s + l];
+      b.qs[32 * (s / 2) + l] |= static_cast<uint8_t>((c & 0xF) << (4 * (s % 2)));
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) b.qh[l] |= static_cast<uint8_t>((c >> 4) << s);
+    }
+  }
+  return b;
 }
 
 // IQ4 search of a super-block of `n` elements in groups of 32 (llama.cpp's
@@ -269,49 +321,16 @@ BlockQ5_1 quantize_block_q5_1(const float* x) {
 }
 
 BlockQ4_0 quantize_block_q4_0_weighted(const float* x, const float* qw, float sigma2) {
-  float w[32];
-  uint8_t L[32];
-  importance_weights(x, qw, 32, sigma2, w);
-  BlockQ4_0 b{};
-  b.d = f32_to_f16(search_symmetric(32, 8, x, w, L));
-  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
-  return b;
+  return quantize_weighted<BlockQ4_0>(x, qw, sigma2);
 }
-
 BlockQ4_1 quantize_block_q4_1_weighted(const float* x, const float* qw, float sigma2) {
-  float w[32], min = 0;
-  uint8_t L[32];
-  importance_weights(x, qw, 32, sigma2, w);
-  BlockQ4_1 b{};
-  b.d = f32_to_f16(search_affine(32, 15, x, w, L, &min, AffineSearch{-0.9f, 0.05f, 36, false}));
-  b.m = f32_to_f16(-min);
-  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
-  return b;
+  return quantize_weighted<BlockQ4_1>(x, qw, sigma2);
 }
-
 BlockQ5_0 quantize_block_q5_0_weighted(const float* x, const float* qw, float sigma2) {
-  float w[32];
-  uint8_t L[32];
-  importance_weights(x, qw, 32, sigma2, w);
-  BlockQ5_0 b{};
-  b.d = f32_to_f16(search_symmetric(32, 16, x, w, L));
-  int c[32];
-  for (int j = 0; j < 32; ++j) c[j] = L[j];
-  pack_q5(c, &b);
-  return b;
+  return quantize_weighted<BlockQ5_0>(x, qw, sigma2);
 }
-
 BlockQ5_1 quantize_block_q5_1_weighted(const float* x, const float* qw, float sigma2) {
-  float w[32], min = 0;
-  uint8_t L[32];
-  importance_weights(x, qw, 32, sigma2, w);
-  BlockQ5_1 b{};
-  b.d = f32_to_f16(search_affine(32, 31, x, w, L, &min, AffineSearch{-0.9f, 0.05f, 36, false}));
-  b.m = f32_to_f16(-min);
-  int c[32];
-  for (int j = 0; j < 32; ++j) c[j] = L[j];
-  pack_q5(c, &b);
-  return b;
+  return quantize_weighted<BlockQ5_1>(x, qw, sigma2);
 }
 
 BlockQ2_K quantize_block_q2_k(const float* x, const float* qw) {
@@ -350,33 +369,9 @@ BlockQ3_K quantize_block_q3_k(const float* x, const float* qw) {
   return b;
 }
 
-BlockQ4_K quantize_block_q4_k(const float* x, const float* qw) {
-  const AffineBlock f = fit_affine(x, qw, kQ4K);
-  BlockQ4_K b{};
-  b.d = f.d;
-  b.dmin = f.dmin;
-  pack_k4_scales(f.sc, f.m, b.scales);
-  for (int s = 0; s < 8; ++s) {
-    for (int l = 0; l < 32; ++l) b.qs[32 * (s / 2) + l] |= static_cast<uint8_t>(f.L[32 * s + l] << (4 * (s % 2)));
-  }
-  return b;
-}
+BlockQ4_K quantize_block_q4_k(const float* x, const float* qw) { return quantize_k4_like<BlockQ4_K>(x, qw, kQ4K); }
 
-BlockQ5_K quantize_block_q5_k(const float* x, const float* qw) {
-  const AffineBlock f = fit_affine(x, qw, kQ5K);
-  BlockQ5_K b{};
-  b.d = f.d;
-  b.dmin = f.dmin;
-  pack_k4_scales(f.sc, f.m, b.scales);
-  for (int s = 0; s < 8; ++s) {
-    for (int l = 0; l < 32; ++l) {
-      const int c = f.L[32 * s + l];
-      b.qs[32 * (s / 2) + l] |= static_cast<uint8_t>((c & 0xF) << (4 * (s % 2)));
-      b.qh[l] |= static_cast<uint8_t>((c >> 4) << s);
-    }
-  }
-  return b;
-}
+BlockQ5_K quantize_block_q5_k(const float* x, const float* qw) { return quantize_k4_like<BlockQ5_K>(x, qw, kQ5K); }
 
 BlockQ6_K quantize_block_q6_k(const float* x, const float* qw) {
   const SymBlock f = fit_q6(x, qw);
@@ -398,7 +393,7 @@ BlockIQ4_NL quantize_block_iq4_nl(const float* x, const float* qw) {
   const Iq4Fit f = fit_iq4(x, qw, 32);
   BlockIQ4_NL b{};
   b.d = f.d;
-  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(f.L[j] | (f.L[j + 16] << 4));
+  pack_q4(f.L, b.qs);
   return b;
 }
 
