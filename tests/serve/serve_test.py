@@ -408,9 +408,10 @@ def case_router():
             check(all(f.result()[0] == 200 for f in streams), "every stream succeeded")
         print(f"router: vllm:* metrics present and rising; /health under 8 streams: worst {worst * 1000:.1f} ms")
 
-        # Draining: a running request finishes, /health and new requests get 503.
+        # Draining: a running request (long enough to outlast the checks)
+        # finishes; /health and new requests get 503 meanwhile.
         c = http.client.HTTPConnection("127.0.0.1", p, timeout=60)
-        c.request("POST", "/v1/completions", body=json.dumps({**body, "max_tokens": 60}),
+        c.request("POST", "/v1/completions", body=json.dumps({**body, "max_tokens": 1500}),
                   headers={"Content-Type": "application/json"})
         r = c.getresponse()
         r.readline()
