@@ -17,7 +17,6 @@ routing to the replica whose /health failed.
 sglang round_robin.
 Exit status 1 when any client request failed.
 """
-import argparse
 import concurrent.futures
 import json
 import os
@@ -184,9 +183,7 @@ def throughput(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--model", required=True)
+    ap = rp.parser_with_cli_and_model(__doc__)
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--replica-args", default="--parallel 4", help="flags of every replica (--vram, --ram, ...)")
     ap.add_argument("--gateways", default="sglang:round_robin,sglang:cache_aware,sglang:power_of_two,litellm:least-busy")

@@ -7,12 +7,14 @@ token. Prints per request the TTFT, prompt tokens and cached tokens.
   examples/serve-replicas/repeat_prompt.py --cli build/ci/bin/layerstream \\
       --model ~/.cache/layerstream/models/SmolLM2-135M-Instruct.Q4_1.gguf --tokens 470 --times 3
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "serve"))
 from serve_client import Server, stream  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replicas as rp  # noqa: E402
 
 
 def prompt_of(port, tokens):
@@ -32,9 +34,7 @@ def prompt_of(port, tokens):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--model", required=True)
+    ap = rp.parser_with_cli_and_model(__doc__)
     ap.add_argument("--tokens", type=int, default=470)
     ap.add_argument("--times", type=int, default=3)
     ap.add_argument("--server-args", default="--parallel 2 --ctx 1024")

@@ -4,6 +4,7 @@ Router (in-process, `hosted_vllm/` backends). Shared by start.py and load.py;
 standard library only (the gateways come from the virtual environment that
 start.py --setup makes under build/).
 """
+import argparse
 import os
 import signal
 import subprocess
@@ -139,6 +140,14 @@ def start_replicas(cli, model, n, base_port, per_replica_args, health_timeout=60
             r.stop(10)
         raise
     return replicas
+
+
+def parser_with_cli_and_model(doc):
+    """The scripts' argument parser: --cli LAYERSTREAM and --model FILE."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cli", required=True, help="the layerstream executable")
+    ap.add_argument("--model", required=True, help="the GGUF model every replica serves")
+    return ap
 
 
 def model_id_of(model):
