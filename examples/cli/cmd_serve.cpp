@@ -52,6 +52,11 @@ class ServeCommand : public Command {
         ->capture_default_str();
     sub.add_option("--queue", sched_.queue, "Requests that may wait for a sequence (beyond: 503)")
         ->capture_default_str();
+    sub.add_flag("--no-prefix-cache", no_prefix_cache_,
+                 "Prefill every prompt whole (no reuse of earlier requests' KV)");
+    sub.add_option("--cache-sequences", sched_.cache_sequences,
+                   "KV sequences beyond --parallel that only hold cached prompt prefixes")
+        ->capture_default_str();
     sub.add_option("--api-key", so_.api_key, "Require 'Authorization: Bearer KEY' on /v1/* and /metrics");
     sub.add_option("--max-body", so_.max_body_bytes, "Largest request body in bytes (beyond: 413)")
         ->capture_default_str();
@@ -59,6 +64,8 @@ class ServeCommand : public Command {
         ->capture_default_str();
     sub.add_option("--grace", grace_s_, "Seconds running requests may finish after SIGTERM")
         ->capture_default_str();
+    sub.add_option("--cors-origin", so_.cors_origin,
+                   "Allow browser pages of this origin (e.g. http://localhost:3000, or *) to call the API");
   }
 
   int run() override {
@@ -66,7 +73,9 @@ class ServeCommand : public Command {
     if (sched_.parallel < 1) return usage_error("--parallel must be >= 1");
     if (sched_.queue < 0) return usage_error("--queue must be >= 0");
     if (so_.port < 0 || so_.port > 65535) return usage_error("--port must be in [0, 65535]");
-    mo_.sequences = sched_.parallel;
+    if (sched_.cache_sequences < 0) return usage_error("--cache-sequences must be >= 0");
+    sched_.prefix_cache = !no_prefix_cache_;
+    mo_.sequences = sched_.context_sequences();
     so_.model_id = std::filesystem::path(model_).stem().string();
 
     // Signals go to one thread that shuts the server down in order.
@@ -100,38 +109,72 @@ class ServeCommand : public Command {
 
     auto tmpl = chat_template_of(model_);
     if (!tmpl.ok()) return fail(tmpl.status());
-    // A signal while the model loads cancels the load; once it is open, later
-    // loads (re-plans between passes) must run to the end of what runs.
-    std::atomic<bool> opened{false};
-    mo_.progress = [&](float) { return opened.load() || !stop.load(); };
-    auto model = Model::open(model_, mo_);
-    opened = true;
-    if (!model.ok()) return fail(model.status());
-    auto scheduler = serve::BatchScheduler::create(*model, sched_);
-    if (!scheduler.ok()) return fail(scheduler.status());
-    serve::HttpServer server(*model, **scheduler, std::move(*tmpl), so_);
+    return serve_until_stopped(std::move(*tmpl), stop, mu, live);
+  }
+
+ private:
+  // Listens, loads the model, serves until a signal's shutdown; `live` is
+  // the server the signal thread shuts down (guarded by `mu`).
+  int serve_until_stopped(serve::ChatTemplate tmpl, std::atomic<bool>& stop, std::mutex& mu,
+                          serve::HttpServer*& live) {
+    // Declared before the server: destroyed after its threads have stopped.
+    std::shared_ptr<Model> model;
+    std::unique_ptr<serve::BatchScheduler> scheduler;
+    // The listener comes up before the model loads, so routers see /health
+    // answer 503 ("loading") rather than a refused connection.
+    serve::HttpServer server(std::move(tmpl), so_, sched_);
     if (Status st = server.bind(); !st.ok()) return fail(st);
+    Status http_status;
+    std::thread http([&] { http_status = server.run(); });
+    struct JoinHttp {
+      serve::HttpServer& server;
+      std::thread& t;
+      std::mutex& mu;
+      serve::HttpServer*& live;
+      ~JoinHttp() {
+        {
+          std::lock_guard lock(mu);  // the signal thread no longer reaches the server
+          live = nullptr;
+        }
+        server.shutdown(std::chrono::milliseconds(0));  // a no-op after a signal's drain
+        if (t.joinable()) t.join();
+      }
+    } join_http{server, http, mu, live};
     {
       std::lock_guard lock(mu);
       if (stop) return 0;
       live = &server;
     }
+    LS_LOG_INFO("serve: http://{}:{}/health answers 503 while {} loads", so_.host, server.port(), model_);
+
+    // A signal while the model loads cancels the load; once it is open, later
+    // loads (re-plans between passes) must run to the end of what runs.
+    std::atomic<bool> opened{false};
+    mo_.progress = [&](float) { return opened.load() || !stop.load(); };
+    auto opened_model = Model::open(model_, mo_);
+    opened = true;
+    if (stop) return 0;
+    if (!opened_model.ok()) return fail(opened_model.status());
+    model = *opened_model;
+    auto created = serve::BatchScheduler::create(model, sched_);
+    if (!created.ok()) return fail(created.status());
+    scheduler = std::move(*created);
+    if (!server.serve_model(model, *scheduler)) return 0;  // a signal came first
     std::cout << "listening on http://" << so_.host << ":" << server.port() << " (model " << so_.model_id
-              << ", " << sched_.parallel << " sequences of " << (*scheduler)->n_context() << " positions; "
-              << (*model)->placement() << ")" << std::endl;
-    const Status st = server.run();
-    {
-      std::lock_guard lock(mu);
-      live = nullptr;
-    }
-    if (!st.ok()) return fail(st);
+              << ", " << sched_.parallel << " sequences of " << scheduler->n_context() << " positions"
+              << (sched_.prefix_cache ? ", prefix cache on " + std::to_string(sched_.context_sequences()) +
+                                            " sequences"
+                                      : std::string(", no prefix cache"))
+              << "; " << model->placement() << ")" << std::endl;
+    http.join();
+    if (!http_status.ok()) return fail(http_status);
     LS_LOG_INFO("serve: stopped");
     return 0;
   }
 
- private:
   std::string model_;
   double grace_s_ = 30;
+  bool no_prefix_cache_ = false;
   ModelFlags model_flags_;
   ModelOptions& mo_ = model_flags_.options;
   serve::ServerOptions so_;

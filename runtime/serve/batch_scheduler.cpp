@@ -1,16 +1,19 @@
 #include "runtime/serve/batch_scheduler.h"
 
-#include <random>
+#include <span>
 
 #include "runtime/core/log.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/serve/text_stream.h"
 
 namespace layerstream::serve {
 
-// One sequence of the context and the request it serves.
+// One request being served and the sequence of the context it runs on.
 struct BatchScheduler::Slot {
-  int seq = 0;
+  int seq = -1;
   bool active = false, prefilled = false;
+  int reused = 0;  // prompt tokens whose KV came from the prefix cache
+  PrefixCache::Placement placement;
   GenerationRequest request;
   std::shared_ptr<RequestState> state;
   std::unique_ptr<SamplerChain> sampler;
@@ -18,14 +21,16 @@ struct BatchScheduler::Slot {
   std::vector<int32_t> generated;
   int32_t last = -1;     // the sampled token to decode next
   int batch_index = -1;  // its logits row in the current pass
+  RequestState::Clock::time_point last_token_at;  // inter-token latency
 };
 
 Result<std::unique_ptr<BatchScheduler>> BatchScheduler::create(std::shared_ptr<Model> model,
                                                                const SchedulerOptions& options) {
   if (options.parallel < 1) return Status::InvalidArgument("--parallel must be >= 1");
   if (options.queue < 0) return Status::InvalidArgument("--queue must be >= 0");
+  if (options.cache_sequences < 0) return Status::InvalidArgument("--cache-sequences must be >= 0");
   ContextOptions co;
-  co.sequences = options.parallel;
+  co.sequences = options.context_sequences();
   auto ctx = model->create_context(co);
   if (!ctx.ok()) return ctx.status();
   return std::unique_ptr<BatchScheduler>(new BatchScheduler(std::move(model), std::move(*ctx), options));
@@ -33,12 +38,15 @@ Result<std::unique_ptr<BatchScheduler>> BatchScheduler::create(std::shared_ptr<M
 
 BatchScheduler::BatchScheduler(std::shared_ptr<Model> model, std::unique_ptr<Context> context,
                                const SchedulerOptions& options)
-    : model_(std::move(model)), ctx_(std::move(context)), options_(options), n_ctx_(ctx_->n_context()) {
-  for (int i = 0; i < options.parallel; ++i) {
-    slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->seq = i;
-  }
+    : model_(std::move(model)),
+      ctx_(std::move(context)),
+      options_(options),
+      n_ctx_(ctx_->n_context()),
+      cache_(ctx_->sequences(), options.prefix_cache) {
+  for (int i = 0; i < options.parallel; ++i) slots_.push_back(std::make_unique<Slot>());
   metrics_.parallel = options.parallel;
+  metrics_.sequences = ctx_->sequences();
+  metrics_.n_context = n_ctx_;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -111,10 +119,34 @@ void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
       ++metrics_.requests_failed;
     else
       ++metrics_.requests_finished;
+    if (reason == FinishReason::kStop) ++metrics_.finished_stop;
+    if (reason == FinishReason::kLength) ++metrics_.finished_length;
+    // Its sequence keeps what it decoded: a prefix-cache entry from now on.
+    cache_.release(s.seq);
+    metrics_.kv_busy_tokens = cache_.busy_tokens();
+    metrics_.kv_cached_tokens = cache_.cached_tokens();
   }
   s.state->finish(reason, std::move(error));
   s.active = false;
   s.state.reset();
+}
+
+void BatchScheduler::place(Slot& s) {
+  const std::vector<int32_t>& prompt = s.request.prompt;
+  s.placement = cache_.place(prompt);
+  s.seq = s.placement.seq;
+  s.reused = s.placement.reused;
+  cache_.take(s.seq, std::span(prompt).first(static_cast<size_t>(s.reused)));
+  s.state->set_cached_tokens(s.reused);
+  to_place_.push_back(&s);
+  metrics_.prefix_cache_queries += prompt.size();
+  metrics_.prefix_cache_hits += s.reused;
+}
+
+Status BatchScheduler::apply_placement(Slot& s) {
+  const PrefixCache::Placement& p = s.placement;
+  if (p.source >= 0 && p.source != p.seq) LS_RETURN_IF_ERROR(ctx_->copy_sequence(p.source, p.seq));
+  return ctx_->remove(p.seq, p.reused);
 }
 
 bool BatchScheduler::admit() {
@@ -153,12 +185,11 @@ bool BatchScheduler::admit() {
       s->prefilled = false;
       s->request = std::move(q.request);
       s->state = std::move(q.state);
-      uint64_t seed = s->request.sampling.seed;
       s->sampler = std::make_unique<SamplerChain>(SamplerChain::from(s->request.sampling));
-      (void)seed;
       s->text = std::make_unique<TextStream>(s->request.stop);
       s->generated.clear();
       s->last = -1;
+      place(*s);
       ++metrics_.active;
       admitted = true;
     }
@@ -170,7 +201,22 @@ bool BatchScheduler::admit() {
   }
 }
 
+// The KV edits of this round's admissions, in the order they were placed (a
+// later placement may copy from a sequence an earlier one just filled).
+void BatchScheduler::apply_placements() {
+  for (Slot* sp : to_place_) {
+    Slot& s = *sp;
+    if (!s.active) continue;
+    if (Status st = apply_placement(s); !st.ok()) {
+      cache_.forget(s.seq);
+      end(s, FinishReason::kError, st.message());
+    }
+  }
+  to_place_.clear();
+}
+
 void BatchScheduler::pass() {
+  apply_placements();
   Batch batch;
   std::vector<Slot*> in_pass;
   for (auto& sp : slots_) {
@@ -180,12 +226,9 @@ void BatchScheduler::pass() {
       end(s, FinishReason::kCancelled, "the client disconnected");
       continue;
     }
-    if (!s.prefilled) {
-      if (Status st = ctx_->clear(s.seq); !st.ok()) {
-        end(s, FinishReason::kError, st.message());
-        continue;
-      }
-      batch.add_sequence(s.request.prompt, 0, s.seq);
+    if (!s.prefilled) {  // the prompt after what the prefix cache held
+      const std::vector<int32_t> rest(s.request.prompt.begin() + s.reused, s.request.prompt.end());
+      batch.add_sequence(rest, s.reused, s.seq);
     } else {
       batch.add(s.last, ctx_->position(s.seq), s.seq, true);
     }
@@ -195,36 +238,64 @@ void BatchScheduler::pass() {
   if (batch.empty()) return;
   if (Status st = ctx_->decode(batch); !st.ok()) {
     LS_LOG_ERROR("serve: a pass of {} tokens failed: {}", batch.size(), st.ToString());
-    for (Slot* s : in_pass) end(*s, FinishReason::kError, st.ToString());
+    for (Slot* s : in_pass) {
+      cache_.forget(s->seq);  // what the failed pass left in the KV is unknown
+      end(*s, FinishReason::kError, st.ToString());
+    }
     return;
   }
   const DecodeTotals totals = ctx_->take_decode_totals();
-  int sampled = 0;
-  for (Slot* sp : in_pass) {
-    Slot& s = *sp;
-    s.prefilled = true;
-    const int32_t t = s.sampler->sample(ctx_->logits(s.batch_index));
-    ++sampled;
-    if (t < 0 || model_->is_end_of_generation(t)) {
-      end(s, FinishReason::kStop);
-      continue;
+  uint64_t prefilled = 0;
+  for (Slot* s : in_pass) {
+    if (s->prefilled) {
+      cache_.extend(s->seq, std::span(&s->last, 1));
+    } else {
+      cache_.extend(s->seq, std::span(s->request.prompt).subspan(static_cast<size_t>(s->reused)));
+      prefilled += s->request.prompt.size() - s->reused;
     }
-    s.sampler->accept(t);
-    s.generated.push_back(t);
-    s.last = t;
-    const std::string piece = s.text->update(model_->detokenize(s.generated));
-    if (!piece.empty()) s.state->append(piece, static_cast<int>(s.generated.size()));
-    if (s.text->stopped())
-      end(s, FinishReason::kStop);
-    else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens || ctx_->position(s.seq) >= n_ctx_)
-      end(s, FinishReason::kLength);
+  }
+  std::vector<Latency> latencies;
+  int sampled = 0;
+  for (Slot* s : in_pass) {
+    ++sampled;
+    sample_next(*s, latencies);
   }
   std::lock_guard lock(mu_);
   metrics_.generated_tokens += sampled;
+  metrics_.prefill_tokens += prefilled;
   metrics_.passes += totals.passes;
   metrics_.pass_seconds += totals.measured_s;
   metrics_.efficiency_sum += totals.efficiency_sum;
   metrics_.streamed_bytes += totals.streamed_bytes;
+  for (const Latency& l : latencies)
+    (l.first_token ? metrics_.time_to_first_token : metrics_.inter_token_latency).observe(l.seconds);
+  metrics_.kv_busy_tokens = cache_.busy_tokens();
+  metrics_.kv_cached_tokens = cache_.cached_tokens();
+}
+
+// Samples the slot's next token from this pass's logits, hands its text to
+// the client and ends the request when it is done.
+void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
+  const bool first = !s.prefilled;
+  s.prefilled = true;
+  const int32_t t = s.sampler->sample(ctx_->logits(s.batch_index));
+  if (t < 0 || model_->is_end_of_generation(t)) {
+    end(s, FinishReason::kStop);
+    return;
+  }
+  const auto now = RequestState::Clock::now();
+  latencies.push_back({first, std::chrono::duration<double>(now - (first ? s.state->created() : s.last_token_at))
+                                  .count()});
+  s.last_token_at = now;
+  s.sampler->accept(t);
+  s.generated.push_back(t);
+  s.last = t;
+  const std::string piece = s.text->update(model_->detokenize(s.generated));
+  if (!piece.empty()) s.state->append(piece, static_cast<int>(s.generated.size()));
+  if (s.text->stopped())
+    end(s, FinishReason::kStop);
+  else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens || ctx_->position(s.seq) >= n_ctx_)
+    end(s, FinishReason::kLength);
 }
 
 void BatchScheduler::loop() {

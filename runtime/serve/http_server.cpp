@@ -4,8 +4,9 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <thread>
 
+#include "runtime/serve/metrics_text.h"
 #include "runtime/serve/openai_protocol.h"
 
 namespace layerstream::serve {
@@ -55,17 +56,12 @@ std::string sse(const json& j) { return "data: " + to_text(j) + "\n\n"; }
 
 }  // namespace
 
-HttpServer::HttpServer(std::shared_ptr<Model> model, BatchScheduler& scheduler, ChatTemplate chat_template,
-                       ServerOptions options)
-    : model_(std::move(model)),
-      scheduler_(scheduler),
-      template_(std::move(chat_template)),
-      options_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()) {
-  const SchedulerMetrics m = scheduler_.metrics();
+HttpServer::HttpServer(ChatTemplate chat_template, ServerOptions options, const SchedulerOptions& scheduling)
+    : template_(std::move(chat_template)), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
   // Every running and queued request holds an HTTP thread while it streams;
-  // a few more answer /health, /metrics and refusals.
-  const int threads = options_.http_threads > 0 ? options_.http_threads : m.parallel + scheduler_.queue_capacity() + 8;
+  // a few more answer /health, /metrics, /load and refusals.
+  const int threads =
+      options_.http_threads > 0 ? options_.http_threads : scheduling.parallel + scheduling.queue + 8;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   http_->set_payload_max_length(options_.max_body_bytes);
   routes();
@@ -87,15 +83,27 @@ Status HttpServer::bind() {
 }
 
 Status HttpServer::run() {
-  const bool ok = stopping_ || http_->listen_after_bind();
+  const bool ok = phase_ == ServerPhase::kDraining || http_->listen_after_bind();
   finished_ = true;
   if (!ok) return Status::IOError("the HTTP listener on port " + std::to_string(port_) + " failed");
   return Status::OK();
 }
 
+bool HttpServer::serve_model(std::shared_ptr<Model> model, BatchScheduler& scheduler) {
+  std::lock_guard lock(phase_mu_);
+  if (phase_ == ServerPhase::kDraining) return false;
+  model_ = std::move(model);
+  scheduler_.store(&scheduler, std::memory_order_release);
+  phase_ = ServerPhase::kServing;
+  return true;
+}
+
 void HttpServer::shutdown(std::chrono::milliseconds grace) {
-  stopping_ = true;
-  scheduler_.drain(grace);
+  {
+    std::lock_guard lock(phase_mu_);
+    phase_ = ServerPhase::kDraining;  // /health says 503 from here on
+  }
+  if (BatchScheduler* sched = scheduler()) sched->drain(grace);
   // Running streams have ended; give their handlers a moment to send the end.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // stop() is a no-op until the listener runs: repeat until run() returned.
@@ -105,14 +113,37 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   }
 }
 
+int HttpServer::load() const {
+  const BatchScheduler* sched = scheduler();
+  if (!sched) return 0;
+  const SchedulerMetrics m = sched->metrics();
+  return m.active + m.queued;
+}
+
 void HttpServer::routes() {
   install_guards();
   httplib::Server& s = *http_;
-  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
+  // What routers poll: only a 2xx /health gets requests sent here.
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const ServerPhase phase = phase_.load();
+    if (phase != ServerPhase::kServing) res.status = 503;
+    res.set_content(phase == ServerPhase::kServing   ? R"({"status":"ok"})"
+                    : phase == ServerPhase::kLoading ? R"({"status":"loading"})"
+                                                     : R"({"status":"draining"})",
+                    "application/json");
+  });
+  s.Get("/load", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(to_text({{"server_load", load()}}), "application/json");
+  });
+  s.Get("/get_load", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(to_text({{"load", load()}}), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics(), "text/plain; version=0.0.4");
+    const BatchScheduler* sched = scheduler();
+    const HttpCounters http{http_requests_.load(), http_errors_.load(),
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()};
+    res.set_content(render_metrics(sched ? sched->metrics() : SchedulerMetrics{}, http, options_.model_id),
+                    "text/plain; version=0.0.4");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const json body = {{"object", "list"},
@@ -126,6 +157,20 @@ void HttpServer::routes() {
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+  if (!options_.cors_origin.empty()) cors_routes();
+}
+
+// A browser page on another origin may call us: every response names the
+// allowed origin, and preflight OPTIONS requests get the methods and headers.
+void HttpServer::cors_routes() {
+  httplib::Server& s = *http_;
+  s.set_default_headers({{"Access-Control-Allow-Origin", options_.cors_origin}, {"Vary", "Origin"}});
+  s.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.set_header("Access-Control-Max-Age", "86400");
+  });
 }
 
 // The API key check, and our error body for what the routes do not answer.
@@ -133,7 +178,10 @@ void HttpServer::install_guards() {
   httplib::Server& s = *http_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     ++http_requests_;
-    if (options_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // Routers' probes and CORS preflights (browsers send them without credentials) need no key.
+    const bool open = req.path == "/health" || req.path == "/load" || req.path == "/get_load" ||
+                      req.method == "OPTIONS";
+    if (options_.api_key.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     if (auth != "Bearer " + options_.api_key) {
       send_error(res, error_of(401,
@@ -189,11 +237,16 @@ std::optional<ApiError> HttpServer::prompt_tokens(CompletionParams& p, bool chat
 }
 
 void HttpServer::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+  BatchScheduler* sched = scheduler();
+  if (!sched)
+    return send_error(res, error_of(503, "the model is still loading; retry when /health answers 200",
+                                    "server_loading", "server_loading"));
+  BatchScheduler& scheduler = *sched;
   CompletionParams p;
   if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
   std::vector<int32_t> tokens;
   if (auto e = prompt_tokens(p, chat, tokens)) return send_error(res, *e);
-  const int n_ctx = scheduler_.n_context();
+  const int n_ctx = scheduler.n_context();
   const int room = n_ctx - static_cast<int>(tokens.size());
   GenerationRequest g;
   g.prompt = std::move(tokens);
@@ -211,7 +264,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
     res.set_content(to_text(completion_response(ids, chat, none)), "application/json");
     return;
   }
-  auto state = scheduler_.submit(std::move(g));
+  auto state = scheduler.submit(std::move(g));
   if (!state.ok()) return send_error(res, error_of(state.status()));
   const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
                         unix_seconds()};
@@ -264,7 +317,7 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
             if (include_usage) {
               json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);
               u["choices"] = json::array();
-              u["usage"] = usage_json(c.prompt_tokens, c.completion_tokens);
+              u["usage"] = usage_json(c);
               out += sse(u);
             }
           }
@@ -280,43 +333,6 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
       [st](bool success) {
         if (!success) st->cancel();  // the client went away: free its sequence
       });
-}
-
-std::string HttpServer::render_metrics() const {
-  const SchedulerMetrics m = scheduler_.metrics();
-  std::ostringstream o;
-  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
-    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
-      << name << ' ' << value << '\n';
-  };
-  o << "# HELP layerstream_requests_total Generation requests by outcome.\n# TYPE layerstream_requests_total "
-       "counter\n";
-  o << "layerstream_requests_total{outcome=\"submitted\"} " << m.requests_submitted << '\n';
-  o << "layerstream_requests_total{outcome=\"finished\"} " << m.requests_finished << '\n';
-  o << "layerstream_requests_total{outcome=\"cancelled\"} " << m.requests_cancelled << '\n';
-  o << "layerstream_requests_total{outcome=\"failed\"} " << m.requests_failed << '\n';
-  o << "layerstream_requests_total{outcome=\"rejected\"} " << m.requests_rejected << '\n';
-  metric("layerstream_http_requests_total", "counter", "HTTP requests received.", http_requests_.load());
-  metric("layerstream_http_errors_total", "counter", "HTTP responses with a 4xx/5xx status.",
-         http_errors_.load());
-  metric("layerstream_queue_length", "gauge", "Requests waiting for a sequence.", m.queued);
-  metric("layerstream_active_sequences", "gauge", "Sequences generating now.", m.active);
-  metric("layerstream_sequences", "gauge", "Sequences (--parallel).", m.parallel);
-  metric("layerstream_prompt_tokens_total", "counter", "Prompt tokens of submitted requests.",
-         m.prompt_tokens);
-  metric("layerstream_generated_tokens_total", "counter", "Tokens generated.", m.generated_tokens);
-  metric("layerstream_passes_total", "counter", "Passes over the layers.", m.passes);
-  metric("layerstream_pass_seconds_total", "counter", "Time spent in passes.", m.pass_seconds);
-  metric("layerstream_tokens_per_second", "gauge", "Generated tokens per second of pass time.",
-         m.pass_seconds > 0 ? m.generated_tokens / m.pass_seconds : 0.0);
-  metric("layerstream_streamed_bytes_total", "counter", "Bytes streamed to the device.", m.streamed_bytes);
-  metric("layerstream_bytes_streamed_per_token", "gauge", "Streamed bytes per generated token.",
-         m.generated_tokens ? double(m.streamed_bytes) / m.generated_tokens : 0.0);
-  metric("layerstream_overlap_efficiency", "gauge", "Mean pass lower bound / measured pass time.",
-         m.passes ? m.efficiency_sum / m.passes : 0.0);
-  metric("layerstream_uptime_seconds", "gauge", "Seconds since start.",
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
-  return o.str();
 }
 
 }  // namespace layerstream::serve

@@ -1,16 +1,25 @@
 // The OpenAI-compatible HTTP front end of `layerstream serve` (cpp-httplib):
 // POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
-// GET /v1/models, /health and /metrics (Prometheus text). Requests become
-// GenerationRequests on a BatchScheduler; a client that goes away cancels its
-// request, which frees its sequence.
+// GET /v1/models, /metrics (Prometheus text: layerstream_* and the vllm:*
+// names gateways scrape), and for routers /health (200 only while requests
+// are admitted: 503 while the model loads and while draining), /load and
+// /get_load (running + waiting requests). Requests become GenerationRequests
+// on a BatchScheduler; a client that goes away cancels its request, which
+// frees its sequence. None of the GET routes waits for a pass: they read
+// atomics and the scheduler's counters, so they answer under full load.
 //
-// Thread safety: run() blocks on the calling thread; shutdown() may be called
-// from any thread (it drains the scheduler, then stops the listener).
+// Life: construct, bind(), run() (on a thread of its own while the model
+// loads: /health says 503), serve_model() once the model is open, then
+// shutdown() from any thread.
+//
+// Thread safety: run() blocks on the calling thread; serve_model() and
+// shutdown() may be called from any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,12 +47,16 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;  // larger bodies get 413
   int default_max_tokens = 256;     // when a request gives none (capped by the context)
   int http_threads = 0;             // 0: enough for every sequence and queued request
+  std::string cors_origin;          // non-empty: Access-Control-Allow-Origin, and OPTIONS preflights
 };
+
+// What /health says: requests are admitted only while serving.
+enum class ServerPhase { kLoading, kServing, kDraining };
 
 class HttpServer {
  public:
-  HttpServer(std::shared_ptr<Model> model, BatchScheduler& scheduler, ChatTemplate chat_template,
-             ServerOptions options);
+  // `scheduling`: the scheduler's options, to size the HTTP thread pool.
+  HttpServer(ChatTemplate chat_template, ServerOptions options, const SchedulerOptions& scheduling);
   ~HttpServer();
 
   // Binds host:port (IOError naming them when it cannot), then serves until
@@ -51,9 +64,15 @@ class HttpServer {
   Status bind();
   Status run();
   int port() const { return port_; }
-  // Stops accepting new generation requests (they get 503), lets running
-  // ones finish for up to `grace`, then stops the listener; run() returns.
+  // The model is open: generation requests are admitted from now on.
+  // `scheduler` must outlive run(). False (nothing served) when shutdown()
+  // came first.
+  bool serve_model(std::shared_ptr<Model> model, BatchScheduler& scheduler);
+  // Stops accepting new generation requests (they get 503, and so does
+  // /health), lets running ones finish for up to `grace`, then stops the
+  // listener; run() returns.
   void shutdown(std::chrono::milliseconds grace);
+  ServerPhase phase() const { return phase_.load(); }
 
  private:
   void routes();
@@ -63,15 +82,20 @@ class HttpServer {
   std::optional<ApiError> prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens);
   void stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids, bool chat,
                        bool include_usage);
-  std::string render_metrics() const;
+  void cors_routes();
+  // The scheduler while serving or draining; null while the model loads.
+  BatchScheduler* scheduler() const { return scheduler_.load(std::memory_order_acquire); }
+  int load() const;  // running + waiting requests
 
-  std::shared_ptr<Model> model_;
-  BatchScheduler& scheduler_;
+  std::shared_ptr<Model> model_;                 // set before scheduler_
+  std::atomic<BatchScheduler*> scheduler_{nullptr};
   ChatTemplate template_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
-  std::atomic<bool> stopping_{false}, finished_{false};
+  std::mutex phase_mu_;  // serve_model() against shutdown()
+  std::atomic<ServerPhase> phase_{ServerPhase::kLoading};
+  std::atomic<bool> finished_{false};
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> http_requests_{0}, http_errors_{0};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -162,10 +162,11 @@ std::optional<ApiError> parse_completion_request(const std::string& body, bool c
   return std::nullopt;
 }
 
-json usage_json(int prompt_tokens, int completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+json usage_json(const RequestState::Chunk& c) {
+  return {{"prompt_tokens", c.prompt_tokens},
+          {"completion_tokens", c.completion_tokens},
+          {"total_tokens", c.prompt_tokens + c.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
 }
 
 namespace {
@@ -183,7 +184,7 @@ json completion_response(const ResponseIds& ids, bool chat, const RequestState::
           {"created", ids.created},
           {"model", ids.model},
           {"choices", json::array({choice})},
-          {"usage", usage_json(all.prompt_tokens, all.completion_tokens)}};
+          {"usage", usage_json(all)}};
 }
 
 json stream_chunk(const ResponseIds& ids, bool chat, const std::string& text, bool first,

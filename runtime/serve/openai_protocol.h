@@ -51,6 +51,8 @@ nlohmann::json completion_response(const ResponseIds& ids, bool chat, const Requ
 // `first` (chat) adds the assistant role to the delta.
 nlohmann::json stream_chunk(const ResponseIds& ids, bool chat, const std::string& text, bool first,
                             FinishReason reason);
-nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// OpenAI's usage object; prompt_tokens_details.cached_tokens: the prompt
+// tokens the prefix cache supplied (not prefilled).
+nlohmann::json usage_json(const RequestState::Chunk& c);
 
 }  // namespace layerstream::serve

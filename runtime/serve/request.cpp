@@ -18,6 +18,11 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
+void RequestState::set_cached_tokens(int n) {
+  std::lock_guard lock(mu_);
+  cached_tokens_ = n;
+}
+
 void RequestState::append(const std::string& text, int completion_tokens) {
   {
     std::lock_guard lock(mu_);
@@ -48,6 +53,7 @@ bool RequestState::next(Chunk& out, std::chrono::milliseconds timeout) {
   out.error = error_;
   out.prompt_tokens = prompt_tokens_;
   out.completion_tokens = completion_tokens_;
+  out.cached_tokens = cached_tokens_;
   return true;
 }
 
@@ -61,6 +67,7 @@ RequestState::Chunk RequestState::wait_all() {
     all.error = c.error;
     all.prompt_tokens = c.prompt_tokens;
     all.completion_tokens = c.completion_tokens;
+    all.cached_tokens = c.cached_tokens;
   }
   return all;
 }

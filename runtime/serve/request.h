@@ -40,11 +40,13 @@ class RequestState {
     FinishReason reason = FinishReason::kNone;
     std::string error;
     int prompt_tokens = 0, completion_tokens = 0;
+    int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
   };
 
   explicit RequestState(int prompt_tokens) : prompt_tokens_(prompt_tokens), created_(Clock::now()) {}
 
   // Scheduler side.
+  void set_cached_tokens(int n);
   void append(const std::string& text, int completion_tokens);
   void finish(FinishReason reason, std::string error = {});
 
@@ -66,7 +68,7 @@ class RequestState {
   FinishReason reason_ = FinishReason::kNone;
   std::string error_;
   const int prompt_tokens_;
-  int completion_tokens_ = 0;
+  int completion_tokens_ = 0, cached_tokens_ = 0;
   const Clock::time_point created_;
 };
 
