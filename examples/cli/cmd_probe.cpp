@@ -112,7 +112,7 @@ class ProbeCommand : public Command {
     if (!r.ok()) return fail(r.status());
     std::cout << planning::format_probe_table(*r);
     if (!json_path_.empty()) {
-      if (Status s = write_json_file(json_path_, bench::to_json(*r)); !s.ok()) return fail(s);
+      if (Status s = write_json_file(json_path_, planning::to_json(*r)); !s.ok()) return fail(s);
       std::cout << "wrote " << json_path_ << " (use it with `bench --box " << json_path_ << "`)\n";
     }
     return kExitOk;
