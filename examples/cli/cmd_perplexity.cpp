@@ -32,7 +32,7 @@ int default_pass_tokens(uint32_t n_vocab, int n_ctx) {
 class PerplexityCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file")->required();
+    add_model_arg(sub, model_)->required();
     sub.add_option("-f,--file", text_file_, "Text file to score")->required();
     sub.add_option("--ctx", ctx_, "Tokens per window")->capture_default_str();
     sub.add_option("--chunks", chunks_, "Windows to score (-1: all that fit)")->capture_default_str();
@@ -40,10 +40,10 @@ class PerplexityCommand : public Command {
     sub.add_option("--vram", vram_,
                    "Device memory budget (e.g. 200MiB); below the model size streams layers");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
-    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
+    add_kv_type_flag(sub, kv_type_);
     sub.add_option("--strategy", strategy_, "resident, serial, overlap, planned or host")->capture_default_str();
-    sub.add_option("--json", json_, "Write the result as JSON to FILE (key \"perplexity\")");
-    sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
+    add_json_flag(sub, json_, "Write the result as JSON to FILE (key \"perplexity\")");
+    add_exact_flag(sub, exact_);
     device_.add_to(sub);
   }
 
