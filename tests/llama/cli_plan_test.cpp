@@ -43,9 +43,8 @@ std::string write_box(TempDir& dir) {
 
 std::string make_model(TempDir& dir, const std::string& extra = "") {
   const std::string model = dir.file("m.gguf");
-  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
-                         "--dtype f32 --ctx 128 --seed " + std::to_string(testing::fresh_seed() % 100000) + extra);
-  EXPECT_EQ(mk.exit_code, 0) << mk.err;
+  EXPECT_TRUE(testing::cli_example_model(model, "--layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 --dtype f32 "
+                                                "--ctx 128 --seed " + std::to_string(testing::fresh_seed() % 100000) + extra));
   return model;
 }
 
