@@ -32,6 +32,20 @@ function(layerstream_add_test)
   endif()
 endfunction()
 
+# layerstream_add_cli_test(NAME <name> SOURCES <files...> LABELS <...> [TIMEOUT <seconds>] [LIBS <targets...>])
+# A suite that runs the `layerstream` CLI (tests/common/cli.h run_cli): as
+# layerstream_add_test, with LAYERSTREAM_CLI_PATH set to the CLI binary and
+# the CLI built first. Nothing when the CLI is not part of the build.
+function(layerstream_add_cli_test)
+  if(NOT TARGET layerstream_cli)
+    return()
+  endif()
+  cmake_parse_arguments(T "" "NAME" "" ${ARGN})
+  layerstream_add_test(${ARGN})
+  target_compile_definitions(${T_NAME} PRIVATE LAYERSTREAM_CLI_PATH="$<TARGET_FILE:layerstream_cli>")
+  add_dependencies(${T_NAME} layerstream_cli)
+endfunction()
+
 # layerstream_add_bench(NAME <name> SOURCES <files...> [LIBS <targets...>] [SMOKE_ARGS <args...>])
 # Builds a Google Benchmark executable and registers a short run of it under
 # the bench-smoke label (proves it runs; figures come from full runs).

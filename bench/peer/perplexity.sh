@@ -14,13 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TEXT=${1:-/usr/share/common-licenses/GPL-3}
-CTX=${CTX:-256}
-CHUNKS=${CHUNKS:-4}
+source bench/peer/settings.sh  # CTX, CHUNKS, THREADS, PEER, MODELS
 BATCH=${BATCH:-32}
-THREADS=${THREADS:-$(nproc)}
 LS=${LAYERSTREAM:-build/dev/bin/layerstream}
-PEER=${LAYERSTREAM_PEER:-$HOME/.cache/layerstream/llama.cpp}/build/bin
-MODELS=${LAYERSTREAM_MODELS:-$HOME/.cache/layerstream/models}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -26,15 +26,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 TEXT=${1:-/usr/share/common-licenses/GPL-3}
 TYPES=${TYPES:-"Q4_K_M Q5_K_M Q3_K_M Q2_K Q6_K IQ4_XS"}
-CTX=${CTX:-256}
-CHUNKS=${CHUNKS:-4}
+source bench/peer/settings.sh  # CTX, CHUNKS, THREADS, PEER, MODELS
 SPEED_SIZE=${SPEED_SIZE:-4GiB}
 IMATRIX=${IMATRIX:-1}
 QUALITY=${QUALITY:-1}
-THREADS=${THREADS:-$(nproc)}
 LS=${LAYERSTREAM:-build/ci/bin/layerstream}
-PEER=${LAYERSTREAM_PEER:-$HOME/.cache/layerstream/llama.cpp}/build/bin
-MODELS=${LAYERSTREAM_MODELS:-$HOME/.cache/layerstream/models}
 WORK=${WORK:-$(mktemp -d /var/tmp/quantize-vs.XXXXXX)}
 trap 'rm -rf "$WORK"' EXIT
 

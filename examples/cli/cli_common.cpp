@@ -34,6 +34,31 @@ std::vector<CommandSpec>& command_registry() {
   return registry;
 }
 
+CLI::Option* add_model_arg(CLI::App& sub, std::string& path, const std::string& help) {
+  return sub.add_option("model", path, help);
+}
+
+void add_model_or_shape_args(CLI::App& sub, std::string& model, std::string& shape, const std::string& use) {
+  add_model_arg(sub, model, "GGUF model file (or --shape)");
+  sub.add_option("--shape", shape,
+                 "With --box: " + use + " a model described by its shape, no file (llama-70b-q4_k_m, or "
+                 "layers=80,hidden=8192,ffn=28672,heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m)");
+}
+
+void add_json_flag(CLI::App& sub, std::string& path, const std::string& help) { sub.add_option("--json", path, help); }
+
+void add_kv_type_flag(CLI::App& sub, std::string& kv_type) {
+  sub.add_option("--kv-type", kv_type, "KV cache type: f32 or f16")->capture_default_str();
+}
+
+void add_io_flag(CLI::App& sub, std::string& io) {
+  sub.add_option("--io", io, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+}
+
+void add_exact_flag(CLI::App& sub, bool& exact) {
+  sub.add_flag("--exact", exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
+}
+
 void DeviceFlags::add_to(CLI::App& sub) {
   sub.add_option("--backend", backend, "auto, host or cuda")->capture_default_str();
   sub.add_option("--sim-link", sim_link_gbps, "Host backend: throttle H2D copies to GBPS (0 = off)");
@@ -73,7 +98,7 @@ void ModelFlags::add_to(CLI::App& sub, const std::string& ctx_help) {
   sub.add_option("--ram", ram, "Pinned RAM budget for RAM-tier layers (default 0: stream from disk)");
   sub.add_option("--backend", backend, "auto, host or cuda")->capture_default_str();
   sub.add_option("--sim-link", options.sim_link_gbps, "Host backend: throttle H2D copies to GB/s (0 = off)");
-  sub.add_option("--io", io, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
+  add_io_flag(sub, io);
   sub.add_option("--staging", staging,
                  "auto, or always: device memory only copies reach, disk reads through pinned staging buffers "
                  "(the GPU path, on the host backend)")
@@ -83,8 +108,8 @@ void ModelFlags::add_to(CLI::App& sub, const std::string& ctx_help) {
   sub.add_option("--host-factor", options.host_compute_factor,
                  "Hybrid execution: a block's host compute time before measurement, as a multiple of its device "
                  "time (1 on the host backend; 0 = planned keeps blocks on the device)");
-  sub.add_flag("--exact", options.exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
-  sub.add_option("--kv-type", kv_type, "KV cache type: f32 or f16")->capture_default_str();
+  add_exact_flag(sub, options.exact);
+  add_kv_type_flag(sub, kv_type);
   sub.add_option("--strategy", strategy,
                  "resident, serial, overlap, planned or host (planned also chooses host / split sites with "
                  "--host-factor)")

@@ -47,6 +47,22 @@ struct CommandRegistrar {
   }
 };
 
+// Flags several commands take, each declared in one place so that its name
+// and help read the same in every command.
+// The positional model file; `help` says what may stand in for it.
+CLI::Option* add_model_arg(CLI::App& sub, std::string& path, const std::string& help = "GGUF model file");
+// The model file, or --shape: a model described by its shape, no file
+// (with --box); `use` is what the command does with it ("predict for").
+void add_model_or_shape_args(CLI::App& sub, std::string& model, std::string& shape, const std::string& use);
+// --json FILE: where the machine-readable result goes.
+void add_json_flag(CLI::App& sub, std::string& path, const std::string& help = "Write the result as JSON to FILE");
+// --kv-type f32|f16.
+void add_kv_type_flag(CLI::App& sub, std::string& kv_type);
+// --io auto|uring|pread|buffered: the disk read path.
+void add_io_flag(CLI::App& sub, std::string& io);
+// --exact: f32-activation matmuls on the host backend.
+void add_exact_flag(CLI::App& sub, bool& exact);
+
 // The device flags shared by commands that open a device directly (probe,
 // bench): --backend, --sim-link, --host-threads.
 struct DeviceFlags {

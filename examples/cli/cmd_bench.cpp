@@ -37,15 +37,12 @@ namespace {
 class BenchCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file (or --shape)");
-    sub.add_option("--shape", shape_,
-                   "With --box: predict for a model described by its shape, no file (llama-70b-q4_k_m, or "
-                   "layers=80,hidden=8192,ffn=28672,heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m)");
+    add_model_or_shape_args(sub, model_, shape_, "predict for");
     sub.add_flag("--predict-only", predict_only_, "With --box: print the profile's prediction, run nothing");
     sub.add_option("--vram", vram_, "Device memory budget (default: half the model)");
     sub.add_option("--ram", ram_, "Pinned host RAM budget for RAM-tier layers and staging")->capture_default_str();
     device_.add_to(sub);
-    sub.add_option("--io", io_, "Disk I/O path: auto, uring, pread, buffered")->capture_default_str();
+    add_io_flag(sub, io_);
     sub.add_option("--staging-chunk", staging_chunk_,
                    "Staged disk path: bytes per staging buffer / read (default: the --box probe's best, else 4MiB)");
     sub.add_option("--staging-buffers", staging_buffers_, "Staged disk path: staging buffers = reads in flight")
@@ -58,8 +55,8 @@ class BenchCommand : public Command {
                    "Decode: every pass at this context position (attention over POS cached positions; "
                    "-1: positions advance from 0)")
         ->capture_default_str();
-    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
-    sub.add_flag("--exact", exact_, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
+    add_kv_type_flag(sub, kv_type_);
+    add_exact_flag(sub, exact_);
     sub.add_option("--passes", passes_, "Measured passes per strategy")->capture_default_str();
     sub.add_option("--warmup", warmup_, "Warm-up passes per strategy")->capture_default_str();
     sub.add_option("--strategies", strategies_,
@@ -76,7 +73,7 @@ class BenchCommand : public Command {
     sub.add_option("--box", box_,
                    "Box profile (`layerstream probe --json`, or written by hand: docs/BOX_PROFILE.md): seeds link/disk "
                    "GB/s and predicts each strategy from its figures");
-    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    add_json_flag(sub, json_path_);
     sub.add_option("--trace", trace_path_, "Write a Chrome trace-event JSON (Perfetto) to FILE");
     sub.add_option("--report", report_path_, "Write a self-contained HTML report to FILE");
   }

@@ -39,7 +39,7 @@ class ExampleModelCommand : public Command {
     sub.add_flag("--rope-freqs", spec_.rope_freqs, "llama: add Llama 3.1 RoPE frequency factors");
     sub.add_option("--sliding-window", spec_.sliding_window, "gemma3: sliding-window width of the local layers");
     sub.add_option("--threads", threads_, "Generator threads (0: all cores, at most 8)");
-    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    add_json_flag(sub, json_path_);
     shape_opts_ = {"--layers", "--hidden", "--ffn", "--heads", "--kv-heads", "--vocab", "--ctx"};
     sub_ = &sub;
   }

@@ -30,7 +30,7 @@ class InspectCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
     sub.add_option("file", path_, "GGUF model file")->required();
-    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    add_json_flag(sub, json_path_);
     sub.add_flag("--metadata", show_metadata_, "Also list every metadata key");
   }
 

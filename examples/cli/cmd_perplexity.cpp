@@ -33,11 +33,11 @@ int default_pass_tokens(uint32_t n_vocab, int n_ctx) {
 class PerplexityCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file")->required();
+    add_model_arg(sub, model_)->required();
     sub.add_option("-f,--file", text_file_, "Text file to score")->required();
     sub.add_option("--chunks", chunks_, "Windows to score (-1: all that fit)")->capture_default_str();
     sub.add_option("--prefill-chunk", prefill_chunk_, "Max tokens of one pass (0: from the vocabulary size, <= ctx)");
-    sub.add_option("--json", json_, "Write the result as JSON to FILE (key \"perplexity\")");
+    add_json_flag(sub, json_, "Write the result as JSON to FILE (key \"perplexity\")");
     flags_.add_to(sub, "Tokens per window (0: 512)");
   }
 

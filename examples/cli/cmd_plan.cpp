@@ -18,13 +18,10 @@ namespace {
 class PlanCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file (or --shape)");
-    sub.add_option("--shape", po_.shape,
-                   "With --box: plan a model described by its shape, no file (llama-70b-q4_k_m, or "
-                   "layers=80,hidden=8192,ffn=28672,heads=64,kv_heads=8,vocab=128256,dtype=q4_k_m)");
+    add_model_or_shape_args(sub, model_, po_.shape, "plan");
     sub.add_option("--ctx", po_.context, "Context length (0: min(model, 2048))");
     sub.add_option("--batch", po_.sequences, "Sequences decoded together")->capture_default_str();
-    sub.add_option("--kv-type", kv_type_, "KV cache type: f32 or f16")->capture_default_str();
+    add_kv_type_flag(sub, kv_type_);
     sub.add_option("--prefill-chunk", po_.prefill_chunk, "Max tokens of one pass")->capture_default_str();
     sub.add_option("--box", po_.box, "`layerstream probe --json` file with the box's figures (default: measure now)");
     sub.add_option("--vram", vram_, "Answer for this one device budget (e.g. 512MiB)");
@@ -33,8 +30,8 @@ class PlanCommand : public Command {
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
     sub.add_option("--sim-link", po_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
     sub.add_option("--host-threads", po_.host_threads, "Host backend compute threads (0 = all cores)");
-    sub.add_option("--io", io_, "Disk reads: auto, uring, pread, buffered")->capture_default_str();
-    sub.add_option("--json", json_, "Write the plan as JSON to FILE");
+    add_io_flag(sub, io_);
+    add_json_flag(sub, json_, "Write the plan as JSON to FILE");
     sub.add_option("--decode-pos", po_.decode_position,
                    "Predict decode at this context position (attention over it; default: the middle of --ctx)");
   }

@@ -3,11 +3,16 @@
 // device memory, and the host site: RAM read bandwidth and CPU matmul rates
 // per type), prints a table and optionally writes the box profile JSON
 // (docs/BOX_PROFILE.md) that `bench --box`, `plan --box` and `run --box` take.
+#include <cstdio>
 #include <iostream>
+#include <string>
+#include <tuple>
+#include <utility>
 
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
 #include "runtime/planning/box_probe.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cli {
 namespace {
@@ -46,67 +51,13 @@ class ProbeCommand : public Command {
     sub.add_flag("--quick", quick_,
                  "Fewer, shorter points (~15 s): 0.1 s each, 2 H2D chunk sizes, 256 MiB of disk, no staging sweep, "
                  "device types q8_0,q4_0 and host types q8_0,q4_k,q6_k unless given");
-    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    add_json_flag(sub, json_path_);
   }
 
   int run() override {
-    planning::ProbeOptions o;
-    auto device = device_.options();
-    if (!device.ok()) return usage_error(device.status().message());
-    o.device = *device;
-    if (!(seconds_ > 0 && seconds_ <= 60)) return usage_error("--seconds must be in (0, 60]");
-    o.seconds_per_point = seconds_;
-    o.disk = !no_disk_;
-    o.disk_file = disk_;
-    auto db = parse_size_flag("--disk-bytes", disk_bytes_);
-    if (!db.ok()) return usage_error(db.status().message());
-    o.disk_region_bytes = *db;
-    auto sb = parse_size_flag("--scratch-size", scratch_bytes_);
-    if (!sb.ok()) return usage_error(sb.status().message());
-    o.scratch_bytes = *sb;
-    o.compute = !no_compute_;
-    long long n_out = 0, n_in = 0;
-    char x = 0;
-    if (std::sscanf(matmul_.c_str(), "%lld%c%lld", &n_out, &x, &n_in) != 3 || (x != 'x' && x != 'X') || n_out <= 0 ||
-        n_in <= 0 || n_in % 32 != 0)
-      return usage_error("--matmul: expected N_OUTxN_IN with N_IN a multiple of 32, got '" + matmul_ + "'");
-    o.matmul_n_out = n_out;
-    o.matmul_n_in = n_in;
-    o.prefill_tokens = prefill_tokens_;
-    auto types = parse_types("--types", types_);
-    if (!types.ok()) return usage_error(types.status().message());
-    o.types = *types;
-    o.host = !no_host_;
-    auto host_types = parse_types("--host-types", host_types_);
-    if (!host_types.ok()) return usage_error(host_types.status().message());
-    o.host_types = *host_types;
-    long long h_out = 0, h_in = 0;
-    char hx = 0;
-    if (std::sscanf(host_matmul_.c_str(), "%lld%c%lld", &h_out, &hx, &h_in) != 3 || (hx != 'x' && hx != 'X') ||
-        h_out <= 0 || h_in <= 0 || h_in % 256 != 0)
-      return usage_error("--host-matmul: expected N_OUTxN_IN with N_IN a multiple of 256, got '" + host_matmul_ + "'");
-    o.host_prefill_n_out = h_out;
-    o.host_n_in = h_in;
-    if (host_prefill_tokens_ < 2) return usage_error("--host-prefill-tokens must be >= 2");
-    o.host_prefill_tokens = host_prefill_tokens_;
-    auto hdb = parse_size_flag("--host-decode-bytes", host_decode_bytes_);
-    if (!hdb.ok()) return usage_error(hdb.status().message());
-    o.host_decode_bytes = *hdb;
-    auto rb = parse_size_flag("--ram-bytes", ram_bytes_);
-    if (!rb.ok()) return usage_error(rb.status().message());
-    if (*rb < (1 << 20)) return usage_error("--ram-bytes must be at least 1MiB");
-    o.ram_bytes = *rb;
-    if (quick_) {
-      if (!seconds_given(sub_)) o.seconds_per_point = 0.1;
-      o.chunk_bytes = {1 << 20, 16 << 20};
-      o.disk_region_bytes = std::min<uint64_t>(o.disk_region_bytes, 256ull << 20);
-      o.disk_seconds_per_path = 1.0;
-      o.staging_sweep = false;
-      if (sub_->count("--host-decode-bytes") == 0) o.host_decode_bytes = 128ull << 20;
-      if (sub_->count("--ram-bytes") == 0) o.ram_bytes = 512ull << 20;
-      if (sub_->count("--types") == 0) o.types = {GgmlType::Q8_0, GgmlType::Q4_0};
-      if (sub_->count("--host-types") == 0) o.host_types = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
-    }
+    auto options = probe_options();
+    if (!options.ok()) return usage_error(options.status().message());
+    planning::ProbeOptions& o = *options;
     o.progress = [](const std::string& s) { std::cerr << "probe: " << s << "\n"; };
     auto r = planning::probe_box(o);
     if (!r.ok()) return fail(r.status());
@@ -119,6 +70,55 @@ class ProbeCommand : public Command {
   }
 
  private:
+  // The flags as ProbeOptions; InvalidArgument naming the flag otherwise.
+  Result<planning::ProbeOptions> probe_options() const {
+    planning::ProbeOptions o;
+    LS_ASSIGN_OR_RETURN(o.device, device_.options());
+    if (!(seconds_ > 0 && seconds_ <= 60)) return Status::InvalidArgument("--seconds must be in (0, 60]");
+    o.seconds_per_point = seconds_;
+    o.disk = !no_disk_;
+    o.disk_file = disk_;
+    LS_ASSIGN_OR_RETURN(o.disk_region_bytes, parse_size_flag("--disk-bytes", disk_bytes_));
+    LS_ASSIGN_OR_RETURN(o.scratch_bytes, parse_size_flag("--scratch-size", scratch_bytes_));
+    o.compute = !no_compute_;
+    LS_ASSIGN_OR_RETURN(std::tie(o.matmul_n_out, o.matmul_n_in), parse_matrix_shape("--matmul", matmul_, 32));
+    o.prefill_tokens = prefill_tokens_;
+    LS_ASSIGN_OR_RETURN(o.types, parse_types("--types", types_));
+    o.host = !no_host_;
+    LS_ASSIGN_OR_RETURN(o.host_types, parse_types("--host-types", host_types_));
+    LS_ASSIGN_OR_RETURN(std::tie(o.host_prefill_n_out, o.host_n_in),
+                        parse_matrix_shape("--host-matmul", host_matmul_, 256));
+    if (host_prefill_tokens_ < 2) return Status::InvalidArgument("--host-prefill-tokens must be >= 2");
+    o.host_prefill_tokens = host_prefill_tokens_;
+    LS_ASSIGN_OR_RETURN(o.host_decode_bytes, parse_size_flag("--host-decode-bytes", host_decode_bytes_));
+    LS_ASSIGN_OR_RETURN(o.ram_bytes, parse_size_flag("--ram-bytes", ram_bytes_));
+    if (o.ram_bytes < (1 << 20)) return Status::InvalidArgument("--ram-bytes must be at least 1MiB");
+    if (quick_) {
+      if (!seconds_given(sub_)) o.seconds_per_point = 0.1;
+      o.chunk_bytes = {1 << 20, 16 << 20};
+      o.disk_region_bytes = std::min<uint64_t>(o.disk_region_bytes, 256ull << 20);
+      o.disk_seconds_per_path = 1.0;
+      o.staging_sweep = false;
+      if (sub_->count("--host-decode-bytes") == 0) o.host_decode_bytes = 128ull << 20;
+      if (sub_->count("--ram-bytes") == 0) o.ram_bytes = 512ull << 20;
+      if (sub_->count("--types") == 0) o.types = {GgmlType::Q8_0, GgmlType::Q4_0};
+      if (sub_->count("--host-types") == 0) o.host_types = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K};
+    }
+    return o;
+  }
+
+  // "N_OUTxN_IN" (or N_OUTXN_IN), both positive and N_IN a multiple of `n_in_multiple`.
+  static Result<std::pair<int64_t, int64_t>> parse_matrix_shape(const std::string& flag, const std::string& text,
+                                                                 int64_t n_in_multiple) {
+    long long n_out = 0, n_in = 0;
+    char x = 0;
+    if (std::sscanf(text.c_str(), "%lld%c%lld", &n_out, &x, &n_in) != 3 || (x != 'x' && x != 'X') || n_out <= 0 ||
+        n_in <= 0 || n_in % n_in_multiple != 0)
+      return Status::InvalidArgument(flag + ": expected N_OUTxN_IN with N_IN a multiple of " +
+                                     std::to_string(n_in_multiple) + ", got '" + text + "'");
+    return std::pair<int64_t, int64_t>{n_out, n_in};
+  }
+
   static Result<std::vector<GgmlType>> parse_types(const std::string& flag, const std::string& list) {
     std::vector<GgmlType> out;
     for (size_t pos = 0; pos <= list.size();) {

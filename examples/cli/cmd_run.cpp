@@ -91,7 +91,7 @@ nlohmann::json result_json(const std::string& model, const GenerateResult& res) 
 class RunCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("model", model_, "GGUF model file")->required();
+    add_model_arg(sub, model_)->required();
     sub.add_option("-p,--prompt", prompt_, "Prompt text");
     sub.add_option("--tokens", tokens_, "Prompt as token ids: 1,2,3");
     sub.add_option("-n,--n-predict", gen_.max_tokens, "Tokens to generate per sequence")->capture_default_str();
@@ -109,7 +109,7 @@ class RunCommand : public Command {
         ->capture_default_str();
     sub.add_option("--seed", so.seed, "Sampling seed")->capture_default_str();
     sub.add_option("--trace", trace_, "Write a Chrome trace (chrome://tracing, Perfetto) to FILE");
-    sub.add_option("--json", json_, "Write the result as JSON to FILE");
+    add_json_flag(sub, json_);
     sub.add_option("--logits", logits_, "Write the logits of every generated position (sequence 0) as float32 .npy");
   }
 

@@ -11,7 +11,7 @@ namespace {
 class VersionCommand : public Command {
  public:
   void setup(CLI::App& sub) override {
-    sub.add_option("--json", json_path_, "Write the result as JSON to FILE");
+    add_json_flag(sub, json_path_);
   }
   int run() override {
     Status cuda = cuda_device_available();

@@ -41,6 +41,20 @@ Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperat
                                          repeat_last_n, seed, stop_at_eog, keep_logits));
 }
 
+// complete(): generate() run to the end, taking start()'s arguments and
+// returning the finished generation's GenerateResult.
+template <typename Start>
+struct RunToEnd;
+template <typename... Args>
+struct RunToEnd<Generation* (*)(Args...)> {
+  static GenerateResult run(Args... args) {
+    std::unique_ptr<Generation> g(start(std::move(args)...));
+    while (g->next_event()) {
+    }
+    return GenerateResult(*g->result());
+  }
+};
+
 // The generate/complete keyword arguments, GenerateOptions' defaults.
 #define LS_GENERATE_ARGS                                                                                   \
   nb::arg("prompt"), nb::kw_only(), nb::arg("max_tokens") = 32, nb::arg("temperature") = 0.8f,            \
@@ -61,29 +75,12 @@ void bind_context(nb::module_& m) {
                         "One conversation on a Model: KV-cache sequences that persist between calls, so a second "
                         "generate() continues where the last stopped and prefills only what is new. One thread "
                         "uses a context at a time; different contexts run on different threads at once.")
-      .def(
-          "generate",
-          [](nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p, float min_p,
-             float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog, bool keep_logits) {
-            return start(self, std::move(prompt), max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-                         repeat_last_n, seed, stop_at_eog, keep_logits);
-          },
-          LS_GENERATE_ARGS, nb::rv_policy::take_ownership,
-          "Generates from `prompt` (text, or token ids) appended to every sequence, as an iterator of "
-          "TokenEvent; its `result` has the GenerateResult at the end. temperature <= 0 is greedy; sequence i "
-          "samples with seed + i. The first call adds BOS to a text prompt.")
-      .def(
-          "complete",
-          [](nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p, float min_p,
-             float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog, bool keep_logits) {
-            std::unique_ptr<Generation> g(start(self, std::move(prompt), max_tokens, temperature, top_k, top_p,
-                                                min_p, repeat_penalty, repeat_last_n, seed, stop_at_eog,
-                                                keep_logits));
-            while (g->next_event()) {
-            }
-            return GenerateResult(*g->result());
-          },
-          LS_GENERATE_ARGS, "generate() run to the end: the GenerateResult (text, tokens, stats, logits).")
+      .def("generate", &start, LS_GENERATE_ARGS, nb::rv_policy::take_ownership,
+           "Generates from `prompt` (text, or token ids) appended to every sequence, as an iterator of "
+           "TokenEvent; its `result` has the GenerateResult at the end. temperature <= 0 is greedy; sequence i "
+           "samples with seed + i. The first call adds BOS to a text prompt.")
+      .def("complete", &RunToEnd<decltype(&start)>::run, LS_GENERATE_ARGS,
+           "generate() run to the end: the GenerateResult (text, tokens, stats, logits).")
       .def(
           "decode",
           [](PyContext& pc, const Batch& batch) {

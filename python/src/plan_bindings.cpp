@@ -44,19 +44,18 @@ void bind_plan(nb::module_& m) {
   auto plan = [](const std::filesystem::path& path, int context, int sequences, int prefill_chunk, KvType kv_type,
                  Backend backend, double sim_link_gbps, int host_threads, IoPath io, const std::string& box,
                  nb::handle vram_budget, nb::handle ram_budget, int budgets) {
-    PlanOptions o;
-    o.context = context;
-    o.sequences = sequences;
-    o.prefill_chunk = prefill_chunk;
-    o.kv_type = kv_type;
-    o.backend = backend;
-    o.sim_link_gbps = sim_link_gbps;
-    o.host_threads = host_threads;
-    o.io = io;
-    o.box = box;
-    o.vram_budget = size_arg(vram_budget, "vram_budget");
-    o.ram_budget = size_arg(ram_budget, "ram_budget");
-    o.budgets = budgets;
+    const PlanOptions o{.context = context,
+                        .sequences = sequences,
+                        .prefill_chunk = prefill_chunk,
+                        .kv_type = kv_type,
+                        .backend = backend,
+                        .sim_link_gbps = sim_link_gbps,
+                        .host_threads = host_threads,
+                        .io = io,
+                        .box = box,
+                        .vram_budget = size_arg(vram_budget, "vram_budget"),
+                        .ram_budget = size_arg(ram_budget, "ram_budget"),
+                        .budgets = budgets};
     Result<MemoryPlan> r = Status::Internal("not planned");
     {
       nb::gil_scoped_release release;

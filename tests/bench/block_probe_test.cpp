@@ -15,15 +15,8 @@ namespace layerstream::planning {
 namespace {
 
 std::string small_model(testing::TempDir& dir) {
-  ExampleModelSpec spec;
-  spec.n_layers = 4;
-  spec.n_embd = 128;
-  spec.n_ff = 256;
-  spec.n_head = 4;
-  spec.n_head_kv = 2;
-  spec.n_ctx = 256;
-  spec.dtype = GgmlType::Q8_0;
-  spec.seed = testing::fresh_seed() % 100000;
+  const ExampleModelSpec spec = {.n_layers = 4, .n_embd = 128, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_ctx = 256,
+                                 .dtype = GgmlType::Q8_0, .seed = testing::fresh_seed() % 100000};
   const std::string path = dir.file("m.gguf");
   Status st = write_example_model(path, spec);
   EXPECT_TRUE(st.ok()) << st.ToString();

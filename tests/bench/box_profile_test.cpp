@@ -14,6 +14,7 @@
 #include "runtime/planning/box_profile.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/model_shape.h"
+#include "tests/common/box_json.h"
 #include "tests/common/testing.h"
 
 namespace ls = layerstream;
@@ -26,20 +27,17 @@ using nlohmann::json;
 // A GPU box written by hand: device points give only GB/s (decode) or only
 // GFLOP/s (prefill), host points GB/s and GMAC/s, types in lower case.
 json gpu_box(double link_gbps, double ram_gbps, double host_decode_gbps) {
-  return {{"probe_version", 2},
-          {"notes", "test box"},
-          {"box", {{"backend", "cuda"}, {"device", "Test GPU"}}},
-          {"link_gbps", link_gbps},
-          {"disk_gbps", 5.0},
-          {"compute",
-           {{{"type", "q8_0"}, {"shape", "decode"}, {"weight_gbps", 2000.0}},
-            {{"type", "q8_0"}, {"shape", "prefill"}, {"gflops", 300000.0}}}},
-          {"host",
-           {{"threads", 16},
-            {"ram_read_gbps", ram_gbps},
-            {"compute",
-             {{{"type", "q8_0"}, {"shape", "decode"}, {"weight_gbps", host_decode_gbps}},
-              {{"type", "q8_0"}, {"shape", "prefill"}, {"gmacs", 200.0}}}}}}};
+  return ls::testing::box_json({.device = "Test GPU",
+                                .type = "q8_0",
+                                .notes = "test box",
+                                .link_gbps = link_gbps,
+                                .disk_gbps = 5.0,
+                                .decode_gbps = 2000.0,
+                                .prefill_gflops = 300000.0,
+                                .host_threads = 16,
+                                .ram_read_gbps = ram_gbps,
+                                .host_decode_gbps = host_decode_gbps,
+                                .host_prefill_gmacs = 200.0});
 }
 
 TEST(BoxFigures, ReadsHandWrittenPointsAndRejectsJunk) {

@@ -1,6 +1,8 @@
 // Running the `layerstream` CLI as a subprocess from the CLI test suites.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
 namespace layerstream::testing {
@@ -23,10 +25,19 @@ CliResult run_command(const std::string& program, const std::string& args,
                       CliStderr stderr_mode = CliStderr::kSeparate);
 
 #ifdef LAYERSTREAM_CLI_PATH
-// run_command on the layerstream CLI built with this suite (CLI suites get
-// LAYERSTREAM_CLI_PATH from their CMakeLists.txt).
+// run_command on the layerstream CLI built with this suite (suites declared
+// with layerstream_add_cli_test get LAYERSTREAM_CLI_PATH).
 inline CliResult run_cli(const std::string& args, CliStderr stderr_mode = CliStderr::kSeparate) {
   return run_command(LAYERSTREAM_CLI_PATH, args, stderr_mode);
+}
+
+// `layerstream example-model PATH FLAGS` wrote a model at `path`; a failure
+// carries the command's output.
+inline ::testing::AssertionResult cli_example_model(const std::string& path, const std::string& flags) {
+  const CliResult r = run_cli("example-model " + path + " " + flags);
+  if (r.exit_code == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "example-model " << path << " " << flags << ": exit " << r.exit_code << "\n"
+                                       << r.out << r.err;
 }
 #endif
 

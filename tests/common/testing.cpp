@@ -51,4 +51,19 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
+::testing::AssertionResult contains_all(std::string_view text, std::initializer_list<std::string_view> parts) {
+  std::string missing;
+  for (std::string_view part : parts)
+    if (text.find(part) == std::string_view::npos) missing += (missing.empty() ? "'" : ", '") + std::string(part) + "'";
+  if (missing.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "missing " << missing << " in: " << text;
+}
+
+uint64_t fnv1a(const void* data, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace layerstream::testing

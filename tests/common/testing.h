@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "layerstream/status.h"
@@ -33,6 +35,14 @@ uint64_t fresh_seed();
 std::vector<uint8_t> random_bytes(size_t n, std::mt19937_64& rng);
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> read_file(const std::string& path);
+
+// Every one of `parts` occurs in `text` (an error message, a log, a
+// command's output); a failure names the missing parts and shows the text.
+::testing::AssertionResult contains_all(std::string_view text, std::initializer_list<std::string_view> parts);
+
+// 64-bit FNV-1a of n bytes: the checksum the streaming suites compare a
+// compute call's data with its layer's content by.
+uint64_t fnv1a(const void* data, size_t n);
 
 }  // namespace layerstream::testing
 

@@ -52,6 +52,18 @@ class DeviceInterfaceTest : public ::testing::TestWithParam<BackendKind> {
     std::memcpy(b->data(), bytes.data(), n);
     return std::move(b).value();
   }
+  // Queues on `copy` a wait for `gate` (the test opens it), the copy of n
+  // bytes from `src` to `dst`, then `loaded`: work that waits for `loaded`
+  // is held back until the gate opens.
+  void gated_copy(Stream& copy, std::promise<void>& gate, void* dst, const void* src, size_t n, Event& loaded) {
+    std::shared_future<void> open = gate.get_future().share();
+    LS_ASSERT_OK(copy.host_func([open] {
+      open.wait();
+      return Status::OK();
+    }));
+    LS_ASSERT_OK(copy.copy_h2d(dst, src, n));
+    LS_ASSERT_OK(copy.record(loaded));
+  }
 
   std::unique_ptr<Device> device_;
   std::mt19937_64 rng_;
@@ -102,16 +114,11 @@ TEST_P(DeviceInterfaceTest, CrossStreamWaitHoldsBackDependentWork) {
   auto copy = stream(StreamRole::kCopy);
   auto compute = stream(StreamRole::kCompute);
   auto loaded = event(), consumed = event();
-  std::promise<void> gate;
-  std::shared_future<void> open = gate.get_future().share();
   // The copy stream is held at a gate the test opens; the compute stream must
   // not read the slot before the copy's event.
-  LS_ASSERT_OK(copy->host_func([open] {
-    open.wait();
-    return Status::OK();
-  }));
-  LS_ASSERT_OK(copy->copy_h2d(r.ptr, src.data(), kN));
-  LS_ASSERT_OK(copy->record(*loaded));
+  std::promise<void> gate;
+  gated_copy(*copy, gate, r.ptr, src.data(), kN, *loaded);
+  ASSERT_FALSE(HasFatalFailure());
   LS_ASSERT_OK(compute->wait(*loaded));
   LS_ASSERT_OK(compute->copy_d2h(out.data(), r.ptr, kN));
   LS_ASSERT_OK(compute->record(*consumed));
@@ -318,13 +325,8 @@ TEST_P(DeviceInterfaceTest, RunOnCallerKeepsOrderWaitsAndStickyErrors) {
   auto copy = stream(StreamRole::kCopy);
   auto loaded = event();
   std::promise<void> gate;
-  std::shared_future<void> open = gate.get_future().share();
-  LS_ASSERT_OK(copy->host_func([open] {
-    open.wait();
-    return Status::OK();
-  }));
-  LS_ASSERT_OK(copy->copy_h2d(r.ptr, src.data(), kN));
-  LS_ASSERT_OK(copy->record(*loaded));
+  gated_copy(*copy, gate, r.ptr, src.data(), kN, *loaded);
+  ASSERT_FALSE(HasFatalFailure());
   std::thread opener([&gate] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     gate.set_value();

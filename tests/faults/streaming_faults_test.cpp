@@ -22,6 +22,7 @@
 #include "runtime/core/log.h"
 #include "runtime/device/device.h"
 #include "runtime/scheduler/executor.h"
+#include "tests/common/host_device.h"
 #include "tests/common/testing.h"
 
 namespace layerstream::sched {
@@ -29,21 +30,7 @@ namespace {
 
 constexpr uint64_t KiB = 1024;
 
-uint64_t fnv(const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
-std::unique_ptr<Device> host_device() {
-  DeviceOptions o;
-  o.backend = BackendKind::kHost;
-  o.host_threads = 1;
-  auto d = open_device(o);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return d.ok() ? std::move(d).value() : nullptr;
-}
+using testing::fnv1a;
 
 // A file of n random layers (random sizes, random gaps) streamed from disk;
 // each compute call checks it saw exactly its layer's current bytes.
@@ -72,7 +59,7 @@ struct DiskModel {
         const void* data = run.data;
         const uint64_t bytes = run.bytes;
         return s.host_func([this, layer, data, bytes] {
-          if (fnv(data, bytes) != expect[layer]) bad.fetch_add(1);
+          if (fnv1a(data, bytes) != expect[layer]) bad.fetch_add(1);
           calls.fetch_add(1);
           return Status::OK();
         });
@@ -84,7 +71,7 @@ struct DiskModel {
   }
   void rehash() {
     expect.clear();
-    for (const auto& l : layers) expect.push_back(fnv(file.data() + l.file_offset, l.bytes));
+    for (const auto& l : layers) expect.push_back(fnv1a(file.data() + l.file_offset, l.bytes));
   }
   uint64_t max_layer() const {
     uint64_t m = 0;
@@ -137,16 +124,40 @@ class LogCapture {
   spdlog::level::level_enum old_level_;
 };
 
-class StreamingFaults : public ::testing::TestWithParam<bool> {};  // param: staged through the ring
+// Param: staged through the ring. Each test streams a DiskModel on the host
+// device; reads go through `faults` where a test asks for it.
+class StreamingFaults : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    dev = testing::open_host_device(1);
+    ASSERT_TRUE(dev);
+  }
+  // m.options() with every read through `faults`.
+  ExecutorOptions faulty_options(const DiskModel& m) {
+    ExecutorOptions o = m.options(GetParam());
+    o.reader.hooks = &faults;
+    return o;
+  }
+  // Every read that touches [begin, end) fails with EIO, from now on.
+  void fail_reads_with_eio(uint64_t begin, uint64_t end) {
+    io::FaultRule rule;
+    rule.kind = io::FaultKind::kEio;
+    rule.offset_begin = begin;
+    rule.offset_end = end;
+    rule.count = UINT64_MAX;
+    faults.add(rule);
+  }
+
+  std::mt19937_64 rng{testing::fresh_seed()};
+  std::unique_ptr<Device> dev;
+  io::FaultInjector faults;
+};
 
 // The file loses its tail between passes: the next pass that reads a layer
 // past the new end fails with an IOError naming the file and the short read;
 // the layers still inside the file were delivered intact; later passes fail
 // the same way (no hang) and the executor destructs cleanly.
 TEST_P(StreamingFaults, FileTruncatedBetweenPassesIsAClearError) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(6, rng);
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, m.options(GetParam())));
   ASSERT_EQ(ex->plan().count(Tier::kDisk), 6);
@@ -177,9 +188,6 @@ TEST_P(StreamingFaults, FileTruncatedBetweenPassesIsAClearError) {
 // detected (layerstream does not checksum streamed layers); the next passes
 // compute on the new bytes, consistently, without error.
 TEST_P(StreamingFaults, FileRewrittenInPlaceIsStreamedAsIs) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(5, rng);
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, m.options(GetParam())));
   LS_ASSERT_OK(ex->run_pass());
@@ -209,22 +217,12 @@ TEST_P(StreamingFaults, FileRewrittenInPlaceIsStreamedAsIs) {
 // an IOError naming the file, the offset and the errno; no compute ran on the
 // failed layer's slot with wrong bytes; destruction joins every thread.
 TEST_P(StreamingFaults, ReadErrorMidPassNamesFileAndOffset) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(6, rng);
-  io::FaultInjector faults;
-  ExecutorOptions o = m.options(GetParam());
-  o.reader.hooks = &faults;
+  ExecutorOptions o = faulty_options(m);
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
   LS_ASSERT_OK(ex->run_pass());
   const LayerSpec& bad_layer = m.layers[3];
-  io::FaultRule rule;
-  rule.kind = io::FaultKind::kEio;
-  rule.offset_begin = bad_layer.file_offset / 4096 * 4096;
-  rule.offset_end = bad_layer.file_offset + bad_layer.bytes;
-  rule.count = UINT64_MAX;
-  faults.add(rule);
+  fail_reads_with_eio(bad_layer.file_offset / 4096 * 4096, bad_layer.file_offset + bad_layer.bytes);
   Status s = ex->run_pass();
   if (s.ok()) s = ex->run_pass();
   ASSERT_FALSE(s.ok());
@@ -242,14 +240,9 @@ TEST_P(StreamingFaults, ReadErrorMidPassNamesFileAndOffset) {
 // the pass with an IOError naming the host lane, the file, the offset and the
 // errno, and no compute ran on bytes that did not arrive.
 TEST_P(StreamingFaults, HostLaneReadErrorNamesFileAndOffset) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(4, rng);
   for (LayerSpec& l : m.layers) l.host_ok = true;
-  io::FaultInjector faults;
-  ExecutorOptions o = m.options(GetParam());
-  o.reader.hooks = &faults;
+  ExecutorOptions o = faulty_options(m);
   o.activations_to_host = o.activations_to_device = [](Stream&, int) { return Status::OK(); };
   Plan p;
   p.tiers = {Tier::kDisk, Tier::kDisk, Tier::kDisk, Tier::kDisk};
@@ -264,12 +257,7 @@ TEST_P(StreamingFaults, HostLaneReadErrorNamesFileAndOffset) {
   // Only the host lane starts a read at layer 2's first byte (unaligned
   // reads are the buffered reader's; the disk thread reads aligned spans).
   const LayerSpec& host_layer = m.layers[2];
-  io::FaultRule rule;
-  rule.kind = io::FaultKind::kEio;
-  rule.offset_begin = host_layer.file_offset;
-  rule.offset_end = host_layer.file_offset + 1;
-  rule.count = UINT64_MAX;
-  faults.add(rule);
+  fail_reads_with_eio(host_layer.file_offset, host_layer.file_offset + 1);
   const int calls_before = m.calls.load();
   Status s = ex->run_pass();
   ASSERT_FALSE(s.ok()) << "a host lane read failed and the pass succeeded";
@@ -288,14 +276,9 @@ TEST_P(StreamingFaults, HostLaneReadErrorNamesFileAndOffset) {
 // reader falls back to the pread pool, says so in the log, and every pass
 // delivers the right bytes.
 TEST_P(StreamingFaults, UringUnavailableFallsBackAndSaysSo) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(5, rng);
-  io::FaultInjector faults;
   faults.fail_uring_setup(ENOSYS);
-  ExecutorOptions o = m.options(GetParam());
-  o.reader.hooks = &faults;
+  ExecutorOptions o = faulty_options(m);
   o.reader.path = io::IoPath::kAuto;
   LogCapture log;
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
@@ -315,14 +298,9 @@ TEST_P(StreamingFaults, UringUnavailableFallsBackAndSaysSo) {
 // Forcing io_uring when it is unavailable is an error at start-up, not a
 // silent fallback: the user asked for that path.
 TEST_P(StreamingFaults, ForcedUringUnavailableIsAnErrorAtStartup) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(3, rng);
-  io::FaultInjector faults;
   faults.fail_uring_setup(EPERM);
-  ExecutorOptions o = m.options(GetParam());
-  o.reader.hooks = &faults;
+  ExecutorOptions o = faulty_options(m);
   o.reader.path = io::IoPath::kUring;
   auto ex = Executor::create(*dev, m.layers, o);
   ASSERT_FALSE(ex.ok());
@@ -333,9 +311,6 @@ TEST_P(StreamingFaults, ForcedUringUnavailableIsAnErrorAtStartup) {
 // A plan made for one budget, replayed with a lower budget: OutOfBudget from
 // create() naming the bytes needed and available, before any layer runs.
 TEST_P(StreamingFaults, BudgetLoweredBelowThePlanIsOutOfBudgetBeforeRunning) {
-  std::mt19937_64 rng(testing::fresh_seed());
-  auto dev = host_device();
-  ASSERT_TRUE(dev);
   DiskModel m(5, rng);
   ExecutorOptions o = m.options(GetParam());
   Plan plan;

@@ -23,8 +23,6 @@ namespace {
 using llama::LlamaRunner;
 using llama::RunnerOptions;
 using llama::Strategy;
-using sched::Site;
-using sched::Tier;
 
 double max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, double& amax) {
   double d = 0;
@@ -44,9 +42,7 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   spec.n_layers = 4;
   spec.n_ff = 192;
   const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   std::vector<int32_t> prompt = {1, 17, 250, 3, 99, 400, 7}, next = {5, 311, 42};
 
   RunnerOptions ro;
@@ -70,12 +66,12 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   const double backends = max_diff(gpu_resident, want, amax);
 
   sched::Plan p;
-  p.tiers.assign(n, Tier::kResident);
-  p.sites.assign(n, Site::kDevice);
+  p.tiers.assign(n, sched::Tier::kResident);
+  p.sites.assign(n, sched::Site::kDevice);
   p.device_rows.assign(n, 1.0);
   for (int i = 0; i + 1 < n; ++i) {  // every block split, at different fractions; the head resident
-    p.tiers[i] = Tier::kRam;
-    p.sites[i] = Site::kSplit;
+    p.tiers[i] = sched::Tier::kRam;
+    p.sites[i] = sched::Site::kSplit;
     p.device_rows[i] = 0.25 + 0.5 * i / std::max(1, n - 2);
   }
   p.slots = 2;
@@ -85,7 +81,7 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   so.ram_budget = 64ull << 20;
   so.plan = p;
   LS_ASSERT_OK_AND_ASSIGN(auto sr, LlamaRunner::create(*gpu, path, so));
-  ASSERT_EQ(sr->plan().count_site(Site::kSplit), n - 1) << sched::site_map(sr->plan());
+  ASSERT_EQ(sr->plan().count_site(sched::Site::kSplit), n - 1) << sched::site_map(sr->plan());
   const auto got = testing::runner_logits(*sr, prompt, next);
   const double split = max_diff(got, want, amax);
   std::printf("[ split gpu ] max |logit diff| vs host resident: cuda resident %.3g, cuda split %.3g (max |logit| %.3g)\n",

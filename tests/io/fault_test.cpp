@@ -41,11 +41,6 @@ class FaultTest : public ::testing::TestWithParam<IoPath> {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? std::move(r).value() : nullptr;
   }
-  void expect_whole_file(Reader& r) {
-    std::vector<uint8_t> out(data_.size());
-    LS_ASSERT_OK(r.read_span(0, out.size(), out.data()));
-    EXPECT_EQ(out, data_);
-  }
 
   TempDir dir_;
   std::mt19937_64 rng_;
@@ -58,7 +53,7 @@ TEST_P(FaultTest, ShortReadsAreResubmitted) {
   inj_.add({FaultKind::kShortRead, 3 * kChunk, 4 * kChunk, 0, 2, 100});      // unaligned tiny progress
   auto r = open();
   ASSERT_TRUE(r);
-  expect_whole_file(*r);
+  testing::expect_reads_back(*r, data_);
   EXPECT_EQ(inj_.injected(FaultKind::kShortRead), 8u);
 }
 
@@ -67,7 +62,7 @@ TEST_P(FaultTest, EintrAndEagainAreRetried) {
   inj_.add({FaultKind::kEagain, kChunk, UINT64_MAX, 0, 5, 0});
   auto r = open();
   ASSERT_TRUE(r);
-  expect_whole_file(*r);
+  testing::expect_reads_back(*r, data_);
   EXPECT_EQ(inj_.injected(FaultKind::kEintr), 5u);
   EXPECT_EQ(inj_.injected(FaultKind::kEagain), 5u);
 }
@@ -85,7 +80,7 @@ TEST_P(FaultTest, EioIsAClearErrorNamingFileOffsetErrno) {
   EXPECT_NE(s.message().find("errno " + std::to_string(EIO)), std::string::npos) << s.ToString();
   EXPECT_EQ(r->outstanding(), 0u);
   // The fault was transient: the reader still works.
-  expect_whole_file(*r);
+  testing::expect_reads_back(*r, data_);
 }
 
 TEST_P(FaultTest, PersistentEintrGivesUpWithoutHanging) {

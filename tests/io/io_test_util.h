@@ -1,6 +1,8 @@
 // Helpers shared by the io tests: a random file on disk and path names.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <string>
@@ -16,6 +18,13 @@ inline std::vector<uint8_t> make_file(const std::string& path, size_t bytes, std
   auto data = layerstream::testing::random_bytes(bytes, rng);
   layerstream::testing::write_file(path, data);
   return data;
+}
+
+// `r` reads back the whole file, `data`, byte for byte.
+inline void expect_reads_back(Reader& r, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> out(data.size());
+  LS_ASSERT_OK(r.read_span(0, out.size(), out.data()));
+  EXPECT_EQ(out, data);
 }
 
 inline std::string path_param_name(IoPath p) { return std::string(name_of(p)); }

@@ -267,54 +267,47 @@ TEST_F(CpuFastMatmulTest, AmxForcedOnAndOffAgree) {
 // several tokens, the exact kernels for one) within f32 rounding: 1e-5 *
 // sum |w x| as the exact path's test.
 TEST_F(CpuFastMatmulTest, MatmulFastAgreesWithExactPathOnEveryForcedIsa) {
-  struct Shape {
-    int64_t n_out, n_in, n_tok;
-  };
-  const std::vector<Shape> shapes = {{1, 32, 1},     {67, 96, 1},   {130, 320, 5}, {200, 576, 37},
+  const std::vector<MatmulShape> shapes = {{1, 32, 1},     {67, 96, 1},   {130, 320, 5}, {200, 576, 37},
                                      {9, 4128, 2},   {33, 256, 1},  {70, 768, 6},  {6, 17, 5}};
-  for (GgmlType type : all_weight_types()) {
-    for (const Shape& s : shapes) {
-      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
-      const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
-      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
-      std::vector<float> exact = poisoned(s.n_out * s.n_tok);
-      MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, x.data(), s.n_tok, exact.data()};
-      LS_ASSERT_OK(validate(p));
-      cpu::matmul(p, &pool2_);
-      std::vector<double> ref, abs_sum;
-      ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
-      // Quantisation bound per output: sum_i |w_i| * amax(block of x) / 254.
-      std::vector<double> bound(s.n_out * s.n_tok, 0.0);
-      for (int64_t t = 0; t < s.n_tok; ++t)
-        for (int64_t b = 0; b < s.n_in / 32; ++b) {
-          double amax = 0;
-          for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double{x[t * s.n_in + b * 32 + j]}));
-          for (int64_t o = 0; o < s.n_out; ++o)
-            for (int j = 0; j < 32; ++j)
-              bound[t * s.n_out + o] += std::fabs(w.exact[o * s.n_in + b * 32 + j]) * amax / 254 * 1.001;
-        }
-      for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAmx, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2,
-                              cpu::CpuIsa::kGeneric}) {
-        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
-          std::vector<float> y = poisoned(s.n_out * s.n_tok);
-          p.y = y.data();
-          cpu::matmul_fast(p, pool, isa);
-          for (size_t i = 0; i < y.size(); ++i) {
-            if (!cpu::has_quant_kernels(type)) {
-              ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * abs_sum[i])
-                  << ggml_type_traits(type).name << " isa " << static_cast<int>(isa) << " " << s.n_out << "x" << s.n_in
-                  << " tokens " << s.n_tok << " i=" << i;
-            } else {
-              ASSERT_LE(std::fabs(double{y[i]} - exact[i]), bound[i] + 5e-5 * abs_sum[i]) << "against the exact path";
-              ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i] + 4e-5 * abs_sum[i])
-                  << ggml_type_traits(type).name << " isa " << static_cast<int>(isa) << " " << s.n_out << "x"
-                  << s.n_in << " tokens " << s.n_tok << " i=" << i;
-            }
+  for_each_matmul_case(shapes, rng_, [&](GgmlType type, const MatmulShape& s, const Weight& w,
+                                         const std::vector<float>& x) {
+    std::vector<float> exact = poisoned(s.n_out * s.n_tok);
+    MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, x.data(), s.n_tok, exact.data()};
+    LS_ASSERT_OK(validate(p));
+    cpu::matmul(p, &pool2_);
+    std::vector<double> ref, abs_sum;
+    ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
+    // Quantisation bound per output: sum_i |w_i| * amax(block of x) / 254.
+    std::vector<double> bound(s.n_out * s.n_tok, 0.0);
+    for (int64_t t = 0; t < s.n_tok; ++t)
+      for (int64_t b = 0; b < s.n_in / 32; ++b) {
+        double amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double{x[t * s.n_in + b * 32 + j]}));
+        for (int64_t o = 0; o < s.n_out; ++o)
+          for (int j = 0; j < 32; ++j)
+            bound[t * s.n_out + o] += std::fabs(w.exact[o * s.n_in + b * 32 + j]) * amax / 254 * 1.001;
+      }
+    for (cpu::CpuIsa isa : {cpu::CpuIsa::kAuto, cpu::CpuIsa::kAmx, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2,
+                            cpu::CpuIsa::kGeneric}) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
+        std::vector<float> y = poisoned(s.n_out * s.n_tok);
+        p.y = y.data();
+        cpu::matmul_fast(p, pool, isa);
+        for (size_t i = 0; i < y.size(); ++i) {
+          if (!cpu::has_quant_kernels(type)) {
+            ASSERT_LE(std::fabs(y[i] - ref[i]), 1e-5 * abs_sum[i])
+                << ggml_type_traits(type).name << " isa " << static_cast<int>(isa) << " " << s.n_out << "x" << s.n_in
+                << " tokens " << s.n_tok << " i=" << i;
+          } else {
+            ASSERT_LE(std::fabs(double{y[i]} - exact[i]), bound[i] + 5e-5 * abs_sum[i]) << "against the exact path";
+            ASSERT_LE(std::fabs(y[i] - ref[i]), bound[i] + 4e-5 * abs_sum[i])
+                << ggml_type_traits(type).name << " isa " << static_cast<int>(isa) << " " << s.n_out << "x"
+                << s.n_in << " tokens " << s.n_tok << " i=" << i;
           }
         }
       }
     }
-  }
+  });
 }
 
 // matmul_fast_group (Q/K/V, gate/up in one call): the same bytes as one

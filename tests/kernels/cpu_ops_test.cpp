@@ -10,6 +10,7 @@
 //   embedding: exact.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "kernels/cpu/activation_simd.h"
@@ -25,16 +26,28 @@ namespace {
 
 using namespace testing;  // NOLINT: test file
 
-struct MatmulShape {
-  int64_t n_out, n_in, n_tok;
-};
-
 class CpuKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const uint64_t seed = layerstream::testing::fresh_seed();
     rng_.seed(seed);
   }
+  // gate in [-8, 8] and up in [-2, 2] of n elements; `gated` (a kernel
+  // run on the pool) gives act(gate) * up within 1e-5 relative, plus
+  // `up_slack` * |up| (GELU's tanh approximation near 0).
+  void expect_gated_activation(int64_t n, const std::function<void(const float*, const float*, float*, int64_t)>& gated,
+                               double (*act)(double), double up_slack, std::vector<float>& g, std::vector<float>& u) {
+    g = random_floats(n, rng_, -8, 8);
+    u = random_floats(n, rng_, -2, 2);
+    std::vector<float> out = poisoned(n);
+    gated(g.data(), u.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = act(g[i]) * u[i];
+      ASSERT_LE(std::fabs(out[i] - ref), 1e-5 * std::fabs(ref) + up_slack * std::fabs(u[i]) + 1e-30)
+          << "i=" << i << " gate " << g[i];
+    }
+  }
+
   std::mt19937_64 rng_;
   ThreadPool pool3_{3};
 };
@@ -108,25 +121,21 @@ TEST_F(CpuKernelsTest, MatmulEveryWeightTypeAndShape) {
   const std::vector<MatmulShape> shapes = {{1, 32, 1},   {7, 64, 1},   {33, 96, 3}, {130, 320, 5},
                                            {65, 1024, 1}, {5, 17, 2},  {9, 33, 1},  {3, 1, 4}, {17, 160, 9}, {3, 8256, 1}, {2, 12320, 1},
                                            {5, 256, 1}, {9, 512, 3},   {17, 768, 9}, {3, 8448, 1}};
-  for (GgmlType type : all_weight_types()) {
-    for (const MatmulShape& s : shapes) {
-      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
-      const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
-      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
-      std::vector<double> ref, abs_sum;
-      ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
-      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3_}) {
-        std::vector<float> y = poisoned(s.n_out * s.n_tok);
-        MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, x.data(), s.n_tok, y.data()};
-        LS_ASSERT_OK(validate(p));
-        cpu::matmul(p, pool);
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_LE(std::fabs(y[i] - ref[i]), matmul_tol(type) * abs_sum[i])
-              << ggml_type_traits(type).name << " " << s.n_out << "x" << s.n_in << " tokens " << s.n_tok << " i=" << i;
-        }
+  for_each_matmul_case(shapes, rng_, [&](GgmlType type, const MatmulShape& s, const Weight& w,
+                                         const std::vector<float>& x) {
+    std::vector<double> ref, abs_sum;
+    ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3_}) {
+      std::vector<float> y = poisoned(s.n_out * s.n_tok);
+      MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, x.data(), s.n_tok, y.data()};
+      LS_ASSERT_OK(validate(p));
+      cpu::matmul(p, pool);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_LE(std::fabs(y[i] - ref[i]), matmul_tol(type) * abs_sum[i])
+            << ggml_type_traits(type).name << " " << s.n_out << "x" << s.n_in << " tokens " << s.n_tok << " i=" << i;
       }
     }
-  }
+  });
 }
 
 TEST_F(CpuKernelsTest, MatmulRejectsBadShapes) {
@@ -217,13 +226,11 @@ TEST_F(CpuKernelsTest, RopeFrequencyFactors) {
 
 TEST_F(CpuKernelsTest, GeluMulAndScale) {
   for (int64_t n : {1, 31, 5000, 40000}) {
-    const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
-    std::vector<float> out = poisoned(n);
-    cpu::gelu_mul({g.data(), u.data(), out.data(), n}, &pool3_);
-    for (int64_t i = 0; i < n; ++i) {
-      const double ref = ref_gelu_tanh(g[i]) * u[i];
-      ASSERT_LE(std::fabs(out[i] - ref), 1e-5 * std::fabs(ref) + 1e-6 * std::fabs(u[i]) + 1e-30) << g[i];
-    }
+    std::vector<float> g, u;
+    expect_gated_activation(
+        n, [&](const float* gate, const float* up, float* out, int64_t len) { cpu::gelu_mul({gate, up, out, len}, &pool3_); },
+        ref_gelu_tanh, 1e-6, g, u);
+    ASSERT_FALSE(HasFatalFailure());
     const float factor = static_cast<float>(std::sqrt(640.0));
     std::vector<float> scaled = poisoned(n);
     cpu::scale({g.data(), scaled.data(), n, factor}, &pool3_);
@@ -239,13 +246,11 @@ TEST_F(CpuKernelsTest, GeluMulAndScale) {
 
 TEST_F(CpuKernelsTest, SiluMulAndAdd) {
   for (int64_t n : {1, 31, 5000, 40000}) {
-    const std::vector<float> g = random_floats(n, rng_, -8, 8), u = random_floats(n, rng_, -2, 2);
-    std::vector<float> out = poisoned(n);
-    cpu::silu_mul({g.data(), u.data(), out.data(), n}, &pool3_);
-    for (int64_t i = 0; i < n; ++i) {
-      const double ref = ref_silu(g[i]) * u[i];
-      ASSERT_LE(std::fabs(out[i] - ref), 1e-5 * std::fabs(ref) + 1e-30) << i;
-    }
+    std::vector<float> g, u;
+    expect_gated_activation(
+        n, [&](const float* gate, const float* up, float* out, int64_t len) { cpu::silu_mul({gate, up, out, len}, &pool3_); },
+        ref_silu, 0, g, u);
+    ASSERT_FALSE(HasFatalFailure());
     std::vector<float> sum = poisoned(n);
     cpu::add({g.data(), u.data(), sum.data(), n}, &pool3_);
     for (int64_t i = 0; i < n; ++i) {
@@ -342,20 +347,10 @@ TEST_F(CpuKernelsTest, AttentionPrefillAndDecode) {
       }
       const std::vector<float> q = random_floats(c.n_tok * c.n_head * c.d, rng_, -2, 2);
       std::vector<float> out = poisoned(q.size());
-      AttentionParams p;
-      p.q = q.data();
-      p.k_new = k_all.data() + c.start_pos * row;
-      p.v_new = v_all.data() + c.start_pos * row;
-      p.k_cache = kc.data();
-      p.v_cache = vc.data();
+      AttentionParams p = attention_params({n_ctx, c.start_pos, c.n_tok, c.n_head, c.n_kv, c.d}, q.data(),
+                                           k_all.data() + c.start_pos * row, v_all.data() + c.start_pos * row,
+                                           kc.data(), vc.data(), out.data());
       p.kv_type = kv_type;
-      p.n_ctx = n_ctx;
-      p.start_pos = c.start_pos;
-      p.n_tokens = c.n_tok;
-      p.n_head = c.n_head;
-      p.n_kv_head = c.n_kv;
-      p.head_dim = c.d;
-      p.out = out.data();
       LS_ASSERT_OK(validate(p));
       cpu::attention(p, &pool3_);
       const std::vector<double> ref =
@@ -396,21 +391,11 @@ TEST_F(CpuKernelsTest, AttentionSlidingWindow) {
     }
     const std::vector<float> q = random_floats(c.n_tok * n_head * d, rng_, -2, 2);
     std::vector<float> out = poisoned(q.size());
-    AttentionParams p;
-    p.q = q.data();
-    p.k_new = k_all.data() + c.start_pos * row;
-    p.v_new = v_all.data() + c.start_pos * row;
-    p.k_cache = kc.data();
-    p.v_cache = vc.data();
-    p.n_ctx = n_ctx;
-    p.start_pos = c.start_pos;
-    p.n_tokens = c.n_tok;
-    p.n_head = n_head;
-    p.n_kv_head = n_kv;
-    p.head_dim = d;
+    AttentionParams p = attention_params({n_ctx, c.start_pos, c.n_tok, n_head, n_kv, d}, q.data(),
+                                         k_all.data() + c.start_pos * row, v_all.data() + c.start_pos * row,
+                                         kc.data(), vc.data(), out.data());
     p.scale = 0.0625f;
     p.window = c.window;
-    p.out = out.data();
     LS_ASSERT_OK(validate(p));
     cpu::attention(p, &pool3_);
     const std::vector<double> ref =
@@ -482,19 +467,11 @@ TEST_F(CpuKernelsTest, AttentionSplitDecodeMergesChunksExactly) {
         std::vector<float> q = random_floats(cs.n_head * cs.d, rng_, -2, 2);
         for (float& x : q) x *= cs.q_scale;
         std::vector<float> out = poisoned(q.size());
-        AttentionParams p;
-        p.q = q.data();
-        p.k_cache = kc.data();  // the new row is in the cache already (k_new null)
-        p.v_cache = vc.data();
+        // The new row is in the cache already (k_new null).
+        AttentionParams p = attention_params({n_ctx, start_pos, 1, cs.n_head, cs.n_kv, cs.d}, q.data(), nullptr,
+                                             nullptr, kc.data(), vc.data(), out.data());
         p.kv_type = kv_type;
-        p.n_ctx = n_ctx;
-        p.start_pos = start_pos;
-        p.n_tokens = 1;
-        p.n_head = cs.n_head;
-        p.n_kv_head = cs.n_kv;
-        p.head_dim = cs.d;
         p.window = cs.window;
-        p.out = out.data();
         LS_ASSERT_OK(validate(p));
         cpu::attention(p, pool);
         const std::vector<double> ref =
@@ -513,16 +490,9 @@ TEST_F(CpuKernelsTest, AttentionSplitDecodeMergesChunksExactly) {
 
 TEST_F(CpuKernelsTest, AttentionRejectsOverflowingPositions) {
   std::vector<float> q(16), out(16), kc(64), vc(64);
-  AttentionParams p;
-  p.q = q.data();
-  p.k_cache = kc.data();
-  p.v_cache = vc.data();
-  p.n_ctx = 4;
-  p.start_pos = 3;
-  p.n_tokens = 2;
-  p.n_head = p.n_kv_head = 1;
-  p.head_dim = 16;
-  p.out = out.data();
+  const AttentionParams p = attention_params({.n_ctx = 4, .start_pos = 3, .n_tokens = 2, .n_head = 1, .n_kv_head = 1,
+                                               .head_dim = 16},
+                                              q.data(), nullptr, nullptr, kc.data(), vc.data(), out.data());
   Status s = validate(p);
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("n_ctx = 4"), std::string::npos) << s.message();

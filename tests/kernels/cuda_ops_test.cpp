@@ -84,31 +84,27 @@ double gemm_tol(GgmlType t, int64_t n_tok) {
 }
 
 TEST_F(CudaKernelsTest, MatmulEveryWeightTypeSmallAndLargeBatch) {
-  struct Shape { int64_t n_out, n_in, n_tok; };
-  for (GgmlType type : all_weight_types()) {
-    for (Shape s : {Shape{1, 32, 1}, Shape{7, 64, 3}, Shape{33, 96, 8}, Shape{130, 320, 9}, Shape{65, 1024, 33},
-                    Shape{5, 17, 2}, Shape{9, 33, 12}, Shape{9, 256, 3}, Shape{33, 512, 33}}) {
-      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
-      const Weight w = random_weight(type, s.n_out, s.n_in, rng_);
-      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng_);
-      std::vector<double> ref, abs_sum;
-      ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
-      for (bool with_scratch : {false, true}) {
-        Dev dw = Dev::from(w.bytes), dx = Dev::from(x), dy = Dev::from(poisoned(s.n_out * s.n_tok));
-        const uint64_t need = k_->matmul_scratch_bytes(type, s.n_out, s.n_in, s.n_tok);
-        Dev scratch = Dev::from(std::vector<uint8_t>(with_scratch ? need : 0));
-        MatmulParams p{dw.p, type, s.n_out, s.n_in, dx.f(), s.n_tok, dy.f(), scratch.p, with_scratch ? need : 0};
-        LS_ASSERT_OK(k_->matmul(p, s_));
-        LS_ASSERT_OK(s_.synchronize());
-        const std::vector<float> y = dy.get<float>();
-        const double tol = with_scratch ? gemm_tol(type, s.n_tok) : gemm_tol(GgmlType::F32, 1) * (type == GgmlType::Q4_1 ? 4 : 1);
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_LE(std::fabs(y[i] - ref[i]), tol * abs_sum[i])
-              << ggml_type_traits(type).name << " " << s.n_out << "x" << s.n_in << " tok " << s.n_tok << " i " << i;
-        }
+  const std::vector<MatmulShape> shapes = {{1, 32, 1}, {7, 64, 3},  {33, 96, 8},  {130, 320, 9}, {65, 1024, 33},
+                                           {5, 17, 2}, {9, 33, 12}, {9, 256, 3}, {33, 512, 33}};
+  for_each_matmul_case(shapes, rng_, [&](GgmlType type, const MatmulShape& s, const Weight& w,
+                                         const std::vector<float>& x) {
+    std::vector<double> ref, abs_sum;
+    ref_matmul(w, to_double(x), s.n_tok, ref, &abs_sum);
+    for (bool with_scratch : {false, true}) {
+      Dev dw = Dev::from(w.bytes), dx = Dev::from(x), dy = Dev::from(poisoned(s.n_out * s.n_tok));
+      const uint64_t need = k_->matmul_scratch_bytes(type, s.n_out, s.n_in, s.n_tok);
+      Dev scratch = Dev::from(std::vector<uint8_t>(with_scratch ? need : 0));
+      MatmulParams p{dw.p, type, s.n_out, s.n_in, dx.f(), s.n_tok, dy.f(), scratch.p, with_scratch ? need : 0};
+      LS_ASSERT_OK(k_->matmul(p, s_));
+      LS_ASSERT_OK(s_.synchronize());
+      const std::vector<float> y = dy.get<float>();
+      const double tol = with_scratch ? gemm_tol(type, s.n_tok) : gemm_tol(GgmlType::F32, 1) * (type == GgmlType::Q4_1 ? 4 : 1);
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_LE(std::fabs(y[i] - ref[i]), tol * abs_sum[i])
+            << ggml_type_traits(type).name << " " << s.n_out << "x" << s.n_in << " tok " << s.n_tok << " i " << i;
       }
     }
-  }
+  });
 }
 
 TEST_F(CudaKernelsTest, RmsNormRopeSiluAddEmbedding) {
@@ -202,20 +198,9 @@ TEST_F(CudaKernelsTest, AttentionPrefillAndDecode) {
       const std::vector<float> v_new(v_all.begin() + start * row, v_all.begin() + (start + n_tok) * row);
       Dev dq = Dev::from(q), dkn = Dev::from(k_new), dvn = Dev::from(v_new), dkc = Dev::from(kc), dvc = Dev::from(vc),
           dout = Dev::from(poisoned(q.size()));
-      AttentionParams p;
-      p.q = dq.f();
-      p.k_new = dkn.f();
-      p.v_new = dvn.f();
-      p.k_cache = dkc.p;
-      p.v_cache = dvc.p;
+      AttentionParams p = attention_params({n_ctx, start, n_tok, n_head, n_kv, d}, dq.f(), dkn.f(), dvn.f(), dkc.p,
+                                           dvc.p, dout.f());
       p.kv_type = kv_type;
-      p.n_ctx = n_ctx;
-      p.start_pos = start;
-      p.n_tokens = n_tok;
-      p.n_head = n_head;
-      p.n_kv_head = n_kv;
-      p.head_dim = d;
-      p.out = dout.f();
       LS_ASSERT_OK(k_->attention(p, s_));
       LS_ASSERT_OK(s_.synchronize());
       const std::vector<float> out = dout.get<float>();
@@ -265,21 +250,10 @@ TEST_F(CudaKernelsTest, GeluMulScaleRopeFactorsSlidingWindow) {
     const std::vector<float> k_new(k_all.begin() + start * row, k_all.end()), v_new(v_all.begin() + start * row, v_all.end());
     Dev dq = Dev::from(q), dkn = Dev::from(k_new), dvn = Dev::from(v_new), dkc = Dev::from(k_all),
         dvc = Dev::from(v_all), dout = Dev::from(poisoned(q.size()));
-    AttentionParams p;
-    p.q = dq.f();
-    p.k_new = dkn.f();
-    p.v_new = dvn.f();
-    p.k_cache = dkc.p;
-    p.v_cache = dvc.p;
-    p.n_ctx = n_ctx;
-    p.start_pos = start;
-    p.n_tokens = nt;
-    p.n_head = n_head;
-    p.n_kv_head = n_kv;
-    p.head_dim = d;
+    AttentionParams p = attention_params({n_ctx, start, nt, n_head, n_kv, d}, dq.f(), dkn.f(), dvn.f(), dkc.p, dvc.p,
+                                         dout.f());
     p.scale = 0.0625f;
     p.window = window;
-    p.out = dout.f();
     LS_ASSERT_OK(k_->attention(p, s_));
     LS_ASSERT_OK(s_.synchronize());
     const std::vector<float> out = dout.get<float>();

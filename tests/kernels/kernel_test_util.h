@@ -185,6 +185,43 @@ inline std::vector<double> ref_attention(const std::vector<double>& q, const std
   return out;
 }
 
+// The sizes of a matmul: output rows, row length, tokens.
+struct MatmulShape {
+  int64_t n_out, n_in, n_tok;
+};
+
+// Calls fn(type, shape, w, x) for every weight type and every shape whose
+// row length is a whole number of the type's blocks, with a random weight
+// `w` and random activations `x` of that shape; stops at a fatal failure.
+template <typename Fn>
+void for_each_matmul_case(const std::vector<MatmulShape>& shapes, std::mt19937_64& rng, Fn&& fn) {
+  for (GgmlType type : all_weight_types()) {
+    for (const MatmulShape& s : shapes) {
+      if (s.n_in % ggml_type_traits(type).block_elems != 0) continue;
+      const Weight w = random_weight(type, s.n_out, s.n_in, rng);
+      const std::vector<float> x = random_floats(s.n_in * s.n_tok, rng);
+      fn(type, s, w, x);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// The sizes of an attention call: cache capacity, first new position, new
+// tokens, query heads, KV heads, head width.
+struct AttentionShape {
+  int64_t n_ctx, start_pos, n_tokens, n_head, n_kv_head, head_dim;
+};
+
+// An attention call of `shape` on these buffers (k_new and v_new null: the
+// new rows are in the cache already); an F32 cache, the default scale and
+// full causal attention unless the caller changes them.
+inline AttentionParams attention_params(const AttentionShape& shape, const float* q, const float* k_new,
+                                        const float* v_new, void* k_cache, void* v_cache, float* out) {
+  return {.q = q, .k_new = k_new, .v_new = v_new, .k_cache = k_cache, .v_cache = v_cache,
+          .n_ctx = shape.n_ctx, .start_pos = shape.start_pos, .n_tokens = shape.n_tokens, .n_head = shape.n_head,
+          .n_kv_head = shape.n_kv_head, .head_dim = shape.head_dim, .out = out};
+}
+
 inline double ref_silu(double g) { return g / (1.0 + std::exp(-g)); }
 
 inline double ref_gelu_tanh(double g) {

@@ -94,20 +94,9 @@ struct KernelBlock {
     LS_RETURN_IF_ERROR(k.rope({q.data(), n, kH, kD, 0, pos.data(), kBase, kScale, false}, s));
     LS_RETURN_IF_ERROR(k.rope({kk.data(), n, kKV, kD, 0, pos.data(), kBase, kScale, false}, s));
     std::vector<float> attn = poisoned(n * kH * kD);
-    AttentionParams ap;
-    ap.q = q.data();
-    ap.k_new = kk.data();
-    ap.v_new = v.data();
-    ap.k_cache = k_cache.data();
-    ap.v_cache = v_cache.data();
+    AttentionParams ap = attention_params({kCtx, start, n, kH, kKV, kD}, q.data(), kk.data(), v.data(),
+                                          k_cache.data(), v_cache.data(), attn.data());
     ap.kv_type = kv_type;
-    ap.n_ctx = kCtx;
-    ap.start_pos = start;
-    ap.n_tokens = n;
-    ap.n_head = kH;
-    ap.n_kv_head = kKV;
-    ap.head_dim = kD;
-    ap.out = attn.data();
     LS_RETURN_IF_ERROR(k.attention(ap, s));
     LS_RETURN_IF_ERROR(mm(w.wo, attn, n, o));
     std::vector<float> x2 = poisoned(n * kE);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/common/box_json.h"
 #include "tests/common/cli.h"
 #include "tests/common/testing.h"
 
@@ -43,9 +44,8 @@ std::string write_box(TempDir& dir) {
 
 std::string make_model(TempDir& dir, const std::string& extra = "") {
   const std::string model = dir.file("m.gguf");
-  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
-                         "--dtype f32 --ctx 128 --seed " + std::to_string(testing::fresh_seed() % 100000) + extra);
-  EXPECT_EQ(mk.exit_code, 0) << mk.err;
+  EXPECT_TRUE(testing::cli_example_model(model, "--layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 --dtype f32 "
+                                                "--ctx 128 --seed " + std::to_string(testing::fresh_seed() % 100000) + extra));
   return model;
 }
 
@@ -132,20 +132,16 @@ TEST(CliExampleModel, LargerThanTheFreeDiskIsRefusedBeforeWriting) {
 // host figures it streams them.
 TEST(CliPlan, ShapeWithHostFiguresPutsBlocksOnTheHost) {
   TempDir dir;
-  nlohmann::json box = {
-      {"probe_version", 2},
-      {"box", {{"backend", "cuda"}, {"device", "Some GPU"}}},
-      {"link_gbps", 5.0},
-      {"disk_gbps", 2.0},
-      {"compute",
-       {{{"type", "Q8_0"}, {"shape", "decode"}, {"weight_gbps", 1000.0}},
-        {{"type", "Q8_0"}, {"shape", "prefill"}, {"gflops", 100000.0}}}},
-      {"host",
-       {{"threads", 8},
-        {"ram_read_gbps", 100.0},
-        {"compute",
-         {{{"type", "Q8_0"}, {"shape", "decode"}, {"weight_gbps", 80.0}},
-          {{"type", "Q8_0"}, {"shape", "prefill"}, {"gmacs", 50.0}}}}}}};
+  nlohmann::json box = testing::box_json({.device = "Some GPU",
+                                          .type = "Q8_0",
+                                          .link_gbps = 5.0,
+                                          .disk_gbps = 2.0,
+                                          .decode_gbps = 1000.0,
+                                          .prefill_gflops = 100000.0,
+                                          .host_threads = 8,
+                                          .ram_read_gbps = 100.0,
+                                          .host_decode_gbps = 80.0,
+                                          .host_prefill_gmacs = 50.0});
   const std::string with_host = dir.file("host.json"), without = dir.file("nohost.json");
   std::ofstream(with_host) << box.dump();
   box.erase("host");

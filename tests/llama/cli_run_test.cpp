@@ -23,9 +23,8 @@ TEST(CliRun, TokensJsonLogits) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf");
   const uint64_t seed = testing::fresh_seed() % 1000000;
-  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
-                             "--dtype f16 --seed " + std::to_string(seed));
-  ASSERT_EQ(mk.exit_code, 0) << mk.out << mk.err;
+  ASSERT_TRUE(testing::cli_example_model(
+      model, "--layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 --dtype f16 --seed " + std::to_string(seed)));
   const std::string json = dir.file("r.json"), npy = dir.file("l.npy");
   CliResult r = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --ignore-eog --temp 0 --backend host --vram 512KiB "
                             "--ctx 64 --json " + json + " --logits " + npy);
@@ -72,8 +71,7 @@ TEST(CliRun, TokensJsonLogits) {
 TEST(CliRun, BadInputExitsWithError) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf");
-  CliResult mk = run_cli("example-model " + model + " --layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2");
-  ASSERT_EQ(mk.exit_code, 0) << mk.err;
+  ASSERT_TRUE(testing::cli_example_model(model, "--layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2"));
   struct Case {
     std::string args, words;
   };
@@ -99,9 +97,9 @@ TEST(CliPerplexity, ResidentStreamedJsonAndShortText) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf"), text = dir.file("text.txt");
   const uint64_t seed = testing::fresh_seed() % 1000000;
-  CliResult mk = run_cli("example-model " + model + " --layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 "
-                             "--arch gemma3 --head-dim 32 --sliding-window 8 --dtype f16 --seed " + std::to_string(seed));
-  ASSERT_EQ(mk.exit_code, 0) << mk.out << mk.err;
+  ASSERT_TRUE(testing::cli_example_model(model,
+                                         "--layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 --arch gemma3 "
+                                         "--head-dim 32 --sliding-window 8 --dtype f16 --seed " + std::to_string(seed)));
   {
     std::ofstream f(text);
     for (int i = 0; i < 40; ++i) f << "The quick brown fox " << i << " jumps over the lazy dog.\n";

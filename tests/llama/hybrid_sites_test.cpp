@@ -18,6 +18,7 @@
 #include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
+#include "tests/common/tiny_runner.h"
 
 namespace layerstream {
 namespace {
@@ -28,20 +29,9 @@ using llama::Strategy;
 using sched::Site;
 using sched::Tier;
 
-RunnerOptions base_options() {
-  RunnerOptions o;
-  o.n_ctx = 64;
-  o.link_gbps = 20;
-  o.disk_gbps = 5;
-  o.trace = true;
-  return o;
-}
+RunnerOptions base_options() { return testing::tiny_runner_options(/*trace=*/true); }
 
-std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+using testing::random_tokens;
 
 std::vector<std::vector<float>> prefill_logits(LlamaRunner& r, const std::vector<int32_t>& prompt) {
   return {testing::decode_last_logits(r, prompt)};
@@ -53,12 +43,7 @@ void decode_logits(LlamaRunner& r, const std::vector<int32_t>& next, std::vector
 
 void expect_same(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want,
                  uint64_t seed) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].size(), want[i].size());
-    EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
-        << "logits row " << i << " differ (seed " << seed << ")";
-  }
+  testing::expect_same_logits(got, want, "seed " + std::to_string(seed));
 }
 
 // A random placement: each block resident, RAM or disk tier, and (when not
@@ -91,15 +76,10 @@ TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
   ExampleModelSpec spec = testing::tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256);
   spec.n_layers = 6;
   const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
-  DeviceOptions co;
-  co.backend = BackendKind::kHost;
-  co.host_threads = 2;
-  co.copies_only = true;
-  LS_ASSERT_OK_AND_ASSIGN(auto staged, open_device(co));
+  auto staged = testing::open_host_device(2, /*sim_link_gbps=*/0, /*copies_only=*/true);
+  ASSERT_TRUE(dev && staged);
   const auto prompt = random_tokens(rng, 9, 512);
   const auto next = random_tokens(rng, 4, 512);
 
@@ -109,15 +89,11 @@ TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
   auto want = prefill_logits(*resident, prompt);
   decode_logits(*resident, next, want);
   const int n = static_cast<int>(resident->executor().layer_bytes().size());
-  uint64_t all = 0, largest = 0;
-  for (uint64_t b : resident->executor().layer_bytes()) {
-    all += sched::round_up(b, 4096) + 8192;
-    largest = std::max(largest, sched::round_up(b, 4096) + 8192);
-  }
   // Room for every layer resident plus a 2-slot window: the site flip below
   // may turn a host-site block of an otherwise all-resident placement into a
   // streamed one.
-  const uint64_t vram = resident->reserve().total() + 4096 + all + 2 * largest;
+  uint64_t largest = 0;
+  const uint64_t vram = testing::any_placement_vram(*resident, &largest);
   const uint64_t small_vram = resident->reserve().total() + 4096 + 3 * largest;  // most layers cannot be resident
   resident.reset();
 
@@ -195,9 +171,7 @@ TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
   ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/256);
   spec.n_layers = 6;
   const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
 
   RunnerOptions o = base_options();

@@ -51,11 +51,23 @@ Status write_variant(const std::string& path, uint64_t seed,
   });
 }
 
-TEST(LlamaErrors, PromptLongerThanContext) {
+// Each test writes its model at `path` (the tiny one, or a variant) and
+// runs it on the host device.
+class LlamaErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dev = testing::open_host_device(1);
+    ASSERT_TRUE(dev);
+  }
+  Status write_tiny_model() { return write_example_model(path, tiny(testing::fresh_seed())); }
+
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny(testing::fresh_seed())).ok());
-  auto dev = testing::open_host_device(1);
+  std::unique_ptr<Device> dev;
+};
+
+TEST_F(LlamaErrors, PromptLongerThanContext) {
+  LS_ASSERT_OK(write_tiny_model());
   RunnerOptions o;
   o.n_ctx = 8;
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
@@ -73,11 +85,8 @@ TEST(LlamaErrors, PromptLongerThanContext) {
   EXPECT_THAT(st.message(), HasSubstr("full"));
 }
 
-TEST(LlamaErrors, TokenOutsideVocabulary) {
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny(testing::fresh_seed())).ok());
-  auto dev = testing::open_host_device(1);
+TEST_F(LlamaErrors, TokenOutsideVocabulary) {
+  LS_ASSERT_OK(write_tiny_model());
   LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, RunnerOptions{}));
   std::vector<int32_t> prompt = {1, 512};
   Status st = decode(*r, prompt);
@@ -85,11 +94,8 @@ TEST(LlamaErrors, TokenOutsideVocabulary) {
   EXPECT_THAT(st.message(), HasSubstr("token id 512 is outside the vocabulary [0, 512)"));
 }
 
-TEST(LlamaErrors, BudgetCannotHoldWindowPlusKv) {
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
-  ASSERT_TRUE(write_example_model(path, tiny(testing::fresh_seed())).ok());
-  auto dev = testing::open_host_device(1);
+TEST_F(LlamaErrors, BudgetCannotHoldWindowPlusKv) {
+  LS_ASSERT_OK(write_tiny_model());
   RunnerOptions o;
   o.n_ctx = 128;
   o.vram_budget = 256 << 10;
@@ -101,15 +107,12 @@ TEST(LlamaErrors, BudgetCannotHoldWindowPlusKv) {
   EXPECT_THAT(r.status().message(), HasSubstr("262144 bytes"));
 }
 
-TEST(LlamaErrors, UnsupportedArchitecture) {
-  TempDir dir;
-  const std::string path = dir.file("gpt2.gguf");
+TEST_F(LlamaErrors, UnsupportedArchitecture) {
   ASSERT_TRUE(write_variant(path, testing::fresh_seed(), [](const GgufKeyValue& kv, GgufWriter& w) {
                 if (kv.key != "general.architecture") return true;
                 (void)w.add(kv.key, GgufValue::string("gpt2"));
                 return false;
               }).ok());
-  auto dev = testing::open_host_device(1);
   auto r = LlamaRunner::create(*dev, path, RunnerOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsUnsupported()) << r.status().ToString();
@@ -120,9 +123,7 @@ TEST(LlamaErrors, UnsupportedArchitecture) {
   EXPECT_TRUE(m.status().IsUnsupported()) << m.status().ToString();
 }
 
-TEST(LlamaErrors, UnsupportedTensorType) {
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
+TEST_F(LlamaErrors, UnsupportedTensorType) {
   ASSERT_TRUE(write_variant(path, testing::fresh_seed(), [](const GgufKeyValue&, GgufWriter&) { return true; }).ok());
   // Patch blk.0.attn_q.weight's type (F32, id 0) to I32 (id 26): same size, not a weight type.
   std::vector<uint8_t> bytes = testing::read_file(path);
@@ -140,16 +141,13 @@ TEST(LlamaErrors, UnsupportedTensorType) {
   type = 26;
   std::memcpy(&bytes[at], &type, 4);
   testing::write_file(path, bytes);
-  auto dev = testing::open_host_device(1);
   auto r = LlamaRunner::create(*dev, path, RunnerOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsUnsupported()) << r.status().ToString();
   EXPECT_THAT(r.status().message(), HasSubstr("I32"));
 }
 
-TEST(LlamaErrors, MissingTokenizer) {
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
+TEST_F(LlamaErrors, MissingTokenizer) {
   ASSERT_TRUE(write_variant(path, testing::fresh_seed(), [](const GgufKeyValue& kv, GgufWriter&) {
                 return kv.key.rfind("tokenizer.", 0) != 0;
               }).ok());
@@ -158,7 +156,6 @@ TEST(LlamaErrors, MissingTokenizer) {
   EXPECT_TRUE(m.status().IsNotFound()) << m.status().ToString();
   EXPECT_THAT(m.status().message(), HasSubstr("tokenizer"));
   // The runner alone (token ids only) does not need one.
-  auto dev = testing::open_host_device(1);
   LS_EXPECT_OK(LlamaRunner::create(*dev, path, RunnerOptions{}).status());
 }
 

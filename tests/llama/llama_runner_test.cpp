@@ -23,6 +23,7 @@
 #include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
+#include "tests/common/tiny_runner.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace layerstream {
@@ -33,32 +34,14 @@ using llama::PassToken;
 using llama::RunnerOptions;
 using llama::Strategy;
 using testing::open_host_device;
+using testing::random_tokens;
 using testing::TempDir;
 using testing::tiny_llama_spec;
 
-RunnerOptions base_options() {
-  RunnerOptions o;
-  o.n_ctx = 64;
-  o.link_gbps = 20;
-  o.disk_gbps = 5;
-  o.trace = false;
-  return o;
-}
-
-std::vector<int32_t> random_tokens(std::mt19937_64& rng, int n, int vocab) {
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+RunnerOptions base_options() { return testing::tiny_runner_options(/*trace=*/false); }
 
 std::unique_ptr<Device> open_copies_only_device(int threads) {
-  DeviceOptions o;
-  o.backend = BackendKind::kHost;
-  o.host_threads = threads;
-  o.copies_only = true;
-  auto d = open_device(o);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return d.ok() ? std::move(*d) : nullptr;
+  return open_host_device(threads, /*sim_link_gbps=*/0, /*copies_only=*/true);
 }
 
 // Writes `spec` (with a separate and with a tied output head) and checks that
@@ -78,9 +61,7 @@ void expect_streaming_identity(ExampleModelSpec spec, uint64_t seed) {
     SCOPED_TRACE(tied ? "tied output head" : "separate output head");
     const std::string path = dir.file(tied ? "tied.gguf" : "m.gguf");
     spec.tied_output = tied;
-    ExampleWriteOptions wo;
-    wo.fsync = false;  // a scratch file: no need to wait for the disk
-    ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+    LS_ASSERT_OK(testing::write_scratch_model(path, spec));
     // The prefill chunk changes the matmul batch (and so the summation order
     // of quantised kernels): compare placements at the same chunk size.
     for (int chunk : {256, 4}) {
@@ -132,13 +113,7 @@ void expect_streaming_identity(ExampleModelSpec spec, uint64_t seed) {
         LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(c.staged ? *staged : *dev, path, o));
         EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
         EXPECT_LE(r->plan().count(sched::Tier::kResident), static_cast<int>(spec.n_layers));
-        const auto got = testing::runner_logits(*r, prompt, next);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_EQ(got[i].size(), want[i].size());
-          EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
-              << "logits row " << i << " differ (seed " << seed << ")";
-        }
+        testing::expect_same_logits(testing::runner_logits(*r, prompt, next), want, "seed " + std::to_string(seed));
       }
     }
   }
@@ -174,9 +149,7 @@ TEST(ExternalWeights, ReadInPlaceEqualsResidentBitForBit) {
     ExampleModelSpec spec = tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/256);
     spec.tied_output = tied;
     const std::string path = dir.file(tied ? "tied.gguf" : "m.gguf");
-    ExampleWriteOptions wo;
-    wo.fsync = false;
-    LS_ASSERT_OK(write_example_model(path, spec, wo));
+    LS_ASSERT_OK(testing::write_scratch_model(path, spec));
     RunnerOptions ro = base_options();
     ro.strategy = Strategy::kResident;
     ro.prefill_chunk = 4;
@@ -423,9 +396,10 @@ RefModel load_reference(const std::string& path, const LlamaModel& lm) {
 }
 
 // Tolerance: float32 activations and accumulation against float64 on the
-// same decoded weights; |err| <= 2e-3 * (1 + max |logit|) per row.
+// same decoded weights; |err| <= 2e-3 * (1 + max |logit|) per row. `worst`
+// (when given): the largest error relative to (1 + max |logit|) of its row.
 void expect_logits_near(const std::vector<std::vector<float>>& got, const std::vector<std::vector<double>>& want,
-                        uint64_t seed) {
+                        uint64_t seed, double* worst = nullptr) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t row = 0; row < got.size(); ++row) {
     double mx = 0, err = 0;
@@ -435,7 +409,33 @@ void expect_logits_near(const std::vector<std::vector<float>>& got, const std::v
     }
     EXPECT_GT(mx, 1e-3) << "degenerate logits";
     EXPECT_LE(err, 2e-3 * (1 + mx)) << "row " << row << " max |ref| " << mx << " seed " << seed;
+    if (worst) *worst = std::max(*worst, err / (1 + mx));
   }
+}
+
+// The logits of a runner on the model at `path` (exact path: f32
+// activations, so the tolerance is for f32 rounding only; the 11-token prompt
+// in passes of `prefill_chunk`) and of the float64 forward pass `m`, over a
+// random prompt and 5 decode steps.
+void logits_beside_reference(const std::string& path, const RefModel& m, std::mt19937_64& rng, int prefill_chunk,
+                             std::vector<std::vector<float>>& got, std::vector<std::vector<double>>& want) {
+  auto dev = open_host_device(2);
+  ASSERT_TRUE(dev);
+  RunnerOptions o = base_options();
+  o.prefill_chunk = prefill_chunk;
+  o.exact = true;
+  LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+  const auto prompt = random_tokens(rng, 11, 512);
+  const auto next = random_tokens(rng, 5, 512);
+  got = testing::runner_logits(*r, prompt, next);
+
+  RefRunner ref(m);
+  want.clear();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    auto l = ref.step(prompt[i]);
+    if (i + 1 == prompt.size()) want.push_back(l);
+  }
+  for (int32_t t : next) want.push_back(ref.step(t));
 }
 
 // Runs a prefill and decode steps on the model at `path` and compares every
@@ -448,47 +448,17 @@ void compare_with_reference(const std::string& path, uint64_t seed, double& wors
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
   ASSERT_EQ(lm.hparams.n_head_kv * 2, lm.hparams.n_head) << "test wants GQA";
   const RefModel m = load_reference(path, lm);
-
-  auto dev = open_host_device(2);
-  RunnerOptions o = base_options();
-  o.vram_budget = 0;   // default
-  o.prefill_chunk = 5;  // the 11-token prompt takes three passes
-  o.exact = true;       // f32 activations: the tolerance below is for f32 rounding only
-  LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
-  const auto prompt = random_tokens(rng, 11, 512);
-  const auto next = random_tokens(rng, 5, 512);
-  const auto got = testing::runner_logits(*r, prompt, next);
-
-  RefRunner ref(m);
+  std::vector<std::vector<float>> got;
   std::vector<std::vector<double>> want;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    auto l = ref.step(prompt[i]);
-    if (i + 1 == prompt.size()) want.push_back(l);
-  }
-  for (int32_t t : next) want.push_back(ref.step(t));
-
-  // Tolerance: float32 activations and accumulation against float64 on the
-  // same decoded weights; |err| <= 2e-3 * (1 + max |logit|) per row.
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t row = 0; row < got.size(); ++row) {
-    double mx = 0, err = 0;
-    for (size_t i = 0; i < want[row].size(); ++i) {
-      mx = std::max(mx, std::abs(want[row][i]));
-      err = std::max(err, std::abs(want[row][i] - got[row][i]));
-    }
-    EXPECT_GT(mx, 1e-3) << "degenerate logits";
-    EXPECT_LE(err, 2e-3 * (1 + mx)) << "row " << row << " max |ref| " << mx << " seed " << seed;
-    worst = std::max(worst, err / (1 + mx));
-  }
+  logits_beside_reference(path, m, rng, /*prefill_chunk=*/5, got, want);
+  expect_logits_near(got, want, seed, &worst);
 }
 
 // Writes `spec` and compares it with the float64 forward pass.
 void expect_matches_reference(const ExampleModelSpec& spec, uint64_t seed) {
   TempDir dir;
   const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;  // a scratch file: no need to wait for the disk
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   double worst = 0;
   compare_with_reference(path, seed, worst);
 }
@@ -533,15 +503,19 @@ const ArchCase kArchCases[] = {
     {"gemma3_no_window", "gemma3", false, 0, 0, 6, GgmlType::F16},
 };
 
-class ArchReference : public ::testing::TestWithParam<ArchCase> {};
+// Each test starts from the case's model written at `path`, seeded `seed`.
+class ArchReference : public ::testing::TestWithParam<ArchCase> {
+ protected:
+  void SetUp() override { LS_ASSERT_OK(write_example_model(path, arch_spec(GetParam(), seed))); }
+
+  const uint64_t seed = testing::fresh_seed();
+  std::mt19937_64 rng{seed};
+  TempDir dir;
+  const std::string path = dir.file("m.gguf");
+};
 
 TEST_P(ArchReference, PrefillAndDecodeMatchFloat64) {
   const ArchCase& c = GetParam();
-  const uint64_t seed = testing::fresh_seed();
-  std::mt19937_64 rng(seed);
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
-  LS_ASSERT_OK(write_example_model(path, arch_spec(c, seed)));
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
   EXPECT_EQ(lm.hparams.arch, c.arch);
@@ -552,35 +526,15 @@ TEST_P(ArchReference, PrefillAndDecodeMatchFloat64) {
     EXPECT_FALSE(lm.hparams.is_swa(1));
   }
   const RefModel m = load_reference(path, lm);
-
-  auto dev = open_host_device(2);
-  RunnerOptions o = base_options();
-  o.prefill_chunk = 4;  // the 11-token prompt takes three passes
-  o.exact = true;       // f32 activations: the tolerance is for f32 rounding only
-  LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
-  const auto prompt = random_tokens(rng, 11, 512);
-  const auto next = random_tokens(rng, 5, 512);
-  const auto got = testing::runner_logits(*r, prompt, next);
-
-  RefRunner ref(m);
+  std::vector<std::vector<float>> got;
   std::vector<std::vector<double>> want;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    auto l = ref.step(prompt[i]);
-    if (i + 1 == prompt.size()) want.push_back(l);
-  }
-  for (int32_t t : next) want.push_back(ref.step(t));
+  logits_beside_reference(path, m, rng, /*prefill_chunk=*/4, got, want);
   expect_logits_near(got, want, seed);
 }
 
 // Streaming never changes results, for each architecture: most layers
 // streamed from disk (and a RAM tier) give the resident logits bit for bit.
 TEST_P(ArchReference, StreamedEqualsResidentBitForBit) {
-  const ArchCase& c = GetParam();
-  const uint64_t seed = testing::fresh_seed();
-  std::mt19937_64 rng(seed);
-  TempDir dir;
-  const std::string path = dir.file("m.gguf");
-  LS_ASSERT_OK(write_example_model(path, arch_spec(c, seed)));
   auto dev = open_host_device(2);
   const auto prompt = random_tokens(rng, 9, 512);
   const auto next = random_tokens(rng, 4, 512);
@@ -601,11 +555,8 @@ TEST_P(ArchReference, StreamedEqualsResidentBitForBit) {
     o.prefill_chunk = 4;
     LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
     EXPECT_GT(r->streamed_bytes_per_pass(), 0u) << "case streams nothing";
-    const auto got = testing::runner_logits(*r, prompt, next);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_EQ(0, std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)))
-          << "logits row " << i << " differ (ram " << ram << ", seed " << seed << ")";
+    testing::expect_same_logits(testing::runner_logits(*r, prompt, next), want,
+                                "ram " + std::to_string(ram) + ", seed " + std::to_string(seed));
   }
 }
 
@@ -747,19 +698,28 @@ INSTANTIATE_TEST_SUITE_P(
 namespace layerstream {
 namespace {
 
+// The non-empty entries of the ':'-separated list in environment variable
+// `name` (bench/peer/interop.sh sets the interop lists); none when unset.
+std::vector<std::string> env_list(const char* name) {
+  std::vector<std::string> out;
+  const char* list = std::getenv(name);
+  const std::string text = list ? list : "";
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = std::min(text.find(':', begin), text.size());
+    if (end > begin) out.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
 // Interop (not CI; bench/peer/interop.sh): files made by llama.cpp's
 // llama-quantize, listed in LAYERSTREAM_INTEROP_FILES (separated by ':'),
 // load, run, and match the float64 forward pass of their decoded weights.
 TEST(Interop, ExternalFilesMatchFloat64) {
-  const char* list = std::getenv("LAYERSTREAM_INTEROP_FILES");
-  if (!list || !*list) GTEST_SKIP() << "LAYERSTREAM_INTEROP_FILES not set (bench/peer/interop.sh sets it)";
-  std::string files = list;
-  size_t begin = 0;
-  while (begin <= files.size()) {
-    const size_t end = std::min(files.find(':', begin), files.size());
-    const std::string path = files.substr(begin, end - begin);
-    begin = end + 1;
-    if (path.empty()) continue;
+  const std::vector<std::string> files = env_list("LAYERSTREAM_INTEROP_FILES");
+  if (files.empty()) GTEST_SKIP() << "LAYERSTREAM_INTEROP_FILES not set (bench/peer/interop.sh sets it)";
+  for (const std::string& path : files) {
     SCOPED_TRACE(path);
     double worst = -1;
     compare_with_reference(path, testing::fresh_seed(), worst);
@@ -780,14 +740,9 @@ namespace {
 // LAYERSTREAM_INTEROP_PAIRS (separated by ':'): every element ggml decoded
 // equals our float64 spec decoding rounded once to f32.
 TEST(Interop, LlamaCppDecodesOurFilesAsWeDo) {
-  const char* list = std::getenv("LAYERSTREAM_INTEROP_PAIRS");
-  if (!list || !*list) GTEST_SKIP() << "LAYERSTREAM_INTEROP_PAIRS not set (bench/peer/interop.sh sets it)";
-  const std::string pairs = list;
-  size_t begin = 0;
-  while (begin < pairs.size()) {
-    const size_t end = std::min(pairs.find(':', begin), pairs.size());
-    const std::string pair = pairs.substr(begin, end - begin);
-    begin = end + 1;
+  const std::vector<std::string> pairs = env_list("LAYERSTREAM_INTEROP_PAIRS");
+  if (pairs.empty()) GTEST_SKIP() << "LAYERSTREAM_INTEROP_PAIRS not set (bench/peer/interop.sh sets it)";
+  for (const std::string& pair : pairs) {
     const size_t eq = pair.find('=');
     ASSERT_NE(eq, std::string::npos) << pair;
     const std::string ours = pair.substr(0, eq), theirs = pair.substr(eq + 1);

@@ -21,22 +21,17 @@
 #include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
+#include "tests/common/tiny_runner.h"
 
 namespace layerstream {
 namespace {
 
 using llama::LlamaRunner;
-using llama::RunnerOptions;
-using llama::Strategy;
 using sched::Site;
 using sched::Tier;
 
-RunnerOptions base_options(bool exact) {
-  RunnerOptions o;
-  o.n_ctx = 64;
-  o.link_gbps = 20;
-  o.disk_gbps = 5;
-  o.trace = true;
+llama::RunnerOptions base_options(bool exact) {
+  llama::RunnerOptions o = testing::tiny_runner_options(/*trace=*/true);
   o.exact = exact;
   return o;
 }
@@ -87,30 +82,19 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
   spec.n_layers = 5;
   spec.n_ff = 192;  // rows of 32: 0.2..0.8 of 192 splits inside the matrix, of 32 (K/V) at an end
   const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
-  DeviceOptions co;
-  co.backend = BackendKind::kHost;
-  co.host_threads = 2;
-  co.copies_only = true;
-  LS_ASSERT_OK_AND_ASSIGN(auto staged, open_device(co));
-  std::vector<int32_t> prompt(9), next(3);
-  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 512);
-  for (auto& t : next) t = static_cast<int32_t>(rng() % 512);
+  auto staged = testing::open_host_device(2, /*sim_link_gbps=*/0, /*copies_only=*/true);
+  ASSERT_TRUE(dev && staged);
+  const auto prompt = testing::random_tokens(rng, 9, 512);
+  const auto next = testing::random_tokens(rng, 3, 512);
 
-  RunnerOptions ro = base_options(c.exact);
-  ro.strategy = Strategy::kResident;
+  llama::RunnerOptions ro = base_options(c.exact);
+  ro.strategy = llama::Strategy::kResident;
   LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
   const auto want = testing::runner_logits(*resident, prompt, next);
   const int n = static_cast<int>(resident->executor().layer_bytes().size());
-  uint64_t all = 0, largest = 0;
-  for (uint64_t b : resident->executor().layer_bytes()) {
-    all += sched::round_up(b, 4096) + 8192;
-    largest = std::max(largest, sched::round_up(b, 4096) + 8192);
-  }
-  const uint64_t vram = resident->reserve().total() + 4096 + all + 2 * largest;  // any placement + a 2-slot window
+  const uint64_t vram = testing::any_placement_vram(*resident);
   resident.reset();
 
   bool all_bitwise = true;
@@ -119,8 +103,8 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
     const sched::Plan plan = random_plan(rng, n);
     SCOPED_TRACE("placement " + sched::site_map(plan) + (copies_only ? " (copies-only device)" : "") + " seed " +
                  std::to_string(seed));
-    RunnerOptions o = base_options(c.exact);
-    o.strategy = Strategy::kPlanned;
+    llama::RunnerOptions o = base_options(c.exact);
+    o.strategy = llama::Strategy::kPlanned;
     o.vram_budget = vram;
     o.ram_budget = 64ull << 20;
     o.plan = plan;
@@ -191,9 +175,7 @@ TEST(SplitSitesErrors, DiskTierOrBadFractionIsRefused) {
   testing::TempDir dir;
   ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, 7, 256);
   const std::string path = dir.file("m.gguf");
-  ExampleWriteOptions wo;
-  wo.fsync = false;
-  ASSERT_TRUE(write_example_model(path, spec, wo).ok());
+  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
   const int n = static_cast<int>(spec.n_layers) + 1;
   for (int bad = 0; bad < 2; ++bad) {
@@ -207,8 +189,8 @@ TEST(SplitSitesErrors, DiskTierOrBadFractionIsRefused) {
     else p.device_rows[1] = 1.5;
     p.slots = 2;
     p.prefetch_depth = 1;
-    RunnerOptions o = base_options(false);
-    o.strategy = Strategy::kPlanned;
+    llama::RunnerOptions o = base_options(false);
+    o.strategy = llama::Strategy::kPlanned;
     o.vram_budget = 64ull << 20;
     o.ram_budget = 64ull << 20;
     o.plan = p;

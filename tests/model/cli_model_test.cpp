@@ -70,8 +70,7 @@ TEST(CliModel, ExampleModelThenInspectJson) {
 TEST(CliModel, SizeFlagLandsWithinFivePercent) {
   testing::TempDir dir;
   const std::string model = dir.file("sized.gguf");
-  CliResult w = run_cli("example-model " + model + " --size 6MiB --dtype q4_0");
-  ASSERT_EQ(w.exit_code, 0) << w.out;
+  ASSERT_TRUE(testing::cli_example_model(model, "--size 6MiB --dtype q4_0"));
   const double size = static_cast<double>(std::filesystem::file_size(model));
   EXPECT_NEAR(size, 6.0 * (1 << 20), 0.05 * 6.0 * (1 << 20));
   EXPECT_EQ(run_cli("inspect " + model).exit_code, 0);
@@ -126,9 +125,8 @@ void patch_tensor_type(const std::string& path, const std::string& name, uint32_
 TEST(CliModel, InspectShowsUnsupportedTypesRunRefuses) {
   testing::TempDir dir;
   const std::string model = dir.file("m.gguf");
-  CliResult w = run_cli("example-model " + model +
-                        " --layers 2 --hidden 256 --ffn 512 --heads 4 --kv-heads 2 --vocab 512 --dtype f32");
-  ASSERT_EQ(w.exit_code, 0) << w.out;
+  ASSERT_TRUE(testing::cli_example_model(
+      model, "--layers 2 --hidden 256 --ffn 512 --heads 4 --kv-heads 2 --vocab 512 --dtype f32"));
   // F32 (4 bytes per element) -> IQ2_XXS (66 bytes per 256): the data still lies inside the old span.
   patch_tensor_type(model, "blk.1.attn_q.weight", 16);
 
@@ -152,9 +150,8 @@ TEST(CliModel, InspectShowsUnsupportedTypesRunRefuses) {
 TEST(CliModel, InspectShowsUnsupportedArchitecture) {
   testing::TempDir dir;
   const std::string model = dir.file("m.gguf");
-  CliResult w = run_cli("example-model " + model +
-                        " --layers 2 --hidden 64 --ffn 128 --heads 2 --kv-heads 2 --vocab 512 --dtype q5_0");
-  ASSERT_EQ(w.exit_code, 0) << w.out;
+  ASSERT_TRUE(testing::cli_example_model(
+      model, "--layers 2 --hidden 64 --ffn 128 --heads 2 --kv-heads 2 --vocab 512 --dtype q5_0"));
   std::vector<uint8_t> bytes = testing::read_file(model);
   const std::string from = "llama.", to = "llamb.";  // every llama.* key: not a llama model any more
   const std::string arch_key = "general.architecture";

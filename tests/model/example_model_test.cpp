@@ -13,23 +13,15 @@
 #include "runtime/model/llama_model.h"
 #include "runtime/model/tokenizer_gguf.h"
 #include "runtime/tokenizer/example_vocab.h"
+#include "tests/common/gguf_layout_eq.h"
 #include "tests/common/testing.h"
 
 namespace layerstream {
 namespace {
 
 ExampleModelSpec small_spec(GgmlType dtype, uint64_t seed) {
-  ExampleModelSpec s;
-  s.n_layers = 3;
-  s.n_embd = 128;
-  s.n_ff = 320;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_vocab = 600;
-  s.n_ctx = 512;
-  s.dtype = dtype;
-  s.seed = seed;
-  return s;
+  return {.n_layers = 3, .n_embd = 128, .n_ff = 320, .n_head = 4, .n_head_kv = 2, .n_vocab = 600, .n_ctx = 512,
+          .dtype = dtype, .seed = seed};
 }
 
 std::vector<float> decode_tensor(const std::string& path, const GgufTensorInfo& t) {
@@ -54,19 +46,7 @@ TEST_P(ExampleModelTest, WritesAValidLlamaModelThatReadsBackIdentically) {
   EXPECT_EQ(std::filesystem::file_size(path), layout.file_size());
 
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
-  EXPECT_EQ(f.alignment(), 4096u);
-  ASSERT_EQ(f.metadata().size(), layout.metadata().size());
-  for (size_t i = 0; i < f.metadata().size(); ++i) {
-    EXPECT_EQ(f.metadata()[i].key, layout.metadata()[i].key);
-    EXPECT_TRUE(f.metadata()[i].value == layout.metadata()[i].value) << layout.metadata()[i].key;
-  }
-  ASSERT_EQ(f.tensors().size(), layout.tensors().size());
-  for (size_t i = 0; i < f.tensors().size(); ++i) {
-    GgufTensorInfo want = layout.tensors()[i];
-    want.offset = layout.data_offset() + want.rel_offset;
-    EXPECT_EQ(f.tensors()[i], want);
-    EXPECT_EQ(f.tensors()[i].offset % 4096, 0u);
-  }
+  testing::expect_file_matches_layout(f, layout, 4096);
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
   EXPECT_EQ(m.hparams.n_layers, spec.n_layers);
   EXPECT_EQ(m.hparams.n_embd, spec.n_embd);

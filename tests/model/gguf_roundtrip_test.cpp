@@ -11,6 +11,7 @@
 #include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/gguf_writer.h"
+#include "tests/common/gguf_layout_eq.h"
 #include "tests/common/testing.h"
 
 namespace layerstream {
@@ -168,21 +169,10 @@ TEST(GgufRoundTrip, MetadataTensorInfosAndBytesAreIdentical) {
     EXPECT_EQ(std::filesystem::file_size(path), w.file_size());
 
     LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
-    EXPECT_EQ(f.alignment(), alignment);
-    EXPECT_EQ(f.data_offset(), w.data_offset());
-    ASSERT_EQ(f.metadata().size(), w.metadata().size());
-    for (size_t i = 0; i < f.metadata().size(); ++i) {
-      EXPECT_EQ(f.metadata()[i].key, w.metadata()[i].key);
-      EXPECT_TRUE(f.metadata()[i].value == w.metadata()[i].value) << f.metadata()[i].key;
-    }
-    ASSERT_EQ(f.tensors().size(), w.tensors().size());
-    for (size_t i = 0; i < f.tensors().size(); ++i) {
-      GgufTensorInfo want = w.tensors()[i];
-      want.offset = w.data_offset() + want.rel_offset;
-      EXPECT_EQ(f.tensors()[i], want) << want.name;
-      EXPECT_EQ(f.tensors()[i].offset % alignment, 0u);
-      EXPECT_EQ(read_range(path, f.tensors()[i].offset, f.tensors()[i].n_bytes), data[i]) << want.name;
-    }
+    testing::expect_file_matches_layout(f, w, alignment);
+    ASSERT_EQ(f.tensors().size(), data.size());
+    for (size_t i = 0; i < f.tensors().size(); ++i)
+      EXPECT_EQ(read_range(path, f.tensors()[i].offset, f.tensors()[i].n_bytes), data[i]) << f.tensors()[i].name;
     EXPECT_EQ(f.get_array("strs", GgufType::kString).value()->array_strings(), strs);
   }
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "io/io_hooks.h"
+#include "tests/common/host_device.h"
 #include "tests/common/testing.h"
 
 namespace layerstream::sched {
@@ -19,12 +20,7 @@ namespace {
 
 constexpr uint64_t KiB = 1024;
 
-uint64_t fnv(const void* p, size_t n) {
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
+using testing::fnv1a;
 
 void spin_for(std::chrono::microseconds d) {
   auto end = std::chrono::steady_clock::now() + d;
@@ -33,14 +29,7 @@ void spin_for(std::chrono::microseconds d) {
 }
 
 std::unique_ptr<Device> host_device(double gbps, bool copies_only = false) {
-  DeviceOptions o;
-  o.backend = BackendKind::kHost;
-  o.sim_link_gbps = gbps;
-  o.host_threads = 1;
-  o.copies_only = copies_only;
-  auto d = open_device(o);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return d.ok() ? std::move(d).value() : nullptr;
+  return testing::open_host_device(1, gbps, copies_only);
 }
 
 // Records what each compute call saw, checked on the compute stream thread.
@@ -50,6 +39,9 @@ struct Checker {
   std::mutex mu;
   std::vector<int> order;                 // layer order of compute calls
   std::vector<int> delay_us;              // per layer injected compute delay
+  Checker() = default;
+  // n layers of the same bytes (checksum `sum`), each computing for `delay` us.
+  Checker(int n, uint64_t sum, int delay) : expect(n, sum), delay_us(n, delay) {}
   ComputeFn fn() {
     return [this](const LayerRun& run, Stream& s) -> Status {
       int layer = run.layer;
@@ -57,7 +49,7 @@ struct Checker {
       uint64_t bytes = run.bytes;
       return s.host_func([this, layer, data, bytes] {
         if (delay_us[layer] > 0) spin_for(std::chrono::microseconds(delay_us[layer]));
-        if (fnv(data, bytes) != expect[layer]) bad.fetch_add(1);
+        if (fnv1a(data, bytes) != expect[layer]) bad.fetch_add(1);
         calls.fetch_add(1);
         std::lock_guard l(mu);
         order.push_back(layer);
@@ -97,11 +89,11 @@ TEST(Executor, ComputeSeesTheRightBytesUnderRandomConfigurations) {
         std::vector<uint8_t> b = testing::random_bytes(bytes, rng);
         file_bytes.insert(file_bytes.end(), b.begin(), b.end());
         file_bytes.resize(file_bytes.size() + rng() % 5000);
-        ck.expect[i] = fnv(b.data(), bytes);
+        ck.expect[i] = fnv1a(b.data(), bytes);
       } else {
         mem[i] = testing::random_bytes(bytes, rng);
         l.host_data = mem[i].data();
-        ck.expect[i] = fnv(mem[i].data(), bytes);
+        ck.expect[i] = fnv1a(mem[i].data(), bytes);
       }
       ck.delay_us[i] = rng() % 3 == 0 ? static_cast<int>(rng() % 300) : 0;
       total += round_up(bytes, kSlotAlignment);
@@ -145,9 +137,7 @@ TEST(Executor, BudgetTooSmallFailsBeforeAnythingRuns) {
   auto dev = host_device(0);
   ASSERT_TRUE(dev);
   std::vector<uint8_t> data = testing::random_bytes(300 * KiB, rng);
-  Checker ck;
-  ck.expect.assign(3, 0);
-  ck.delay_us.assign(3, 0);
+  Checker ck(3, 0, 0);
   std::vector<LayerSpec> layers(3);
   for (auto& l : layers) l.bytes = data.size(), l.host_data = data.data(), l.compute = ck.fn();
   ExecutorOptions o;
@@ -198,6 +188,18 @@ std::vector<LayerSpec> uniform_layers(int n, uint64_t bytes, const std::vector<u
 // the heavy layer.
 constexpr int kReplanLayers = 6;
 
+// Options for layers of `layer_bytes` each: VRAM for three of them (2 slots
+// + 1 resident), `ram_budget` of pinned RAM, a `link_gbps` link, and no
+// re-planning of its own (a test re-plans when it means to).
+ExecutorOptions three_slot_options(uint64_t layer_bytes, uint64_t ram_budget, double link_gbps) {
+  ExecutorOptions o;
+  o.vram_budget = 3 * layer_bytes;
+  o.ram_budget = ram_budget;
+  o.link_gbps = link_gbps;
+  o.auto_replan = false;
+  return o;
+}
+
 // Cost-model driven: the executor re-plans to a different resident set when
 // the cost model's profile changes.
 TEST(Executor, ReplanFollowsTheCostModel) {
@@ -206,14 +208,8 @@ TEST(Executor, ReplanFollowsTheCostModel) {
   ASSERT_TRUE(dev);
   const int n = kReplanLayers;
   std::vector<uint8_t> data = testing::random_bytes(256 * KiB, rng);
-  Checker ck;
-  ck.expect.assign(n, fnv(data.data(), data.size()));
-  ck.delay_us.assign(n, 0);
-  ExecutorOptions o;
-  o.vram_budget = 3 * 256 * KiB;
-  o.ram_budget = 16 << 20;
-  o.link_gbps = 0.25;
-  o.auto_replan = false;
+  Checker ck(n, fnv1a(data.data(), data.size()), 0);
+  ExecutorOptions o = three_slot_options(256 * KiB, 16 << 20, 0.25);
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, ck.fn()), o));
   LS_ASSERT_OK(ex->run_pass());
   int ha = static_cast<int>(rng() % n), hb = (ha + 1 + static_cast<int>(rng() % (n - 1))) % n;
@@ -242,14 +238,8 @@ TEST(Executor, ReplanBelowTheMinimumGainKeepsThePlacement) {
     SCOPED_TRACE(::testing::Message() << "replan_min_gain " << min_gain << " heavy " << heavy);
     auto dev = host_device(0.25);
     ASSERT_TRUE(dev);
-    Checker ck;
-    ck.expect.assign(n, fnv(data.data(), data.size()));
-    ck.delay_us.assign(n, 0);
-    ExecutorOptions o;
-    o.vram_budget = 3 * 256 * KiB;
-    o.ram_budget = 16 << 20;
-    o.link_gbps = 0.25;
-    o.auto_replan = false;
+    Checker ck(n, fnv1a(data.data(), data.size()), 0);
+    ExecutorOptions o = three_slot_options(256 * KiB, 16 << 20, 0.25);
     o.replan_min_gain = min_gain;
     // The starting plan: the resident is not the heavy layer.
     Plan start;
@@ -320,10 +310,8 @@ TEST(Executor, BatchSwitchReplansFromMeasuredTimes) {
       return Status::OK();
     });
   };
-  ExecutorOptions o;
-  o.vram_budget = 3 * 256 * KiB;
-  o.ram_budget = 16 << 20;
-  o.link_gbps = 0.25;
+  ExecutorOptions o = three_slot_options(256 * KiB, 16 << 20, 0.25);
+  o.auto_replan = true;
   // This test is about the batch switch: re-plan after two warm-up passes of
   // each class and not on drift, so scheduling noise on a loaded machine
   // cannot move the plan in between.
@@ -352,14 +340,8 @@ TEST(Executor, TraceCoversEveryComputeAndCopy) {
   ASSERT_TRUE(dev);
   const int n = 6;
   std::vector<uint8_t> data = testing::random_bytes(128 * KiB, rng);
-  Checker ck;
-  ck.expect.assign(n, fnv(data.data(), data.size()));
-  ck.delay_us.assign(n, 100);
-  ExecutorOptions o;
-  o.vram_budget = 3 * 128 * KiB;
-  o.ram_budget = 4 << 20;
-  o.link_gbps = 4;
-  o.auto_replan = false;
+  Checker ck(n, fnv1a(data.data(), data.size()), 100);
+  ExecutorOptions o = three_slot_options(128 * KiB, 4 << 20, 4);
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, uniform_layers(n, data.size(), data, ck.fn()), o));
   for (int p = 0; p < 3; ++p) LS_ASSERT_OK(ex->run_pass());
   const int streamed = ex->plan().count(Tier::kRam);
@@ -416,7 +398,7 @@ struct DiskModel {
       l.file = path;
       l.file_offset = file.size();
       auto b = testing::random_bytes(l.bytes, rng);
-      ck.expect[i] = fnv(b.data(), b.size());
+      ck.expect[i] = fnv1a(b.data(), b.size());
       file.insert(file.end(), b.begin(), b.end());
       file.resize(file.size() + rng() % 3000);
       l.compute = ck.fn();
@@ -425,6 +407,18 @@ struct DiskModel {
     testing::write_file(path, file);
   }
 };
+
+// Options for a DiskModel: `vram_budget`, staging buffers of `staging_bytes`
+// each, a 4 GB/s link and a 1 GB/s disk.
+ExecutorOptions disk_options(uint64_t vram_budget, uint64_t staging_bytes, unsigned staging_buffers) {
+  ExecutorOptions o;
+  o.vram_budget = vram_budget;
+  o.staging_buffer_bytes = staging_bytes;
+  o.staging_buffers = staging_buffers;
+  o.link_gbps = 4;
+  o.disk_gbps = 1;
+  return o;
+}
 
 class ExecutorDisk : public ::testing::TestWithParam<bool> {};
 
@@ -437,14 +431,9 @@ TEST_P(ExecutorDisk, DiskTierDeliversTheRightBytes) {
   const int n = 7;
   DiskModel m(n, rng);
   for (int i = 0; i < n; i += 2) m.layers[i].pin = Tier::kDisk;
-  ExecutorOptions o;
-  o.vram_budget = 3 * 208 * KiB;
+  ExecutorOptions o = disk_options(3 * 208 * KiB, 16 * KiB, 4);
   o.ram_budget = GetParam() ? 64 * KiB : 0;
   o.force_staging = GetParam();
-  o.staging_buffer_bytes = 16 * KiB;
-  o.staging_buffers = 4;
-  o.link_gbps = 4;
-  o.disk_gbps = 1;
   o.auto_replan = false;  // one plan, so every pass reads the same disk layers
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
   EXPECT_GT(ex->plan().count(Tier::kDisk), 0) << describe_plan(ex->plan(), ex->layer_bytes());
@@ -464,14 +453,9 @@ TEST_P(ExecutorDisk, ReadErrorIsReported) {
   DiskModel m(5, rng);
   for (auto& l : m.layers) l.pin = Tier::kDisk;
   FailReadsAfter hooks(m.layers[3].file_offset);
-  ExecutorOptions o;
-  o.vram_budget = 3 * 208 * KiB;
+  ExecutorOptions o = disk_options(3 * 208 * KiB, 16 * KiB, 2);
   o.ram_budget = GetParam() ? 32 * KiB : 0;  // the staging ring's two buffers
   o.force_staging = GetParam();
-  o.staging_buffer_bytes = 16 * KiB;
-  o.staging_buffers = 2;
-  o.link_gbps = 4;
-  o.disk_gbps = 1;
   o.reader.hooks = &hooks;
   o.reader.path = io::IoPath::kPread;
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
@@ -499,12 +483,7 @@ TEST(ExecutorStaged, ReadErrorFailsThePassOnCopiesOnlyDevice) {
   DiskModel m(5, rng);
   for (auto& l : m.layers) l.pin = Tier::kDisk;
   FailReadsAfter hooks(m.layers[3].file_offset);
-  ExecutorOptions o;
-  o.vram_budget = 3 * 208 * KiB;
-  o.staging_buffer_bytes = 16 * KiB;
-  o.staging_buffers = 4;
-  o.link_gbps = 4;
-  o.disk_gbps = 1;
+  ExecutorOptions o = disk_options(3 * 208 * KiB, 16 * KiB, 4);
   o.reader.hooks = &hooks;
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
   LS_ASSERT_OK(ex->run_pass());
@@ -530,12 +509,7 @@ TEST(ExecutorStaged, ManyReadsInFlightAcrossLayers) {
   ASSERT_TRUE(dev);
   DiskModel m(6, rng);
   for (auto& l : m.layers) l.pin = Tier::kDisk;
-  ExecutorOptions o;
-  o.vram_budget = 4 * 208 * KiB;
-  o.staging_buffer_bytes = 4 * KiB;  // a layer is 3..51 chunks
-  o.staging_buffers = 24;
-  o.link_gbps = 4;
-  o.disk_gbps = 1;
+  ExecutorOptions o = disk_options(4 * 208 * KiB, 4 * KiB, 24);  // a layer is 3..51 chunks
   o.auto_replan = false;
   LS_ASSERT_OK_AND_ASSIGN(auto ex, Executor::create(*dev, m.layers, o));
   int most = 0;
