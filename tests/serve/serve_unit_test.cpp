@@ -76,6 +76,10 @@ TEST(OpenAiProtocol, NamesTheFieldOfEachError) {
       {R"({"prompt":"a","temperature":-1})", 400, "temperature"},
       {R"({"prompt":"a","stop":["a","b","c","d","e"]})", 400, "stop"},
       {R"({"prompt":"a","model":"other"})", 404, "model"},
+      {R"({"prompt":"a","stream":true,"stream_options":{"include_usage":"yes"}})", 400, "stream_options"},
+      {R"({"prompt":"a","stream_options":[true]})", 400, "stream_options"},
+      {R"({"prompt":"a","seed":"7"})", 400, "seed"},
+      {R"({"prompt":"a","n":2})", 400, "n"},
   };
   for (const Case& c : cases) {
     CompletionParams p;
