@@ -18,6 +18,7 @@
 
 namespace ls = layerstream;
 namespace lb = layerstream::bench;
+namespace lp = layerstream::planning;
 namespace sc = layerstream::sched;
 
 namespace {
@@ -27,13 +28,13 @@ TEST(BenchStats, SummarizeMatchesSortedSample) {
   for (int n = 1; n <= 9; ++n) {
     std::vector<double> v(n);
     for (double& x : v) x = std::uniform_real_distribution<double>(0.1, 100)(rng);
-    lb::MinMedMax s = lb::summarize(v);
+    lp::MinMedMax s = lp::summarize(v);
     std::sort(v.begin(), v.end());
     EXPECT_EQ(s.min, v.front());
     EXPECT_EQ(s.max, v.back());
     EXPECT_DOUBLE_EQ(s.median, n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
   }
-  lb::MinMedMax e = lb::summarize({});
+  lp::MinMedMax e = lp::summarize({});
   EXPECT_EQ(e.min, 0);
   EXPECT_EQ(e.max, 0);
 }
@@ -304,29 +305,29 @@ TEST(BoxPrior, ReadsRatesAndRejectsJunk) {
   const double buffered = disk * 3;
   nlohmann::json doc = {{"probe_version", 1}, {"link_gbps", link}, {"disk_gbps", disk},
                         {"disk_gbps_by_path", {{"uring", disk}, {"buffered", buffered}}}};
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrior p, lb::box_prior_from_json(doc, "box file x", ls::io::IoPath::kAuto));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxPrior p, lp::box_prior_from_json(doc, "box file x", ls::io::IoPath::kAuto));
   EXPECT_DOUBLE_EQ(p.link_gbps, link);
   EXPECT_DOUBLE_EQ(p.disk_gbps, disk);
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrior b, lb::box_prior_from_json(doc, "box file x", ls::io::IoPath::kBuffered));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxPrior b, lp::box_prior_from_json(doc, "box file x", ls::io::IoPath::kBuffered));
   EXPECT_DOUBLE_EQ(b.disk_gbps, buffered);
 
   ls::testing::TempDir dir;
   const std::string path = dir.file("box.json");
-  std::string text = lb::to_json(lb::BoxProfile{}).dump();
+  std::string text = lp::to_json(lp::BoxProfile{}).dump();
   ls::testing::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
-  auto zero = lb::load_box_prior(path);  // an empty profile: link 0
+  auto zero = lp::load_box_prior(path);  // an empty profile: link 0
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.status().message().find("link_gbps"), std::string::npos);
 
   nlohmann::json bad = doc;
   bad["link_gbps"] = "fast";
-  EXPECT_TRUE(lb::box_prior_from_json(bad, "b", ls::io::IoPath::kAuto).status().IsCorruption());
+  EXPECT_TRUE(lp::box_prior_from_json(bad, "b", ls::io::IoPath::kAuto).status().IsCorruption());
   bad = doc;
   bad.erase("probe_version");
-  EXPECT_TRUE(lb::box_prior_from_json(bad, "b", ls::io::IoPath::kAuto).status().IsCorruption());
+  EXPECT_TRUE(lp::box_prior_from_json(bad, "b", ls::io::IoPath::kAuto).status().IsCorruption());
   ls::testing::write_file(path, {'{', 'x'});
-  EXPECT_TRUE(lb::load_box_prior(path).status().IsCorruption());
-  EXPECT_FALSE(lb::load_box_prior(dir.file("missing.json")).ok());
+  EXPECT_TRUE(lp::load_box_prior(path).status().IsCorruption());
+  EXPECT_FALSE(lp::load_box_prior(dir.file("missing.json")).ok());
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 namespace ls = layerstream;
 namespace lb = layerstream::bench;
+namespace lp = layerstream::planning;
 
 namespace {
 
@@ -41,7 +42,7 @@ json gpu_box(double link_gbps, double ram_gbps, double host_decode_gbps) {
 }
 
 TEST(BoxFigures, ReadsHandWrittenPointsAndRejectsJunk) {
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures b, lb::box_figures_from_json(gpu_box(50, 150, 120), "box file t"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures b, lp::box_figures_from_json(gpu_box(50, 150, 120), "box file t"));
   EXPECT_EQ(b.backend, "cuda");
   EXPECT_EQ(b.device_name, "Test GPU");
   EXPECT_EQ(b.notes, "test box");
@@ -64,39 +65,39 @@ TEST(BoxFigures, ReadsHandWrittenPointsAndRejectsJunk) {
            {json::json_pointer("/compute"), json::array()}}) {
     json doc = gpu_box(50, 150, 120);
     doc[path] = value;
-    auto r = lb::box_figures_from_json(doc, "box file t");
+    auto r = lp::box_figures_from_json(doc, "box file t");
     ASSERT_FALSE(r.ok()) << path.to_string();
     EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
     EXPECT_NE(r.status().message().find("box file t"), std::string::npos) << r.status().message();
   }
   json no_rates = gpu_box(50, 150, 120);
   no_rates["compute"][0].erase("weight_gbps");
-  EXPECT_FALSE(lb::box_figures_from_json(no_rates, "b").ok());
+  EXPECT_FALSE(lp::box_figures_from_json(no_rates, "b").ok());
 
   // A host backend's device rates are its host figures (the same CPU kernels).
   json host = gpu_box(10, 5, 4);
   host["box"]["backend"] = "host";
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures h, lb::box_figures_from_json(host, "h"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures h, lp::box_figures_from_json(host, "h"));
   EXPECT_EQ(&h.device_rates(), &h.host);
 }
 
 TEST(BoxFigures, ThisMachineIsTheBackendAndTheCpu) {
-  lb::BoxFigures b;
+  lp::BoxFigures b;
   b.backend = "host";
   b.device_name = "host (64 threads)";
-  b.host_cpu = lb::host_cpu_name();
+  b.host_cpu = lp::host_cpu_name();
   if (b.host_cpu.empty()) GTEST_SKIP() << "no CPU model name in /proc/cpuinfo on this machine";
-  EXPECT_TRUE(lb::box_is_this_machine(b, "host", "host (2 threads)"));  // other threads, same CPU
-  EXPECT_FALSE(lb::box_is_this_machine(b, "cuda", "host (2 threads)"));
+  EXPECT_TRUE(lp::box_is_this_machine(b, "host", "host (2 threads)"));  // other threads, same CPU
+  EXPECT_FALSE(lp::box_is_this_machine(b, "cuda", "host (2 threads)"));
   b.host_cpu = "Some Other CPU " + b.host_cpu;
-  EXPECT_FALSE(lb::box_is_this_machine(b, "host", "host (64 threads)"));
+  EXPECT_FALSE(lp::box_is_this_machine(b, "host", "host (64 threads)"));
   b.host_cpu.clear();  // no CPU in the file: the device name decides
-  EXPECT_TRUE(lb::box_is_this_machine(b, "host", "host (64 threads)"));
-  EXPECT_FALSE(lb::box_is_this_machine(b, "host", "host (2 threads)"));
+  EXPECT_TRUE(lp::box_is_this_machine(b, "host", "host (64 threads)"));
+  EXPECT_FALSE(lp::box_is_this_machine(b, "host", "host (2 threads)"));
 }
 
 TEST(BoxFigures, ShippedH200ProfileLoads) {
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures b, lb::load_box_figures(LAYERSTREAM_SOURCE_DIR "/bench/boxes/h200-pcie5-ddr5.json"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures b, lp::load_box_figures(LAYERSTREAM_SOURCE_DIR "/bench/boxes/h200-pcie5-ddr5.json"));
   EXPECT_EQ(b.backend, "cuda");
   EXPECT_TRUE(b.has_host());
   EXPECT_FALSE(b.notes.empty());  // where the figures come from
@@ -108,8 +109,8 @@ TEST(BoxFigures, ShippedH200ProfileLoads) {
 }
 
 TEST(BoxFigures, MatmulSecondsIsMemoryOrComputeBound) {
-  lb::RateTable r;
-  lb::ComputePoint d, p;
+  lp::RateTable r;
+  lp::ComputePoint d, p;
   d.weight_gbps = 100;
   p.gflops = 1000;
   r.points[{"Q8_0", "decode"}] = d;
@@ -117,13 +118,13 @@ TEST(BoxFigures, MatmulSecondsIsMemoryOrComputeBound) {
   std::mt19937_64 rng(ls::testing::fresh_seed());
   const int64_t n_out = 256 + rng() % 4096, n_in = 32 * (8 + rng() % 128);
   const uint64_t bytes = n_out * n_in * 34 / 32;
-  EXPECT_DOUBLE_EQ(lb::matmul_seconds(r, ls::GgmlType::Q8_0, n_out, n_in, bytes, 1), bytes / 100e9);
+  EXPECT_DOUBLE_EQ(lp::matmul_seconds(r, ls::GgmlType::Q8_0, n_out, n_in, bytes, 1), bytes / 100e9);
   const int tokens = 2 + rng() % 500;
-  EXPECT_DOUBLE_EQ(lb::matmul_seconds(r, ls::GgmlType::Q8_0, n_out, n_in, bytes, tokens),
+  EXPECT_DOUBLE_EQ(lp::matmul_seconds(r, ls::GgmlType::Q8_0, n_out, n_in, bytes, tokens),
                    std::max(bytes / 100e9, 2.0 * n_out * n_in * tokens / 1000e9));
-  lb::RateTable empty;
-  EXPECT_DOUBLE_EQ(lb::matmul_seconds(empty, ls::GgmlType::Q8_0, n_out, n_in, bytes, 1, 50), bytes / 50e9);
-  EXPECT_EQ(lb::matmul_seconds(empty, ls::GgmlType::Q8_0, n_out, n_in, bytes, 1), 0);
+  lp::RateTable empty;
+  EXPECT_DOUBLE_EQ(lp::matmul_seconds(empty, ls::GgmlType::Q8_0, n_out, n_in, bytes, 1, 50), bytes / 50e9);
+  EXPECT_EQ(lp::matmul_seconds(empty, ls::GgmlType::Q8_0, n_out, n_in, bytes, 1), 0);
 }
 
 TEST(ModelShape, ParsesPresetsAndKeysAndRejectsJunk) {
@@ -190,7 +191,7 @@ TEST(BoxPredict, SitesFollowTheFigures) {
 
   // Host RAM (150 GB/s) much faster than the link (20 GB/s): decode computes
   // the non-resident blocks on the host.
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures fast, lb::box_figures_from_json(gpu_box(20, 150, 120), "fast"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures fast, lp::box_figures_from_json(gpu_box(20, 150, 120), "fast"));
   LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrediction d,
                           lb::predict_with_box(fast, file, predict_options(lb::BenchMode::kDecode, 1, vram)));
   ASSERT_EQ(d.strategies.size(), 4u);
@@ -222,7 +223,7 @@ TEST(BoxPredict, SitesFollowTheFigures) {
   EXPECT_LE(by["planned"]->pass_s, std::min(by["host"]->pass_s, by["overlap"]->pass_s) * 1.001);
 
   // A host slower than the link (2 GB/s of matvec): planned keeps every block on the device.
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures slow, lb::box_figures_from_json(gpu_box(20, 3, 2), "slow"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures slow, lp::box_figures_from_json(gpu_box(20, 3, 2), "slow"));
   LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrediction ds,
                           lb::predict_with_box(slow, file, predict_options(lb::BenchMode::kDecode, 1, vram)));
   EXPECT_EQ(ds.strategies[3].name, "planned");
@@ -245,7 +246,7 @@ TEST(BoxPredict, ResidentThatDoesNotFitSaysWhy) {
   LS_ASSERT_OK_AND_ASSIGN(ls::ExampleModelSpec spec,
                           ls::parse_model_shape("layers=4,hidden=2048,ffn=4096,heads=16,kv_heads=4,vocab=32000,dtype=q8_0"));
   LS_ASSERT_OK_AND_ASSIGN(ls::GgufFile file, ls::model_shape_file(spec, "shape r"));
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures box, lb::box_figures_from_json(gpu_box(20, 150, 120), "b"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures box, lp::box_figures_from_json(gpu_box(20, 150, 120), "b"));
   auto o = predict_options(lb::BenchMode::kDecode, 1, 128ull << 20);
   o.strategies = {"resident", "planned"};
   LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrediction p, lb::predict_with_box(box, file, o));
@@ -254,7 +255,7 @@ TEST(BoxPredict, ResidentThatDoesNotFitSaysWhy) {
   // A GPU profile without host figures cannot predict the host site.
   json nohost = gpu_box(20, 150, 120);
   nohost.erase("host");
-  LS_ASSERT_OK_AND_ASSIGN(lb::BoxFigures nh, lb::box_figures_from_json(nohost, "b"));
+  LS_ASSERT_OK_AND_ASSIGN(lp::BoxFigures nh, lp::box_figures_from_json(nohost, "b"));
   o.strategies = {"host", "planned"};
   LS_ASSERT_OK_AND_ASSIGN(lb::BoxPrediction q, lb::predict_with_box(nh, file, o));
   EXPECT_NE(q.strategies[0].error.find("no host figures"), std::string::npos) << q.strategies[0].error;
