@@ -41,6 +41,14 @@ Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperat
                                          repeat_last_n, seed, stop_at_eog, keep_logits));
 }
 
+// IndexError "<what> <i> is outside [0, n)<where>" for an index the C++ API
+// would abort on (docs/RELIABILITY.md, "Mistakes in calls").
+void require_index(const char* what, int i, int n, const char* where = "") {
+  if (i < 0 || i >= n)
+    throw nb::index_error((std::string(what) + " " + std::to_string(i) + " is outside [0, " + std::to_string(n) + ")" +
+                           where).c_str());
+}
+
 // complete(): generate() run to the end, taking start()'s arguments and
 // returning the finished generation's GenerateResult.
 template <typename Start>
@@ -101,9 +109,7 @@ void bind_context(nb::module_& m) {
           "logits",
           [](PyContext& pc, int i) {
             Context& ctx = pc.idle("logits");
-            if (i < 0 || i >= ctx.last_decode_tokens())
-              throw nb::index_error(("logits: token " + std::to_string(i) + " is outside the last decode's [0, " +
-                                     std::to_string(ctx.last_decode_tokens()) + ")").c_str());
+            require_index("logits: token", i, ctx.last_decode_tokens(), " of the last decode");
             return logits_array(ctx.logits(i));
           },
           nb::arg("i"),
@@ -115,9 +121,7 @@ void bind_context(nb::module_& m) {
           "position",
           [](PyContext& pc, int seq) {
             Context& ctx = pc.idle("position");
-            if (seq < 0 || seq >= ctx.sequences())
-              throw nb::index_error(("position: sequence " + std::to_string(seq) + " is outside [0, " +
-                                     std::to_string(ctx.sequences()) + ")").c_str());
+            require_index("position: sequence", seq, ctx.sequences());
             return ctx.position(seq);
           },
           nb::arg("sequence") = 0, "Tokens the sequence holds (its next position). IndexError for a sequence "
