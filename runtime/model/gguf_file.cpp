@@ -1,9 +1,10 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_file.h"
 
 #include <fmt/format.h>
 
 #include <limits>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 
@@ -22,10 +23,16 @@ Status GgufFile::wrong_type(std::string_view key, const GgufValue& v, std::strin
   return Status::Corruption(fmt::format("{}: metadata key '{}' has type {}; expected {}", path_, key, actual, expected));
 }
 
+namespace {
+Status missing(const std::string& path, std::string_view key) {
+  return Status::NotFound(fmt::format("{}: metadata key '{}' is missing", path, key));
+}
+}  // namespace
+
 Result<const GgufValue*> GgufFile::find_typed(std::string_view key, bool (*accepts)(GgufType),
                                                std::string_view expected) const {
   const GgufValue* v = find(key);
-  if (!v) return Status::NotFound(fmt::format("{}: metadata key '{}' is missing", path_, key));
+  if (!v) return missing(path_, key);
   if (v->is_array() || !accepts(v->type())) return wrong_type(key, *v, expected);
   return v;
 }
@@ -69,7 +76,7 @@ Result<std::string> GgufFile::get_string(std::string_view key) const {
 
 Result<const GgufValue*> GgufFile::get_array(std::string_view key, GgufType elem) const {
   const GgufValue* v = find(key);
-  if (!v) return Status::NotFound(fmt::format("{}: metadata key '{}' is missing", path_, key));
+  if (!v) return missing(path_, key);
   bool ok = v->is_array();
   if (ok) {
     if (elem == GgufType::kString) ok = v->array_type() == GgufType::kString;
