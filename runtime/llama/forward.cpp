@@ -4,8 +4,9 @@
 // the CPU kernels on the host mirror of the reserve, whatever the backend).
 // Shapes: x, xb, tmp [T][n_embd]; q, att [T][n_head * head_dim]; k, v
 // [T][n_head_kv * head_dim]; gate, up [T][n_ff] (float, T = the pass's tokens).
-#include "runtime/core/status_macros.h"
 #include "runtime/llama/runner_impl.h"
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::llama {
 

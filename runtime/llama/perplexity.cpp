@@ -1,4 +1,3 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/llama/perplexity.h"
 
 #include <algorithm>
@@ -6,6 +5,8 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::llama {
 

@@ -1,4 +1,3 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/model/byte_source.h"
 
 #include <fcntl.h>
@@ -8,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 

@@ -1,7 +1,8 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_value.h"
 
 #include <fmt/format.h>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 

@@ -1,4 +1,3 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/model/gguf_writer.h"
 
 #include <fcntl.h>
@@ -9,6 +8,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <unordered_set>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 

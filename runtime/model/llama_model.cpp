@@ -1,10 +1,11 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/model/llama_model.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 

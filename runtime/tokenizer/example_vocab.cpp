@@ -1,9 +1,10 @@
-#include "runtime/core/status_macros.h"
 #include "runtime/tokenizer/example_vocab.h"
 
 #include <cstdio>
 #include <string>
 #include <unordered_set>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream {
 namespace {
