@@ -141,7 +141,7 @@ class ImatrixCommand : public Command {
   Result<std::unique_ptr<llama::LlamaRunner>> open_runner(GgufFile file, ImatrixCollector& collector) {
     ModelOptions mo = flags_.options;
     if (mo.backend == Backend::kAuto) mo.backend = Backend::kHost;
-    LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
+    llama::RunnerOptions ro = runner_options_for(mo);
     ro.n_ctx = std::max(mo.context, chunk_);
     ro.prefill_chunk = chunk_;  // one pass per chunk, as llama-imatrix's batch
     ro.trace = false;

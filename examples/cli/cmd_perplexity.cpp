@@ -44,9 +44,7 @@ class PerplexityCommand : public Command {
   int run() override {
     if (Status st = check_flags(); !st.ok()) return usage_error(st.message());
     const int ctx = flags_.options.context;
-    auto ro_or = runner_options_for(flags_.options);
-    if (!ro_or.ok()) return usage_error(ro_or.status().message());
-    llama::RunnerOptions ro = std::move(*ro_or);
+    llama::RunnerOptions ro = runner_options_for(flags_.options);
 
     std::ifstream in(text_file_, std::ios::binary);
     if (!in) return fail(Status::IOError("cannot open " + text_file_));

@@ -15,7 +15,7 @@
 
 namespace layerstream {
 
-Result<llama::RunnerOptions> runner_options_for(const ModelOptions& o) {
+llama::RunnerOptions runner_options_for(const ModelOptions& o) {
   llama::RunnerOptions ro;
   ro.vram_budget = o.vram_budget;
   ro.ram_budget = o.ram_budget;
@@ -101,7 +101,7 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
                   int(h.n_vocab), int(h.n_ctx_train)};
   }
   // The device, the placement and the resident / RAM-tier loads.
-  LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(o));
+  llama::RunnerOptions ro = runner_options_for(o);
   // The progress callback reports Model::open's loads only: re-plans between
   // passes later also load, on whatever thread decodes, and must not be
   // cancelled by a callback meant for loading (e.g. one that watches SIGINT).

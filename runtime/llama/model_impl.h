@@ -42,8 +42,8 @@ struct Model::Impl {
   void give_back(const std::vector<int>& slots) LS_EXCLUDES(slot_mu);
 };
 
-// The runner options a Model's options ask for (InvalidArgument on junk).
-Result<llama::RunnerOptions> runner_options_for(const ModelOptions& options);
+// The runner options a Model's options ask for (every option maps; it cannot fail).
+llama::RunnerOptions runner_options_for(const ModelOptions& options);
 // The device options they ask for.
 DeviceOptions device_options_for(const ModelOptions& options);
 

@@ -331,7 +331,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   mo.kv_type = o.kv_type;
   mo.io = o.io;
   mo.host_threads = o.host_threads;
-  LS_ASSIGN_OR_RETURN(llama::RunnerOptions ro, runner_options_for(mo));
+  llama::RunnerOptions ro = runner_options_for(mo);
   BackendKind backend = o.backend == Backend::kCuda ? BackendKind::kCuda : BackendKind::kHost;
   if (o.backend == Backend::kAuto && cuda_device_available().ok()) backend = BackendKind::kCuda;
   LS_ASSIGN_OR_RETURN(const llama::RunnerFootprint fp, plan_footprint(path, o, ro, backend));
