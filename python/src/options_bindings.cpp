@@ -52,13 +52,13 @@ void bind_options(nb::module_& m) {
       .def(
           "__init__",
           [](SamplerChain* self, float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
-             int repeat_last_n, uint64_t seed) {
-            SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed};
+             int repeat_last_n, nb::handle seed) {
+            SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed_arg(seed)};
             new (self) SamplerChain(SamplerChain::from(o));
           },
-          nb::kw_only(), nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f,
-          nb::arg("min_p") = 0.05f, nb::arg("repeat_penalty") = 1.0f, nb::arg("repeat_last_n") = 64,
-          nb::arg("seed") = 0)
+          nb::kw_only(), nb::arg("temperature") = 0.8, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95,
+          nb::arg("min_p") = 0.05, nb::arg("repeat_penalty") = 1.0, nb::arg("repeat_last_n") = 64,
+          nb::arg("seed").none() = nb::none(), "A chain with these stages; seed None or -1: a random seed.")
       .def(
           "sample",
           [](SamplerChain& c, nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {
