@@ -16,12 +16,17 @@ from types import ModuleType
 from typing import Any, Callable
 
 # Dunder methods keep their nanobind slot (a Python wrapper would slow every
-# `for` loop and `len()`); __init__ is wrapped so that classes have signatures.
-_WRAPPED_DUNDERS = {"__init__"}
+# `for` loop and `len()`); __init__ (so that classes have signatures) and the
+# with-block methods, called once each, are wrapped.
+_WRAPPED_DUNDERS = {"__init__", "__enter__", "__exit__"}
 
 
 class _Annotation(str):
-    """An annotation written as nanobind wrote it, shown without quotes."""
+    """An annotation as nanobind wrote it, shown without quotes and without
+    the module prefix of this package's own classes."""
+
+    def __new__(cls, text: str) -> _Annotation:
+        return super().__new__(cls, text.replace("layerstream._layerstream.", ""))
 
     def __repr__(self) -> str:
         return str(self)
@@ -84,7 +89,7 @@ def signature_of(nb_signature: tuple[Any, ...]) -> inspect.Signature:
     close_at = _matching_paren(text, open_at)
     params_text = text[open_at + 1 : close_at]
     returns = text[close_at + 1 :].strip()
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    kind: inspect._ParameterKind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params: list[inspect.Parameter] = []
     for part in _split_top_level(params_text):
         if part == "*":

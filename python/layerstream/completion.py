@@ -62,12 +62,14 @@ class CompletionCall:
 
 class CompletionStream(Iterator[Completion]):
     """The chunks of create_completion(stream=True): one per token that
-    completes text, then a last one with the finish reason. Leaving the loop
-    early, close(), a with block or the next completion on the model stop
-    the generation."""
+    completes text, then a last one with the finish reason. It holds a
+    context of its own until the last chunk, close(), the end of a with
+    block, or the next create_completion on the model from the same thread
+    (so a loop left early does not hold the model's sequence)."""
 
-    def __init__(self, call: CompletionCall, generation: Generation, prompt_text: str) -> None:
+    def __init__(self, call: CompletionCall, context: Context, generation: Generation, prompt_text: str) -> None:
         self._call = call
+        self._context = context
         self._generation = generation
         self._pending_echo = prompt_text if call.echo else ""
         self._done = False
@@ -82,13 +84,16 @@ class CompletionStream(Iterator[Completion]):
             if event.piece:
                 text, self._pending_echo = self._pending_echo + event.piece, ""
                 return self._call.chunk(text)
-        self._done = True
-        return self._call.chunk(self._pending_echo, finish_reason(self._generation.result))
+        last = self._call.chunk(self._pending_echo, finish_reason(self._generation.result))
+        self.close()
+        return last
 
     def close(self) -> None:
-        """Stops the generation at the next token; the model stays usable."""
+        """Stops the generation at the next token and gives the context's
+        sequence back to the model. Idempotent."""
         self._done = True
         self._generation.close()
+        self._context.close()
 
     def __enter__(self) -> CompletionStream:
         return self
@@ -99,8 +104,9 @@ class CompletionStream(Iterator[Completion]):
 
 def start(context: Context, call: CompletionCall, sampling: dict[str, Any], stream: bool,
           prompt_text: str) -> Completion | CompletionStream:
-    """Runs `call` on `context` (cleared first): the answer, or its stream."""
-    context.clear()
+    """Runs `call` on `context`, a fresh one it closes when done: the
+    answer, or its stream (which closes it)."""
     if stream:
-        return CompletionStream(call, context.generate(call.prompt_tokens, **sampling), prompt_text)
-    return call.completion(context.complete(call.prompt_tokens, **sampling), prompt_text)
+        return CompletionStream(call, context, context.generate(call.prompt_tokens, **sampling), prompt_text)
+    with context:
+        return call.completion(context.complete(call.prompt_tokens, **sampling), prompt_text)

@@ -3,6 +3,8 @@ completion call (create_completion, and calling the model)."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 from . import _layerstream
@@ -12,7 +14,6 @@ from .completion import Completion, CompletionCall, CompletionStream, Prompt, st
 class Model(_layerstream.Model):
     __doc__ = _layerstream.Model.__doc__
 
-    _completion_context: _layerstream.Context | None = None
 
     def create_completion(
         self,
@@ -33,9 +34,8 @@ class Model(_layerstream.Model):
 
         Shaped like llama-cpp-python's ``Llama.create_completion``: ``id``,
         ``object``, ``created``, ``model``, ``choices`` (``text``, ``index``,
-        ``logprobs``, ``finish_reason``) and ``usage``. Runs on one sequence
-        of the model's pool, taken at the first call and kept (cleared) for
-        the next ones.
+        ``logprobs``, ``finish_reason``) and ``usage``. Runs on a context of
+        its own (one sequence of the model's pool) that it closes when done.
 
         Args:
             prompt: text (special tokens written in it are parsed; BOS added
@@ -70,29 +70,29 @@ class Model(_layerstream.Model):
                                         seed=seed)
         prompt_text = prompt if isinstance(prompt, str) else self.detokenize(tokens)
         call = CompletionCall(self.info.path, tokens, echo)
-        return start(self._context_for_completions(), call, sampling, stream, prompt_text)
+        self._close_last_stream()
+        out = start(self.create_context(), call, sampling, stream, prompt_text)
+        if isinstance(out, CompletionStream):
+            self._last_streams()[threading.get_ident()] = weakref.ref(out)
+        return out
 
     def __call__(self, prompt: Prompt, **kwargs: Any) -> Completion | CompletionStream:
         """create_completion(prompt, **kwargs), as llama-cpp-python's Llama is called."""
         return self.create_completion(prompt, **kwargs)
 
-    def _context_for_completions(self) -> _layerstream.Context:
-        if self._completion_context is None:
-            self._completion_context = self.create_context()
-        return self._completion_context
+    def _last_streams(self) -> dict[int, weakref.ref[CompletionStream]]:
+        """Per thread, the last stream create_completion returned: the next
+        call from that thread closes it, so a loop left early does not hold
+        a sequence of the pool until the stream is collected."""
+        streams: dict[int, weakref.ref[CompletionStream]] = self.__dict__.setdefault("_streams", {})
+        return streams
 
-    def close(self) -> None:
-        """Drops the model now (contexts still open keep it until they close). Idempotent."""
-        if self._completion_context is not None:
-            self._completion_context.close()
-            self._completion_context = None
-        super().close()
+    def _close_last_stream(self) -> None:
+        last = self._last_streams().pop(threading.get_ident(), None)
+        stream = last() if last is not None else None
+        if stream is not None:
+            stream.close()
 
-    def __enter__(self) -> Model:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 __all__ = ["Model"]

@@ -70,10 +70,12 @@ void bind_errors(nb::module_& m) {
       .value("CANCELLED", StatusCode::kCancelled)
       .value("INTERNAL", StatusCode::kInternal);
   m.def("parse_size", [](const std::string& text) { return unwrap(parse_size(text)); }, nb::arg("text"),
-        "Bytes from a size like '512MiB', '1.5G' or '4096' (K, M, G, T and *iB are powers of 1024).");
+        "Bytes from a size like '512MiB', '1.5G' or '4096'.\n\n"
+        "K, M, G, T and *iB are powers of 1024.");
   m.def("format_bytes", &format_bytes, nb::arg("bytes"), "A byte count for people, e.g. '1.50 GiB'.");
   m.def("set_log_level", [](const std::string& level) { check(set_log_level(level)); }, nb::arg("level"),
-        "The library's log level (stderr): trace, debug, info, warn, error, critical or off.");
+        "The library's log level (stderr).\n\n"
+        "level: trace, debug, info, warn, error, critical or off.");
 }
 
 }  // namespace layerstream::python

@@ -143,8 +143,9 @@ nb::dict stats_dict(const Stats& s) {
 
 void bind_generation(nb::module_& m) {
   nb::class_<TokenEvent>(m, "TokenEvent",
-                         "One generated token: its sequence, id and the UTF-8 text it completes (empty while a "
-                         "multibyte character is incomplete).")
+                         R"(One generated token: its sequence, id and the text it completes.
+
+The text is empty while a multibyte character is incomplete.)")
       .def_ro("sequence", &TokenEvent::sequence)
       .def_ro("token", &TokenEvent::token)
       .def_prop_ro(
@@ -208,8 +209,10 @@ void bind_generation(nb::module_& m) {
                                                               owner);
           },
           nb::rv_policy::move,
-          "float32 array [generated positions, vocab] of sequence 0 (empty unless keep_logits=True): row i "
-          "is the distribution token i was sampled from.");
+          R"(float32 array [generated positions, vocab] of sequence 0.
+
+Empty unless keep_logits=True; row i is the distribution token i was
+sampled from.)");
 
   nb::class_<Generation>(m, "Generation",
                          R"(An iterator of TokenEvent from Context.generate.

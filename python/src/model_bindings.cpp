@@ -184,8 +184,8 @@ void bind_model(nb::module_& m) {
       .def_prop_ro(
           "info", [](const PyModel& pm) { return pm.open("info").info(); }, "What the file is (ModelInfo).")
       .def_prop_ro("metadata", [](const PyModel& pm) { return metadata_of(pm.open("metadata").info().path); },
-                   "The file's metadata keys whose values are not arrays, as strings (like llama-cpp-python's "
-                   "Llama.metadata).")
+                   "The file's metadata keys whose values are not arrays, as strings\n"
+                   "(like llama-cpp-python's Llama.metadata).")
       .def(
           "tokenize",
           [](const PyModel& pm, const std::string& text, bool add_special, bool parse_special) {

@@ -31,8 +31,10 @@ void bind_options(nb::module_& m) {
       .value("HOST", Strategy::kHost);
 
   nb::class_<Batch>(m, "Batch",
-                    "Tokens for one Context.decode call: each names its sequence, its position in that "
-                    "sequence, and whether its logits are wanted (like llama.cpp's llama_batch).")
+                    R"(Tokens for one Context.decode call.
+
+Each names its sequence, its position in that sequence, and whether its
+logits are wanted (like llama.cpp's llama_batch).)")
       .def(nb::init<>())
       .def("add", &Batch::add, nb::arg("token"), nb::arg("position"), nb::arg("sequence") = 0,
            nb::arg("logits") = false, "Appends one token.")
@@ -47,8 +49,10 @@ void bind_options(nb::module_& m) {
       .def_prop_ro("logits", [](const Batch& b) { return std::vector<bool>(b.logits.begin(), b.logits.end()); });
 
   nb::class_<SamplerChain>(m, "SamplerChain",
-                           "Samplers apart from decoding: repetition penalty, top-k, top-p, min-p and temperature "
-                           "(llama.cpp's order), then a seeded draw (argmax when temperature <= 0).")
+                           R"(Samplers apart from decoding.
+
+Repetition penalty, top-k, top-p, min-p and temperature (llama.cpp's
+order), then a seeded draw (argmax when temperature <= 0).)")
       .def(
           "__init__",
           [](SamplerChain* self, float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
