@@ -93,6 +93,13 @@ nb::dict metadata_of(const std::string& path) {
   return out;
 }
 
+// A getter calling `Method` on the model, or ValueError naming `what` once
+// it is closed.
+template <auto Method>
+auto on_open(const char* what) {
+  return [what](const PyModel& pm) { return (pm.open(what).*Method)(); };
+}
+
 nb::object detokenize(const PyModel& pm, const std::vector<int32_t>& tokens, bool as_bytes) {
   const std::string bytes = pm.open("detokenize").detokenize(tokens);
   if (as_bytes) return nb::bytes(bytes.data(), bytes.size());
@@ -181,8 +188,7 @@ void bind_model(nb::module_& m) {
            nb::arg("prefill_chunk") = 256, nb::arg("kv_type") = KvType::kF32,
            nb::arg("strategy") = Strategy::kPlanned, nb::arg("trace") = false, nb::arg("progress") = nb::none(),
            nb::arg("host_factor") = 0.0, kOpenDoc)
-      .def_prop_ro(
-          "info", [](const PyModel& pm) { return pm.open("info").info(); }, "What the file is (ModelInfo).")
+      .def_prop_ro("info", on_open<&Model::info>("info"), "What the file is (ModelInfo).")
       .def_prop_ro("metadata", [](const PyModel& pm) { return metadata_of(pm.open("metadata").info().path); },
                    "The file's metadata keys whose values are not arrays, as strings\n"
                    "(like llama-cpp-python's Llama.metadata).")
@@ -212,28 +218,18 @@ Args:
           "is_end_of_generation",
           [](const PyModel& pm, int32_t token) { return pm.open("is_end_of_generation").is_end_of_generation(token); },
           nb::arg("token"), "True when `token` ends a generation (EOS, EOT and the file's other end tokens).")
-      .def(
-          "token_bos", [](const PyModel& pm) { return pm.open("token_bos").token_bos(); },
-          "The beginning-of-sequence token id (-1 when the file names none).")
-      .def(
-          "token_eos", [](const PyModel& pm) { return pm.open("token_eos").token_eos(); },
-          "The end-of-sequence token id (-1 when the file names none).")
-      .def(
-          "n_ctx", [](const PyModel& pm) { return pm.open("n_ctx").n_context(); },
-          "Positions per sequence (the context length).")
-      .def_prop_ro(
-          "n_vocab", [](const PyModel& pm) { return pm.open("n_vocab").n_vocab(); }, "Tokens in the vocabulary.")
-      .def_prop_ro(
-          "n_context", [](const PyModel& pm) { return pm.open("n_context").n_context(); }, "Positions per sequence.")
-      .def_prop_ro(
-          "free_sequences", [](const PyModel& pm) { return pm.open("free_sequences").free_sequences(); },
-          "Sequences of the KV pool no context holds.")
-      .def_prop_ro(
-          "load_bytes", [](const PyModel& pm) { return pm.open("load_bytes").load_bytes(); },
-          "Bytes loaded into the resident and RAM tiers at open.")
-      .def_prop_ro(
-          "placement", [](const PyModel& pm) { return pm.open("placement").placement(); },
-          "The placement of the layers, for people.")
+      .def("token_bos", on_open<&Model::token_bos>("token_bos"),
+           "The beginning-of-sequence token id (-1 when the file names none).")
+      .def("token_eos", on_open<&Model::token_eos>("token_eos"),
+           "The end-of-sequence token id (-1 when the file names none).")
+      .def("n_ctx", on_open<&Model::n_context>("n_ctx"), "Positions per sequence (the context length).")
+      .def_prop_ro("n_vocab", on_open<&Model::n_vocab>("n_vocab"), "Tokens in the vocabulary.")
+      .def_prop_ro("n_context", on_open<&Model::n_context>("n_context"), "Positions per sequence.")
+      .def_prop_ro("free_sequences", on_open<&Model::free_sequences>("free_sequences"),
+                   "Sequences of the KV pool no context holds.")
+      .def_prop_ro("load_bytes", on_open<&Model::load_bytes>("load_bytes"),
+                   "Bytes loaded into the resident and RAM tiers at open.")
+      .def_prop_ro("placement", on_open<&Model::placement>("placement"), "The placement of the layers, for people.")
       .def_prop_ro(
           "closed", [](const PyModel& pm) { return !pm.model; }, "True once close() ran.")
       .def(
