@@ -53,13 +53,14 @@ step "python package: pip install . in a fresh venv, pytest tests/python"
 # The package the way a user gets it (pyproject.toml: scikit-build-core +
 # nanobind from PyPI), built with the same CUDA setting as above into
 # build/python (ccache serves the library's objects compiled above), then its
-# tests, which compare against build/ci/bin/layerstream. pytest's exit code 5
+# tests, which compare against build/ci/bin/layerstream (and check the stub
+# against the module with mypy's stubtest). pytest's exit code 5
 # (no tests collected) is a failure here, not a silent pass.
 rm -rf build/py-venv
 python3 -m venv build/py-venv
 # CC/CXX as CMake picked them above (ccache's key includes the compiler's name).
 CC=${CC:-cc} CXX=${CXX:-c++} LAYERSTREAM_CUDA=$cuda_flag build/py-venv/bin/pip install --quiet "$ROOT"
-build/py-venv/bin/pip install --quiet pytest numpy
+build/py-venv/bin/pip install --quiet pytest numpy mypy
 py_rc=0
 LAYERSTREAM_CLI="$ROOT/build/ci/bin/layerstream" LAYERSTREAM_REQUIRE_CLI=1 \
   build/py-venv/bin/python -m pytest tests/python -p no:cacheprovider -rs || py_rc=$?

@@ -10,14 +10,22 @@ while earlier layers compute. The API mirrors the C++ library
     for t in ctx.generate("Once upon a time", max_tokens=32, temperature=0):
         print(t.piece, end="", flush=True)
 
-Errors are raised as :mod:`layerstream.errors` classes; generation releases
-the GIL and stops cleanly on Ctrl-C.
+    # or, shaped like llama-cpp-python's Llama:
+    out = model.create_completion("Once upon a time", max_tokens=32)
+    print(out["choices"][0]["text"])
+
+Errors are raised as :mod:`layerstream.errors` classes, which also subclass
+the Python built-ins (FileNotFoundError, ValueError, MemoryError, ...);
+generation releases the GIL and stops cleanly on Ctrl-C.
 """
 
 from __future__ import annotations
 
-from . import errors
-from ._layerstream import (
+from . import _layerstream, _signatures, errors
+
+_signatures.attach(_layerstream)
+
+from ._layerstream import (  # noqa: E402 (after attach: the functions with their signatures)
     Backend,
     Batch,
     BudgetPlan,
@@ -27,7 +35,6 @@ from ._layerstream import (
     IoPath,
     KvType,
     MemoryPlan,
-    Model,
     ModelInfo,
     SamplerChain,
     Stats,
@@ -39,18 +46,22 @@ from ._layerstream import (
     parse_size,
     set_log_level,
 )
+from .completion import CompletionStream
 from .errors import (
     CancelledError,
     CorruptionError,
     DeviceError,
+    FileNotFoundIoError,
     InternalError,
     InvalidArgumentError,
     IoError,
     LayerstreamError,
     NotFoundError,
     OutOfBudgetError,
+    PermissionIoError,
     UnsupportedError,
 )
+from .model import Model
 
 __version__ = "0.1.0"
 
@@ -59,9 +70,11 @@ __all__ = [
     "Batch",
     "BudgetPlan",
     "CancelledError",
+    "CompletionStream",
     "Context",
     "CorruptionError",
     "DeviceError",
+    "FileNotFoundIoError",
     "GenerateResult",
     "Generation",
     "InternalError",
@@ -75,6 +88,7 @@ __all__ = [
     "ModelInfo",
     "NotFoundError",
     "OutOfBudgetError",
+    "PermissionIoError",
     "SamplerChain",
     "Stats",
     "StatusCode",

@@ -5,13 +5,18 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Union
+from typing import Any, Literal, overload
+
+from typing_extensions import disjoint_base
 
 import numpy as np
 import numpy.typing as npt
 
-#: Bytes as an int, or a size like "512MiB", "1.5G", "4096".
-Size = Union[int, str]
+class _NbType(type):
+    """nanobind's metaclass of the classes below (nanobind.nb_type)."""
+
+# Sizes (vram_budget, ram_budget, size) are bytes as an int, or a size like
+# "512MiB", "1.5G", "4096".
 
 class StatusCode(enum.Enum):
     OK = 0
@@ -60,7 +65,8 @@ def format_bytes(bytes: int) -> str:
 def set_log_level(level: str) -> None:
     """The library's log level (stderr): trace, debug, info, warn, error, critical or off."""
 
-def make_example_model(path: str | os.PathLike[str], *, size: Size = 0, dtype: str = "f16", seed: int = 1) -> None:
+def make_example_model(path: str | os.PathLike[str], *, size: int | str = 0, dtype: str = "f16",
+                       seed: int = 1) -> None:
     """Writes the example model (a Llama GGUF with pseudo-random weights and a tokenizer).
 
     size 0: a tiny 4-layer model (~1 MiB); else about that many bytes. dtype: f32,
@@ -68,7 +74,8 @@ def make_example_model(path: str | os.PathLike[str], *, size: Size = 0, dtype: s
     not fit the free disk.
     """
 
-class Batch:
+@disjoint_base
+class Batch(metaclass=_NbType):
     """Tokens for one Context.decode call (like llama.cpp's llama_batch)."""
     def __init__(self) -> None: ...
     def add(self, token: int, position: int, sequence: int = 0, logits: bool = False) -> None: ...
@@ -85,16 +92,19 @@ class Batch:
     @property
     def logits(self) -> list[bool]: ...
 
-class SamplerChain:
+@disjoint_base
+class SamplerChain(metaclass=_NbType):
     """Repetition penalty, top-k, top-p, min-p and temperature, then a seeded draw."""
     def __init__(self, *, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
-                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int = 0) -> None: ...
+                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int | None = None) -> None:
+        """A chain with these stages; seed None or -1: a random seed."""
     def sample(self, logits: npt.NDArray[np.float32]) -> int:
         """A token id from one row of logits (not accepted; -1 when empty)."""
     def accept(self, token: int) -> None: ...
     def reset(self) -> None: ...
 
-class ModelInfo:
+@disjoint_base
+class ModelInfo(metaclass=_NbType):
     """What a model file is, from its metadata."""
     @property
     def path(self) -> str: ...
@@ -115,62 +125,101 @@ class ModelInfo:
     @property
     def context(self) -> int: ...
 
-class BudgetPlan:
+@disjoint_base
+class BudgetPlan(metaclass=_NbType):
     """One budget's placement and predicted speed."""
-    vram_bytes: int
-    ram_bytes: int
-    fits: bool
-    layers_resident: int
-    layers_ram: int
-    layers_disk: int
-    slots: int
-    placement: str
-    predicted_decode_pass_s: float
-    predicted_decode_tokens_per_s: float
-    predicted_prefill_tokens_per_s: float
+    @property
+    def vram_bytes(self) -> int: ...
+    @property
+    def ram_bytes(self) -> int: ...
+    @property
+    def fits(self) -> bool: ...
+    @property
+    def layers_resident(self) -> int: ...
+    @property
+    def layers_ram(self) -> int: ...
+    @property
+    def layers_disk(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def placement(self) -> str: ...
+    @property
+    def predicted_decode_pass_s(self) -> float: ...
+    @property
+    def predicted_decode_tokens_per_s(self) -> float: ...
+    @property
+    def predicted_prefill_tokens_per_s(self) -> float: ...
 
-class MemoryPlan:
+@disjoint_base
+class MemoryPlan(metaclass=_NbType):
     """How much memory a model needs and how fast it runs per budget."""
-    model: str
-    context: int
-    sequences: int
-    pass_tokens: int
-    kv_type: KvType
-    weight_bytes: int
-    largest_layer_bytes: int
-    kv_bytes: int
-    activation_bytes: int
-    min_vram_bytes: int
-    all_resident_vram_bytes: int
-    figures_source: str
-    link_gbps: float
-    disk_gbps: float
-    budgets: list[BudgetPlan]
+    @property
+    def model(self) -> str: ...
+    @property
+    def context(self) -> int: ...
+    @property
+    def sequences(self) -> int: ...
+    @property
+    def pass_tokens(self) -> int: ...
+    @property
+    def kv_type(self) -> KvType: ...
+    @property
+    def weight_bytes(self) -> int: ...
+    @property
+    def largest_layer_bytes(self) -> int: ...
+    @property
+    def kv_bytes(self) -> int: ...
+    @property
+    def activation_bytes(self) -> int: ...
+    @property
+    def min_vram_bytes(self) -> int: ...
+    @property
+    def all_resident_vram_bytes(self) -> int: ...
+    @property
+    def figures_source(self) -> str: ...
+    @property
+    def link_gbps(self) -> float: ...
+    @property
+    def disk_gbps(self) -> float: ...
+    @property
+    def budgets(self) -> list[BudgetPlan]: ...
 
-class Model:
+@disjoint_base
+class Model(metaclass=_NbType):
     """One GGUF model opened within memory budgets; owns weights, placement and the KV pool."""
-    def __init__(self, path: str | os.PathLike[str], *, vram_budget: Size = 0, ram_budget: Size = 0,
+    def __init__(self, path: str | os.PathLike[str], *, vram_budget: int | str = 0, ram_budget: int | str = 0,
                  backend: Backend = Backend.AUTO, sim_link_gbps: float = 0.0, host_threads: int = 0,
                  io: IoPath = IoPath.AUTO, context: int = 0, sequences: int = 1, prefill_chunk: int = 256,
                  kv_type: KvType = KvType.F32, strategy: Strategy = Strategy.PLANNED, trace: bool = False,
                  progress: Callable[[float], bool | None] | None = None, host_factor: float = 0.0) -> None:
-        """Opens a GGUF model within memory budgets (see the module docs).
+        """Opens a GGUF model within memory budgets (see help(Model.__init__)).
 
-        Raises IoError, CorruptionError, UnsupportedError, NotFoundError,
-        InvalidArgumentError, OutOfBudgetError (saying what would fit) or
-        CancelledError; KeyboardInterrupt on Ctrl-C while loading.
+        Raises FileNotFoundError (an IoError), CorruptionError, UnsupportedError,
+        NotFoundError, ValueError (InvalidArgumentError), MemoryError
+        (OutOfBudgetError, saying what would fit) or CancelledError;
+        KeyboardInterrupt on Ctrl-C while loading.
         """
     @staticmethod
     def plan(path: str | os.PathLike[str], *, context: int = 0, sequences: int = 1, prefill_chunk: int = 256,
              kv_type: KvType = KvType.F32, backend: Backend = Backend.AUTO, sim_link_gbps: float = 0.0,
-             host_threads: int = 0, io: IoPath = IoPath.AUTO, box: str = "", vram_budget: Size = 0,
-             ram_budget: Size = 0, budgets: int = 8) -> MemoryPlan:
+             host_threads: int = 0, io: IoPath = IoPath.AUTO, box: str = "", vram_budget: int | str = 0,
+             ram_budget: int | str = 0, budgets: int = 8) -> MemoryPlan:
         """The memory plan of a model file, without loading it."""
     @property
     def info(self) -> ModelInfo: ...
-    def tokenize(self, text: str, add_bos: bool = True) -> list[int]: ...
-    def detokenize(self, tokens: Sequence[int]) -> str: ...
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The file's metadata keys whose values are not arrays, as strings."""
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]: ...
+    @overload
+    def detokenize(self, tokens: Sequence[int], *, as_bytes: Literal[False] = False) -> str: ...
+    @overload
+    def detokenize(self, tokens: Sequence[int], *, as_bytes: Literal[True]) -> bytes: ...
     def is_end_of_generation(self, token: int) -> bool: ...
+    def token_bos(self) -> int: ...
+    def token_eos(self) -> int: ...
+    def n_ctx(self) -> int: ...
     @property
     def n_vocab(self) -> int: ...
     @property
@@ -181,81 +230,123 @@ class Model:
     def load_bytes(self) -> int: ...
     @property
     def placement(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
     def create_context(self, sequences: int = 1) -> Context:
         """A Context with `sequences` KV sequences from the pool (OutOfBudgetError when fewer are free)."""
+    def close(self) -> None: ...
+    def __enter__(self) -> Model: ...
+    def __exit__(self, exc_type: object | None, exc_value: object | None, traceback: object | None) -> None: ...
 
-class TokenEvent:
+@disjoint_base
+class TokenEvent(metaclass=_NbType):
     """One generated token: its sequence, id and the UTF-8 text it completes."""
     @property
     def sequence(self) -> int: ...
     @property
     def token(self) -> int: ...
     @property
-    def piece(self) -> str: ...
+    def piece(self) -> str:
+        """The text this token completes (invalid UTF-8 reads as U+FFFD)."""
 
-class Stats:
+@disjoint_base
+class Stats(metaclass=_NbType):
     """What one generation did, measured."""
-    backend: str
-    device: str
-    plan: str
-    prompt_tokens: int
-    generated_tokens: int
-    batch: int
-    prefill_s: float
-    decode_s: float
-    prefill_tokens_per_s: float
-    decode_tokens_per_s: float
-    mean_decode_pass_ms: float
-    mean_predicted_pass_ms: float
-    mean_lower_bound_ms: float
-    overlap_efficiency: float
-    bytes_streamed_per_pass: int
-    bytes_streamed_per_token: float
-    layers_resident: int
-    layers_ram: int
-    layers_disk: int
-    model_bytes: int
-    vram_budget: int
-    ram_budget: int
-    kv_bytes: int
-    load_bytes: int
-    replans: int
-    disk_gbps: float  # disk-tier reads over the decode passes: bytes / time the disk was busy (0: none)
+    @property
+    def backend(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def plan(self) -> str: ...
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def generated_tokens(self) -> int: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def prefill_s(self) -> float: ...
+    @property
+    def decode_s(self) -> float: ...
+    @property
+    def prefill_tokens_per_s(self) -> float: ...
+    @property
+    def decode_tokens_per_s(self) -> float: ...
+    @property
+    def mean_decode_pass_ms(self) -> float: ...
+    @property
+    def mean_predicted_pass_ms(self) -> float: ...
+    @property
+    def mean_lower_bound_ms(self) -> float: ...
+    @property
+    def overlap_efficiency(self) -> float: ...
+    @property
+    def bytes_streamed_per_pass(self) -> int: ...
+    @property
+    def bytes_streamed_per_token(self) -> float: ...
+    @property
+    def layers_resident(self) -> int: ...
+    @property
+    def layers_ram(self) -> int: ...
+    @property
+    def layers_disk(self) -> int: ...
+    @property
+    def model_bytes(self) -> int: ...
+    @property
+    def vram_budget(self) -> int: ...
+    @property
+    def ram_budget(self) -> int: ...
+    @property
+    def kv_bytes(self) -> int: ...
+    @property
+    def load_bytes(self) -> int: ...
+    @property
+    def replans(self) -> int: ...
+    @property
+    def disk_gbps(self) -> float: ...  # disk-tier reads over the decode passes: bytes / time busy (0: none)
     def as_dict(self) -> dict[str, Any]: ...
 
-class GenerateResult:
+@disjoint_base
+class GenerateResult(metaclass=_NbType):
     """The whole of one generation."""
-    prompt_tokens: list[int]
-    generated: list[list[int]]
-    text: list[str]
-    vocab: int
-    stats: Stats
+    @property
+    def prompt_tokens(self) -> list[int]: ...
+    @property
+    def generated(self) -> list[list[int]]: ...
+    @property
+    def text(self) -> list[str]: ...
+    @property
+    def vocab(self) -> int: ...
+    @property
+    def stats(self) -> Stats: ...
     @property
     def logits(self) -> npt.NDArray[np.float32]:
         """[generated positions, vocab] of sequence 0 (empty unless keep_logits=True)."""
 
-class Generation(Iterator[TokenEvent]):
+@disjoint_base
+class Generation(Iterator[TokenEvent], metaclass=_NbType):
     """An iterator of TokenEvent; `result` holds the GenerateResult at the end."""
     def __iter__(self) -> Generation: ...
     def __next__(self) -> TokenEvent: ...
     def close(self) -> None: ...
     def __enter__(self) -> Generation: ...
-    def __exit__(self, *args: object) -> None: ...
+    def __exit__(self, exc_type: object | None, exc_value: object | None, traceback: object | None) -> None: ...
     @property
     def finished(self) -> bool: ...
     @property
     def result(self) -> GenerateResult | None: ...
 
-class Context:
+@disjoint_base
+class Context(metaclass=_NbType):
     """One conversation: KV-cache sequences that persist between calls."""
     def generate(self, prompt: str | Sequence[int], *, max_tokens: int = 32, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
-                 repeat_last_n: int = 64, seed: int = 0, stop_at_eog: bool = True,
+                 repeat_last_n: int = 64, seed: int | None = None, stop_at_eog: bool = True,
                  keep_logits: bool = False) -> Generation:
         """Generates from `prompt` as an iterator of TokenEvent (temperature <= 0: greedy)."""
     def complete(self, prompt: str | Sequence[int], *, max_tokens: int = 32, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
-                 repeat_last_n: int = 64, seed: int = 0, stop_at_eog: bool = True,
+                 repeat_last_n: int = 64, seed: int | None = None, stop_at_eog: bool = True,
                  keep_logits: bool = False) -> GenerateResult:
         """generate() run to the end."""
     def decode(self, batch: Batch) -> None: ...
@@ -264,6 +355,7 @@ class Context:
     def sequences(self) -> int: ...
     @property
     def n_context(self) -> int: ...
+    def n_ctx(self) -> int: ...
     def position(self, sequence: int = 0) -> int: ...
     def clear(self, sequence: int = -1) -> None: ...
     def copy_sequence(self, src: int, dst: int) -> None: ...
@@ -271,4 +363,4 @@ class Context:
     def write_trace(self, path: str | os.PathLike[str]) -> None: ...
     def close(self) -> None: ...
     def __enter__(self) -> Context: ...
-    def __exit__(self, *args: object) -> None: ...
+    def __exit__(self, exc_type: object | None, exc_value: object | None, traceback: object | None) -> None: ...

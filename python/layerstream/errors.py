@@ -4,9 +4,19 @@ Every error the C++ library reports (a ``layerstream::Status``) is raised as
 a subclass of :class:`LayerstreamError`; ``str(e)`` is the library's message
 (the text the ``layerstream`` command prints after ``error:``) and ``e.code``
 its :class:`StatusCode`.
+
+The classes also subclass the Python built-in that fits, so code that knows
+nothing of layerstream catches them: a bad value is a ``ValueError``, a
+budget too small a ``MemoryError``, a failed read or open an ``OSError``
+with ``errno`` and ``filename`` set (``FileNotFoundError`` for a missing
+file, ``PermissionError`` for one that may not be read).
 """
 
 from __future__ import annotations
+
+import errno as _errno
+import os
+import re
 
 
 class LayerstreamError(Exception):
@@ -40,10 +50,26 @@ class NotFoundError(LayerstreamError):
 
 
 class IoError(LayerstreamError, OSError):
-    """The OS failed a read, write or open (the errno is in the message)."""
+    """The OS failed a read, write or open: ``errno``, ``strerror`` and
+    ``filename`` as OSError has them (None where the library did not say)."""
+
+    def __init__(self, message: str, code: int = 0, errno: int | None = None,
+                 filename: str | None = None) -> None:
+        super().__init__(message, code)
+        self.errno = errno
+        self.strerror = os.strerror(errno) if errno is not None else None
+        self.filename = filename
 
 
-class OutOfBudgetError(LayerstreamError):
+class FileNotFoundIoError(IoError, FileNotFoundError):
+    """An IoError for a file that does not exist (errno ENOENT)."""
+
+
+class PermissionIoError(IoError, PermissionError):
+    """An IoError for a file that may not be opened (errno EACCES or EPERM)."""
+
+
+class OutOfBudgetError(LayerstreamError, MemoryError):
     """A memory budget cannot hold what was asked (the message says what would)."""
 
 
@@ -72,9 +98,33 @@ _BY_CODE = {
 }
 
 
+_IO_BY_ERRNO: dict[int, type[IoError]] = {
+    _errno.ENOENT: FileNotFoundIoError,
+    _errno.EACCES: PermissionIoError,
+    _errno.EPERM: PermissionIoError,
+}
+
+# The library writes an errno into an IOError's message as "... (errno N)"
+# (Status::FromErrno).
+_ERRNO_IN_MESSAGE = re.compile(r"\(errno (\d+)\)")
+
+
 def error_class(code: int) -> type[LayerstreamError]:
     """The exception class for a StatusCode value (LayerstreamError for an unknown one)."""
     return _BY_CODE.get(int(code), LayerstreamError)
+
+
+def from_status(message: str, code: int, filename: str | None = None) -> LayerstreamError:
+    """The exception for a library Status: its class by code (and, for an
+    IoError, by the errno in the message), ``filename`` the file the call
+    was about."""
+    cls = error_class(code)
+    if cls is not IoError:
+        return cls(message, code)
+    found = _ERRNO_IN_MESSAGE.search(message)
+    err = int(found.group(1)) if found else None
+    io_class = _IO_BY_ERRNO.get(err, IoError) if err is not None else IoError
+    return io_class(message, code, err, filename)
 
 
 __all__ = [
@@ -84,9 +134,12 @@ __all__ = [
     "UnsupportedError",
     "NotFoundError",
     "IoError",
+    "FileNotFoundIoError",
+    "PermissionIoError",
     "OutOfBudgetError",
     "DeviceError",
     "CancelledError",
     "InternalError",
     "error_class",
+    "from_status",
 ]

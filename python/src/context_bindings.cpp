@@ -12,9 +12,10 @@ namespace layerstream::python {
 
 Context& PyContext::idle(const char* what) {
   if (!context) throw nb::value_error((std::string(what) + ": the context is closed").c_str());
+  if (busy && active && active->started_here()) active->abandon();  // a loop this thread left early
   if (busy)
     throw std::runtime_error(std::string(what) +
-                             ": the context is busy with a generation; exhaust or close() it first (a context "
+                             ": the context is busy with a generation another thread iterates (a context "
                              "serves one thread at a time; use one context per thread)");
   return *context;
 }
@@ -22,18 +23,18 @@ Context& PyContext::idle(const char* what) {
 namespace {
 
 GenerateOptions generate_options(int max_tokens, float temperature, int top_k, float top_p, float min_p,
-                                 float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog,
+                                 float repeat_penalty, int repeat_last_n, nb::handle seed, bool stop_at_eog,
                                  bool keep_logits) {
   GenerateOptions o;
   o.max_tokens = max_tokens;
-  o.sampling = {temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed};
+  o.sampling = {temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed_arg(seed)};
   o.stop_at_eog = stop_at_eog;
   o.keep_logits = keep_logits;
   return o;
 }
 
 Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p,
-                  float min_p, float repeat_penalty, int repeat_last_n, uint64_t seed, bool stop_at_eog,
+                  float min_p, float repeat_penalty, int repeat_last_n, nb::object seed, bool stop_at_eog,
                   bool keep_logits) {
   PyContext& pc = nb::cast<PyContext&>(self);
   return new Generation(nb::borrow(self), pc, std::move(prompt),
@@ -65,10 +66,26 @@ struct RunToEnd<Generation* (*)(Args...)> {
 
 // The generate/complete keyword arguments, GenerateOptions' defaults.
 #define LS_GENERATE_ARGS                                                                                   \
-  nb::arg("prompt"), nb::kw_only(), nb::arg("max_tokens") = 32, nb::arg("temperature") = 0.8f,            \
-      nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f, nb::arg("min_p") = 0.05f,                           \
-      nb::arg("repeat_penalty") = 1.0f, nb::arg("repeat_last_n") = 64, nb::arg("seed") = 0,                \
+  nb::arg("prompt"), nb::kw_only(), nb::arg("max_tokens") = 32, nb::arg("temperature") = 0.8,             \
+      nb::arg("top_k") = 40, nb::arg("top_p") = 0.95, nb::arg("min_p") = 0.05,                              \
+      nb::arg("repeat_penalty") = 1.0, nb::arg("repeat_last_n") = 64, nb::arg("seed").none() = nb::none(),   \
       nb::arg("stop_at_eog") = true, nb::arg("keep_logits") = false
+
+// The generate/complete arguments, for their docstrings.
+#define LS_GENERATE_ARGS_DOC                                                     \
+  "Args:\n"                                                                     \
+  "    prompt: text, or token ids, appended to every sequence. The first\n"     \
+  "        call on a context adds BOS to a text prompt.\n"                      \
+  "    max_tokens: most tokens generated per sequence.\n"                       \
+  "    temperature: <= 0 is greedy (argmax).\n"                                 \
+  "    top_k: keep the k most likely tokens (<= 0: all).\n"                     \
+  "    top_p: keep the most likely tokens up to this mass (>= 1: all).\n"       \
+  "    min_p: drop tokens below min_p x the top probability (<= 0: none).\n"    \
+  "    repeat_penalty: > 1 makes the last repeat_last_n tokens less likely.\n"  \
+  "    repeat_last_n: tokens of history the repetition penalty looks at.\n"     \
+  "    seed: sequence i samples with seed + i; None or -1: a random seed.\n"    \
+  "    stop_at_eog: stop a sequence at an end-of-generation token.\n"           \
+  "    keep_logits: keep sequence 0's logits in GenerateResult.logits."
 
 nb::ndarray<nb::numpy, float, nb::ndim<1>> logits_array(std::span<const float> row) {
   auto* copy = new std::vector<float>(row.begin(), row.end());
@@ -80,15 +97,17 @@ nb::ndarray<nb::numpy, float, nb::ndim<1>> logits_array(std::span<const float> r
 
 void bind_context(nb::module_& m) {
   nb::class_<PyContext>(m, "Context",
-                        "One conversation on a Model: KV-cache sequences that persist between calls, so a second "
-                        "generate() continues where the last stopped and prefills only what is new. One thread "
-                        "uses a context at a time; different contexts run on different threads at once.")
+                        R"(One conversation on a Model.
+
+KV-cache sequences that persist between calls, so a second generate()
+continues where the last stopped and prefills only what is new. One thread
+uses a context at a time; different contexts run on different threads at
+once. A with block closes it.)")
       .def("generate", &start, LS_GENERATE_ARGS, nb::rv_policy::take_ownership,
-           "Generates from `prompt` (text, or token ids) appended to every sequence, as an iterator of "
-           "TokenEvent; its `result` has the GenerateResult at the end. temperature <= 0 is greedy; sequence i "
-           "samples with seed + i. The first call adds BOS to a text prompt.")
+           "Generates from `prompt` as an iterator of TokenEvent.\n\n"
+           "The iterator's `result` holds the GenerateResult at the end.\n\n" LS_GENERATE_ARGS_DOC)
       .def("complete", &RunToEnd<decltype(&start)>::run, LS_GENERATE_ARGS,
-           "generate() run to the end: the GenerateResult (text, tokens, stats, logits).")
+           "generate() run to the end: the GenerateResult.\n\n" LS_GENERATE_ARGS_DOC)
       .def(
           "decode",
           [](PyContext& pc, const Batch& batch) {
@@ -103,8 +122,11 @@ void bind_context(nb::module_& m) {
             check(s);
           },
           nb::arg("batch"),
-          "Runs a Batch (GIL released). InvalidArgumentError naming the token for a bad id, sequence or "
-          "position; nothing is decoded then.")
+          R"(Runs a Batch (GIL released).
+
+Raises:
+    ValueError: (InvalidArgumentError) naming the token for a bad id,
+        sequence or position; nothing is decoded then.)")
       .def(
           "logits",
           [](PyContext& pc, int i) {
@@ -113,10 +135,17 @@ void bind_context(nb::module_& m) {
             return logits_array(ctx.logits(i));
           },
           nb::arg("i"),
-          "float32 array of the logits of token i of the last decode() (empty when it did not ask for them). "
-          "IndexError when i is not a token of the last decode().")
-      .def_prop_ro("sequences", [](PyContext& pc) { return pc.idle("sequences").sequences(); })
-      .def_prop_ro("n_context", [](PyContext& pc) { return pc.idle("n_context").n_context(); })
+          R"(float32 array of the logits of token i of the last decode().
+
+Empty when that token did not ask for logits. IndexError when i is not a
+token of the last decode().)")
+      .def_prop_ro(
+          "sequences", [](PyContext& pc) { return pc.idle("sequences").sequences(); }, "KV sequences it holds.")
+      .def_prop_ro(
+          "n_context", [](PyContext& pc) { return pc.idle("n_context").n_context(); }, "Positions per sequence.")
+      .def(
+          "n_ctx", [](PyContext& pc) { return pc.idle("n_ctx").n_context(); },
+          "Positions per sequence (the context length).")
       .def(
           "position",
           [](PyContext& pc, int seq) {
@@ -124,7 +153,8 @@ void bind_context(nb::module_& m) {
             require_index("position: sequence", seq, ctx.sequences());
             return ctx.position(seq);
           },
-          nb::arg("sequence") = 0, "Tokens the sequence holds (its next position). IndexError for a sequence "
+          nb::arg("sequence") = 0,
+          "Tokens the sequence holds (its next position). IndexError for a sequence\n"
           "outside [0, sequences).")
       .def(
           "clear", [](PyContext& pc, int seq) { check(pc.idle("clear").clear(seq)); }, nb::arg("sequence") = -1,
@@ -144,14 +174,19 @@ void bind_context(nb::module_& m) {
             pc.context.reset();
             pc.model.reset();
           },
-          "Returns the sequences to the model's pool now (also when the context is garbage-collected).")
+          "Returns the sequences to the model's pool now (also when the context is\n"
+          "garbage-collected). A generation this thread left unfinished is stopped.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](PyContext& pc, nb::args) {
-        if (pc.context && !pc.busy) {
-          pc.context.reset();
-          pc.model.reset();
-        }
-      });
+      .def(
+          "__exit__",
+          [](PyContext& pc, nb::handle, nb::handle, nb::handle) {
+            if (pc.busy && pc.active && pc.active->started_here()) pc.active->abandon();
+            if (pc.context && !pc.busy) {
+              pc.context.reset();
+              pc.model.reset();
+            }
+          },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none());
 }
 
 }  // namespace layerstream::python

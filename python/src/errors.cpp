@@ -1,7 +1,9 @@
-// Status -> Python exception. The classes live in layerstream/errors.py (a
-// hierarchy under LayerstreamError, one per StatusCode); this file looks the
-// class up by code and raises it with the library's message.
+// Status -> Python exception (layerstream/errors.py builds it from the code,
+// the library's message and the file), text and seed arguments, sizes, and
+// the module-level functions.
 #include <nanobind/stl/string.h>
+
+#include <random>
 
 #include "bindings.h"
 #include "layerstream/log.h"
@@ -9,12 +11,36 @@
 
 namespace layerstream::python {
 
-[[noreturn]] void raise_status(const Status& status) {
+[[noreturn]] void raise_status(const Status& status, const std::string& filename) {
   nb::object errors = nb::module_::import_("layerstream.errors");
-  nb::object cls = errors.attr("error_class")(static_cast<int>(status.code()));
-  nb::object exc = cls(status.message(), static_cast<int>(status.code()));
-  PyErr_SetObject(cls.ptr(), exc.ptr());
+  nb::object filename_arg = filename.empty() ? nb::none() : nb::object(nb::str(filename.c_str(), filename.size()));
+  nb::object exc = errors.attr("from_status")(utf8_text(status.message()), static_cast<int>(status.code()),
+                                              filename_arg);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   throw nb::python_error();
+}
+
+nb::str utf8_text(const std::string& bytes) {
+  PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
+  if (!text) throw nb::python_error();
+  return nb::steal<nb::str>(text);
+}
+
+uint64_t seed_arg(nb::handle seed) {
+  if (!seed.is_none()) {
+    if (!nb::isinstance<nb::int_>(seed) || nb::isinstance<nb::bool_>(seed))
+      throw nb::type_error("seed: want an int, or None for a random seed");
+    const unsigned long long v = PyLong_AsUnsignedLongLong(seed.ptr());
+    if (!PyErr_Occurred()) return v;
+    PyErr_Clear();  // negative or above 2^64 - 1
+    if (PyLong_AsLongLong(seed.ptr()) != -1 || PyErr_Occurred()) {
+      PyErr_Clear();
+      raise_status(Status::InvalidArgument("seed: want an int in [0, 2^64), or -1 or None for a random seed, got " +
+                                           nb::cast<std::string>(nb::repr(seed))));
+    }
+  }
+  std::random_device entropy;
+  return (uint64_t{entropy()} << 32) | entropy();
 }
 
 uint64_t size_arg(nb::handle value, const char* what) {
@@ -44,10 +70,12 @@ void bind_errors(nb::module_& m) {
       .value("CANCELLED", StatusCode::kCancelled)
       .value("INTERNAL", StatusCode::kInternal);
   m.def("parse_size", [](const std::string& text) { return unwrap(parse_size(text)); }, nb::arg("text"),
-        "Bytes from a size like '512MiB', '1.5G' or '4096' (K, M, G, T and *iB are powers of 1024).");
+        "Bytes from a size like '512MiB', '1.5G' or '4096'.\n\n"
+        "K, M, G, T and *iB are powers of 1024.");
   m.def("format_bytes", &format_bytes, nb::arg("bytes"), "A byte count for people, e.g. '1.50 GiB'.");
   m.def("set_log_level", [](const std::string& level) { check(set_log_level(level)); }, nb::arg("level"),
-        "The library's log level (stderr): trace, debug, info, warn, error, critical or off.");
+        "The library's log level (stderr).\n\n"
+        "level: trace, debug, info, warn, error, critical or off.");
 }
 
 }  // namespace layerstream::python

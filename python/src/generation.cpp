@@ -12,16 +12,19 @@
 namespace layerstream::python {
 
 Generation::Generation(nb::object owner, PyContext& context, Prompt prompt, const GenerateOptions& options)
-    : owner_(std::move(owner)), context_(&context), shared_(std::make_shared<Shared>()) {
+    : owner_(std::move(owner)),
+      context_(&context),
+      shared_(std::make_shared<Shared>()),
+      starter_(std::this_thread::get_id()) {
   Context& ctx = context.idle("generate");
   context.busy = true;
+  context.active = this;
   worker_ = std::thread([shared = shared_, &ctx, prompt = std::move(prompt), options] {
     auto on_token = [&shared](const TokenEvent& e) {
-      {
-        std::lock_guard<std::mutex> lock(shared->mu);
-        shared->events.push_back(e);
-      }
+      std::unique_lock<std::mutex> lock(shared->mu);
+      shared->events.push_back(e);
       shared->cv.notify_one();
+      shared->room.wait(lock, [&] { return shared->events.size() <= kLookahead || shared->stop.load(); });
       return !shared->stop.load();
     };
     Result<GenerateResult> r = std::holds_alternative<std::string>(prompt)
@@ -41,7 +44,11 @@ Generation::~Generation() {
 }
 
 Status Generation::finish_after_stop() {
-  shared_->stop.store(true);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->stop.store(true);
+  }
+  shared_->room.notify_all();
   return finish();
 }
 
@@ -53,6 +60,7 @@ Status Generation::finish() {
   }
   finished_ = true;
   context_->busy = false;
+  context_->active = nullptr;
   Result<GenerateResult>& r = *shared_->outcome;
   if (!r.ok()) return r.status();
   result_.emplace(std::move(r).value());
@@ -80,6 +88,7 @@ std::optional<TokenEvent> Generation::next_event() {
       if (!shared_->events.empty()) {
         event = std::move(shared_->events.front());
         shared_->events.pop_front();
+        shared_->room.notify_one();
       } else {
         done = shared_->done;
       }
@@ -134,14 +143,17 @@ nb::dict stats_dict(const Stats& s) {
 
 void bind_generation(nb::module_& m) {
   nb::class_<TokenEvent>(m, "TokenEvent",
-                         "One generated token: its sequence, id and the UTF-8 text it completes (empty while a "
-                         "multibyte character is incomplete).")
+                         R"(One generated token: its sequence, id and the text it completes.
+
+The text is empty while a multibyte character is incomplete.)")
       .def_ro("sequence", &TokenEvent::sequence)
       .def_ro("token", &TokenEvent::token)
-      .def_ro("piece", &TokenEvent::piece)
+      .def_prop_ro(
+          "piece", [](const TokenEvent& e) { return utf8_text(e.piece); },
+          "The text this token completes (invalid UTF-8 reads as U+FFFD).")
       .def("__repr__", [](const TokenEvent& e) {
         return "TokenEvent(sequence=" + std::to_string(e.sequence) + ", token=" + std::to_string(e.token) +
-               ", piece=" + nb::cast<std::string>(nb::repr(nb::str(e.piece.c_str(), e.piece.size()))) + ")";
+               ", piece=" + nb::cast<std::string>(nb::repr(utf8_text(e.piece))) + ")";
       });
 
   nb::class_<Stats>(m, "Stats", "What one generation did, measured (layerstream::Stats).")
@@ -177,7 +189,14 @@ void bind_generation(nb::module_& m) {
   nb::class_<GenerateResult>(m, "GenerateResult", "The whole of one generation.")
       .def_ro("prompt_tokens", &GenerateResult::prompt_tokens, "The tokens this call prefilled (sequence 0).")
       .def_ro("generated", &GenerateResult::generated, "Generated token ids, per sequence.")
-      .def_ro("text", &GenerateResult::text, "Generated text, per sequence.")
+      .def_prop_ro(
+          "text",
+          [](const GenerateResult& r) {
+            nb::list texts;
+            for (const std::string& t : r.text) texts.append(utf8_text(t));
+            return texts;
+          },
+          "Generated text, per sequence (invalid UTF-8 reads as U+FFFD).")
       .def_ro("vocab", &GenerateResult::vocab)
       .def_ro("stats", &GenerateResult::stats)
       .def_prop_ro(
@@ -190,19 +209,27 @@ void bind_generation(nb::module_& m) {
                                                               owner);
           },
           nb::rv_policy::move,
-          "float32 array [generated positions, vocab] of sequence 0 (empty unless keep_logits=True): row i "
-          "is the distribution token i was sampled from.");
+          R"(float32 array [generated positions, vocab] of sequence 0.
+
+Empty unless keep_logits=True; row i is the distribution token i was
+sampled from.)");
 
   nb::class_<Generation>(m, "Generation",
-                         "An iterator of TokenEvent from Context.generate. The generation runs while you iterate "
-                         "(with the GIL released); Ctrl-C raises KeyboardInterrupt and stops it cleanly. After "
-                         "the last token, `result` holds the GenerateResult (stats, logits).")
+                         R"(An iterator of TokenEvent from Context.generate.
+
+The generation runs while you iterate (with the GIL released) and at most
+a few tokens ahead of the loop; Ctrl-C raises KeyboardInterrupt and stops
+it cleanly. After the last token, `result` holds the GenerateResult. A
+loop left early is stopped by close(), a with block, or the next call on
+the context from the same thread.)")
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__next__", &Generation::next)
       .def("close", &Generation::close, "Stops at the next token and waits; the context stays usable.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](Generation& g, nb::args) { g.close(); })
-      .def_prop_ro("finished", &Generation::finished)
+      .def(
+          "__exit__", [](Generation& g, nb::handle, nb::handle, nb::handle) { g.close(); },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none())
+      .def_prop_ro("finished", &Generation::finished, "True once it ended or was closed.")
       .def_prop_ro("result", &Generation::result, nb::rv_policy::reference_internal,
                    "The GenerateResult once the iterator is exhausted or closed (None before).");
 }

@@ -9,8 +9,15 @@
 // told to stop at the next token (the callback returns false), joined, and the
 // context is left consistent and usable.
 //
-// Invariant: while the worker runs, the PyContext is marked busy, and it is
-// only unmarked after the worker has been joined.
+// The worker runs at most kLookahead tokens ahead of the reader, so a loop
+// left early stops costing passes within a few tokens; the next call on the
+// context from the thread that started the generation stops it for good
+// (PyContext::idle), so the context is free without waiting for the
+// iterator to be collected.
+//
+// Invariant: while the worker runs, the PyContext is marked busy (with
+// `active` naming this generation), and it is only unmarked after the
+// worker has been joined.
 #pragma once
 
 #include <atomic>
@@ -49,11 +56,19 @@ class Generation {
   // The whole result once finished (None before).
   const GenerateResult* result() const { return result_ ? &*result_ : nullptr; }
   bool finished() const { return finished_; }
+  // True when the calling thread started this generation.
+  bool started_here() const { return std::this_thread::get_id() == starter_; }
+  // Stops it, dropping the library's error if any (the caller moves on to
+  // another call on the context). REQUIRES: the GIL is held.
+  void abandon() { (void)finish_after_stop(); }
+
+  static constexpr size_t kLookahead = 16;  // tokens the worker may queue unread
 
  private:
   struct Shared {
     std::mutex mu;
-    std::condition_variable cv;
+    std::condition_variable cv;        // the reader waits on it for events
+    std::condition_variable room;      // the worker waits on it for room in events
     std::deque<TokenEvent> events;     // guarded by mu
     bool done = false;                 // guarded by mu
     std::optional<Result<GenerateResult>> outcome;  // guarded by mu; set with done
@@ -69,6 +84,7 @@ class Generation {
   PyContext* context_;
   std::shared_ptr<Shared> shared_;
   std::thread worker_;
+  std::thread::id starter_;
   bool finished_ = false;
   std::optional<GenerateResult> result_;
 };

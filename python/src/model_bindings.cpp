@@ -1,6 +1,7 @@
-// Model (open with budgets and options, tokenizer, contexts), ModelInfo and
-// make_example_model. Model.open releases the GIL while it loads; the
-// progress callback takes it back to call Python and to check for Ctrl-C.
+// Model (open with budgets and options, tokenizer, metadata, contexts,
+// close), ModelInfo and make_example_model. Model.open releases the GIL
+// while it loads; the progress callback takes it back to call Python and to
+// check for Ctrl-C.
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/string.h>
@@ -10,6 +11,7 @@
 
 #include "bindings.h"
 #include "layerstream/units.h"
+#include "runtime/model/gguf_file.h"
 
 namespace layerstream::python {
 namespace {
@@ -68,10 +70,90 @@ std::shared_ptr<Model> open_model(const std::filesystem::path& path, nb::handle 
   }
   bridge->open = false;
   if (bridge->error) throw *bridge->error;
-  return unwrap(std::move(model));
+  if (!model.ok()) raise_status(model.status(), path.string());
+  return std::move(model).value();
 }
 
+// The file's metadata as llama.cpp's llama_model_meta_val_str gives it:
+// every key whose value is not an array, as a string. Read from the file
+// again (the header only) because the Model does not keep its metadata.
+nb::dict metadata_of(const std::string& path) {
+  Result<GgufFile> file = Status::Internal("not read");
+  {
+    nb::gil_scoped_release release;
+    file = read_gguf_file(path, {.allow_unsupported_types = true});
+  }
+  if (!file.ok()) raise_status(file.status(), path);
+  nb::dict out;
+  for (const GgufKeyValue& kv : file->metadata()) {
+    if (kv.value.is_array()) continue;
+    const std::string text = kv.value.type() == GgufType::kString ? kv.value.as_string() : kv.value.to_string();
+    out[utf8_text(kv.key)] = utf8_text(text);
+  }
+  return out;
+}
+
+// A getter calling `Method` on the model, or ValueError naming `what` once
+// it is closed.
+template <auto Method>
+auto on_open(const char* what) {
+  return [what](const PyModel& pm) { return (pm.open(what).*Method)(); };
+}
+
+nb::object detokenize(const PyModel& pm, const std::vector<int32_t>& tokens, bool as_bytes) {
+  const std::string bytes = pm.open("detokenize").detokenize(tokens);
+  if (as_bytes) return nb::bytes(bytes.data(), bytes.size());
+  return utf8_text(bytes);
+}
+
+constexpr const char* kModelDoc = R"(One GGUF model opened within memory budgets.
+
+It owns the weights, their placement (resident, pinned RAM, disk) and the
+KV pool its contexts take sequences from. Usable from several threads; use
+one Context per thread. close() (or a with block) drops the model at once;
+contexts still open keep it alive until they close.)";
+
+constexpr const char* kOpenDoc = R"(Opens a GGUF model within memory budgets.
+
+Parses the file and its tokenizer, places the layers and loads the
+resident and RAM tiers.
+
+Args:
+    path: the GGUF file.
+    vram_budget: device bytes, an int or a size like '512MiB'
+        (0: CUDA 90% of free device memory, host what the model needs).
+    ram_budget: pinned host bytes for the RAM tier (0: what fits).
+    backend: where layers compute (AUTO: CUDA when present).
+    sim_link_gbps: simulated host-to-device link speed (0: real).
+    host_threads: threads of the host backend (0: all cores).
+    io: how disk-tier layers are read.
+    context: positions per sequence (0: the file's training context).
+    sequences: KV sequences in the model's pool.
+    prefill_chunk: most tokens per prefill pass.
+    kv_type: element type of the KV cache.
+    strategy: how layers are placed; HOST computes every non-resident
+        block on the host from RAM.
+    trace: record passes for Context.write_trace.
+    progress: called with the loaded fraction; returning False cancels.
+    host_factor: with PLANNED, a block's host time before measurement as
+        a multiple of its device time; > 0 lets the planner choose per
+        block: device, host, or split between the two.
+
+Raises:
+    FileNotFoundError: (IoError) the file does not exist.
+    CorruptionError, UnsupportedError, NotFoundError: the file.
+    ValueError: (InvalidArgumentError) an option.
+    MemoryError: (OutOfBudgetError) the budget cannot hold the model;
+        the message says what would fit.
+    CancelledError: progress returned False.
+    KeyboardInterrupt: Ctrl-C while loading.)";
+
 }  // namespace
+
+Model& PyModel::open(const char* what) const {
+  if (!model) throw nb::value_error((std::string(what) + ": the model is closed").c_str());
+  return *model;
+}
 
 void bind_model(nb::module_& m) {
   nb::class_<ModelInfo>(m, "ModelInfo", "What a model file is, from its metadata.")
@@ -90,44 +172,87 @@ void bind_model(nb::module_& m) {
                format_bytes(i.file_bytes) + ")";
       });
 
-  auto open_doc =
-      "Opens a GGUF model within memory budgets: parses it and its tokenizer, places the layers (resident, "
-      "pinned RAM, disk) and loads the resident and RAM tiers. Budgets are bytes or sizes like '512MiB' "
-      "(vram_budget 0: CUDA 90% of free device memory, host what the model needs). `progress(fraction)` "
-      "returning False cancels (CancelledError); Ctrl-C while loading raises KeyboardInterrupt. Raises "
-      "IoError, CorruptionError, UnsupportedError, NotFoundError, InvalidArgumentError or OutOfBudgetError "
-      "(which says what would fit). strategy HOST computes every non-resident block on the host from RAM; "
-      "PLANNED with host_factor > 0 (a block's host time before measurement as a multiple of its device "
-      "time) chooses per block: device, host, or split by output rows between the two.";
-  nb::class_<Model>(m, "Model",
-                    "One GGUF model opened on a device within memory budgets; it owns the weights, their "
-                    "placement and the KV pool its contexts take sequences from. Usable from several threads.")
-      .def(nb::new_(&open_model), nb::arg("path"), nb::kw_only(), nb::arg("vram_budget") = 0,
-           nb::arg("ram_budget") = 0, nb::arg("backend") = Backend::kAuto, nb::arg("sim_link_gbps") = 0.0,
-           nb::arg("host_threads") = 0, nb::arg("io") = IoPath::kAuto, nb::arg("context") = 0,
-           nb::arg("sequences") = 1, nb::arg("prefill_chunk") = 256, nb::arg("kv_type") = KvType::kF32,
+  nb::class_<PyModel>(m, "Model", kModelDoc)
+      .def("__init__",
+           [](PyModel* self, const std::filesystem::path& path, nb::handle vram_budget, nb::handle ram_budget,
+              Backend backend, double sim_link_gbps, int host_threads, IoPath io, int context, int sequences,
+              int prefill_chunk, KvType kv_type, Strategy strategy, bool trace, nb::object progress,
+              double host_factor) {
+             new (self) PyModel{open_model(path, vram_budget, ram_budget, backend, sim_link_gbps, host_threads, io,
+                                           context, sequences, prefill_chunk, kv_type, strategy, trace,
+                                           std::move(progress), host_factor)};
+           },
+           nb::arg("path"), nb::kw_only(), nb::arg("vram_budget") = 0, nb::arg("ram_budget") = 0,
+           nb::arg("backend") = Backend::kAuto, nb::arg("sim_link_gbps") = 0.0, nb::arg("host_threads") = 0,
+           nb::arg("io") = IoPath::kAuto, nb::arg("context") = 0, nb::arg("sequences") = 1,
+           nb::arg("prefill_chunk") = 256, nb::arg("kv_type") = KvType::kF32,
            nb::arg("strategy") = Strategy::kPlanned, nb::arg("trace") = false, nb::arg("progress") = nb::none(),
-           nb::arg("host_factor") = 0.0, open_doc)
-      .def_prop_ro("info", &Model::info, nb::rv_policy::reference_internal)
-      .def("tokenize", &Model::tokenize, nb::arg("text"), nb::arg("add_bos") = true, "Token ids of `text`.")
-      .def("detokenize", &Model::detokenize, nb::arg("tokens"), "The text of token ids.")
-      .def("is_end_of_generation", &Model::is_end_of_generation, nb::arg("token"))
-      .def_prop_ro("n_vocab", &Model::n_vocab)
-      .def_prop_ro("n_context", &Model::n_context, "Positions per sequence.")
-      .def_prop_ro("free_sequences", &Model::free_sequences, "Sequences of the KV pool no context holds.")
-      .def_prop_ro("load_bytes", &Model::load_bytes, "Bytes loaded into the resident and RAM tiers at open.")
-      .def_prop_ro("placement", &Model::placement, "The placement of the layers, for people.")
+           nb::arg("host_factor") = 0.0, kOpenDoc)
+      .def_prop_ro("info", on_open<&Model::info>("info"), "What the file is (ModelInfo).")
+      .def_prop_ro("metadata", [](const PyModel& pm) { return metadata_of(pm.open("metadata").info().path); },
+                   "The file's metadata keys whose values are not arrays, as strings\n"
+                   "(like llama-cpp-python's Llama.metadata).")
+      .def(
+          "tokenize",
+          [](const PyModel& pm, const std::string& text, bool add_special, bool parse_special) {
+            return pm.open("tokenize").tokenize(text, add_special, parse_special);
+          },
+          nb::arg("text"), nb::arg("add_special") = true, nb::arg("parse_special") = false,
+          R"(Token ids of `text`.
+
+Args:
+    text: the text to tokenize.
+    add_special: add BOS/EOS where the file's tokenizer asks for them
+        (tokenizer.ggml.add_bos_token / add_eos_token).
+    parse_special: turn special tokens written in the text (<|im_start|>)
+        into their ids; False tokenizes them as plain text.)")
+      .def("detokenize", &detokenize, nb::arg("tokens"), nb::kw_only(), nb::arg("as_bytes") = false,
+           R"(The text of token ids.
+
+Args:
+    tokens: token ids.
+    as_bytes: return the raw UTF-8 bytes (what llama-cpp-python's
+        Llama.detokenize returns); else a str in which bytes that are not
+        valid UTF-8 (a lone byte-fallback token) read as U+FFFD.)")
+      .def(
+          "is_end_of_generation",
+          [](const PyModel& pm, int32_t token) { return pm.open("is_end_of_generation").is_end_of_generation(token); },
+          nb::arg("token"), "True when `token` ends a generation (EOS, EOT and the file's other end tokens).")
+      .def("token_bos", on_open<&Model::token_bos>("token_bos"),
+           "The beginning-of-sequence token id (-1 when the file names none).")
+      .def("token_eos", on_open<&Model::token_eos>("token_eos"),
+           "The end-of-sequence token id (-1 when the file names none).")
+      .def("n_ctx", on_open<&Model::n_context>("n_ctx"), "Positions per sequence (the context length).")
+      .def_prop_ro("n_vocab", on_open<&Model::n_vocab>("n_vocab"), "Tokens in the vocabulary.")
+      .def_prop_ro("n_context", on_open<&Model::n_context>("n_context"), "Positions per sequence.")
+      .def_prop_ro("free_sequences", on_open<&Model::free_sequences>("free_sequences"),
+                   "Sequences of the KV pool no context holds.")
+      .def_prop_ro("load_bytes", on_open<&Model::load_bytes>("load_bytes"),
+                   "Bytes loaded into the resident and RAM tiers at open.")
+      .def_prop_ro("placement", on_open<&Model::placement>("placement"), "The placement of the layers, for people.")
+      .def_prop_ro(
+          "closed", [](const PyModel& pm) { return !pm.model; }, "True once close() ran.")
       .def(
           "create_context",
-          [](std::shared_ptr<Model> model, int sequences) {
+          [](const PyModel& pm, int sequences) {
+            std::shared_ptr<Model> model = pm.model;
             ContextOptions co;
             co.sequences = sequences;
-            auto ctx = unwrap(model->create_context(co));
+            auto ctx = unwrap(pm.open("create_context").create_context(co));
             return PyContext{std::move(model), std::move(ctx)};
           },
           nb::arg("sequences") = 1,
-          "A Context with `sequences` KV sequences from the model's pool (OutOfBudgetError when fewer are "
-          "free).");
+          R"(A Context with `sequences` KV sequences from the model's pool.
+
+Raises:
+    MemoryError: (OutOfBudgetError) fewer sequences are free.)")
+      .def(
+          "close", [](PyModel& pm) { pm.model.reset(); },
+          "Drops the model now (contexts still open keep it until they close). Idempotent.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__exit__", [](PyModel& pm, nb::handle, nb::handle, nb::handle) { pm.model.reset(); },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none());
 
   m.def(
       "make_example_model",
@@ -141,12 +266,23 @@ void bind_model(nb::module_& m) {
           nb::gil_scoped_release release;
           s = make_example_model(path.string(), o);
         }
-        check(s);
+        if (!s.ok()) raise_status(s, path.string());
       },
       nb::arg("path"), nb::kw_only(), nb::arg("size") = 0, nb::arg("dtype") = "f16", nb::arg("seed") = 1,
-      "Writes the example model (a Llama GGUF with pseudo-random weights and a tokenizer) to `path`. size 0: "
-      "a tiny 4-layer model (~1 MiB); else about that many bytes. dtype: f32, f16, bf16, q8_0, q4_0, q4_1. "
-      "OutOfBudgetError, before writing, when it would not fit the free disk.");
+      R"(Writes the example model to `path`.
+
+A Llama GGUF with pseudo-random weights and a tokenizer.
+
+Args:
+    path: where to write it.
+    size: 0 for a tiny 4-layer model (~1 MiB); else about that many bytes
+        (an int or a size like '24MiB').
+    dtype: f32, f16, bf16, q8_0, q4_0 or q4_1.
+    seed: seed of the weights.
+
+Raises:
+    MemoryError: (OutOfBudgetError) before writing, when it would not
+        fit the free disk.)");
 }
 
 }  // namespace layerstream::python

@@ -31,8 +31,10 @@ void bind_options(nb::module_& m) {
       .value("HOST", Strategy::kHost);
 
   nb::class_<Batch>(m, "Batch",
-                    "Tokens for one Context.decode call: each names its sequence, its position in that "
-                    "sequence, and whether its logits are wanted (like llama.cpp's llama_batch).")
+                    R"(Tokens for one Context.decode call.
+
+Each names its sequence, its position in that sequence, and whether its
+logits are wanted (like llama.cpp's llama_batch).)")
       .def(nb::init<>())
       .def("add", &Batch::add, nb::arg("token"), nb::arg("position"), nb::arg("sequence") = 0,
            nb::arg("logits") = false, "Appends one token.")
@@ -47,18 +49,20 @@ void bind_options(nb::module_& m) {
       .def_prop_ro("logits", [](const Batch& b) { return std::vector<bool>(b.logits.begin(), b.logits.end()); });
 
   nb::class_<SamplerChain>(m, "SamplerChain",
-                           "Samplers apart from decoding: repetition penalty, top-k, top-p, min-p and temperature "
-                           "(llama.cpp's order), then a seeded draw (argmax when temperature <= 0).")
+                           R"(Samplers apart from decoding.
+
+Repetition penalty, top-k, top-p, min-p and temperature (llama.cpp's
+order), then a seeded draw (argmax when temperature <= 0).)")
       .def(
           "__init__",
           [](SamplerChain* self, float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
-             int repeat_last_n, uint64_t seed) {
-            SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed};
+             int repeat_last_n, nb::handle seed) {
+            SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed_arg(seed)};
             new (self) SamplerChain(SamplerChain::from(o));
           },
-          nb::kw_only(), nb::arg("temperature") = 0.8f, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95f,
-          nb::arg("min_p") = 0.05f, nb::arg("repeat_penalty") = 1.0f, nb::arg("repeat_last_n") = 64,
-          nb::arg("seed") = 0)
+          nb::kw_only(), nb::arg("temperature") = 0.8, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95,
+          nb::arg("min_p") = 0.05, nb::arg("repeat_penalty") = 1.0, nb::arg("repeat_last_n") = 64,
+          nb::arg("seed").none() = nb::none(), "A chain with these stages; seed None or -1: a random seed.")
       .def(
           "sample",
           [](SamplerChain& c, nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {

@@ -61,17 +61,28 @@ void bind_plan(nb::module_& m) {
       nb::gil_scoped_release release;
       r = Model::plan(path.string(), o);
     }
-    return unwrap(std::move(r));
+    if (!r.ok()) raise_status(r.status(), path.string());
+    return std::move(r).value();
   };
-  nb::cast<nb::class_<Model>>(model_class)
+  nb::cast<nb::class_<PyModel>>(model_class)
       .def_static("plan", plan, nb::arg("path"), nb::kw_only(), nb::arg("context") = 0, nb::arg("sequences") = 1,
                   nb::arg("prefill_chunk") = 256, nb::arg("kv_type") = KvType::kF32,
                   nb::arg("backend") = Backend::kAuto, nb::arg("sim_link_gbps") = 0.0, nb::arg("host_threads") = 0,
                   nb::arg("io") = IoPath::kAuto, nb::arg("box") = "", nb::arg("vram_budget") = 0,
                   nb::arg("ram_budget") = 0, nb::arg("budgets") = 8,
-                  "Without loading anything: each part's bytes, the smallest budget that runs, the "
-                  "all-resident budget and, per budget, the placement and predicted tokens/s (from `box`, a "
-                  "`layerstream probe --json` file, or figures measured now).");
+                  R"(The memory plan of a model file, without loading it.
+
+Each part's bytes, the smallest budget that runs, the all-resident budget
+and, per budget, the placement and predicted tokens/s.
+
+Args:
+    path: the GGUF file.
+    context, sequences, prefill_chunk, kv_type, backend, sim_link_gbps,
+    host_threads, io: as for Model().
+    box: a `layerstream probe --json` file with the machine's figures
+        ("": measure them now, seconds).
+    vram_budget, ram_budget: plan for this budget too (0: none).
+    budgets: how many budgets between the least and all-resident.)");
 }
 
 }  // namespace layerstream::python

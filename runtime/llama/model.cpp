@@ -127,10 +127,10 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
   return std::shared_ptr<Model>(new Model(std::move(impl)));  // the constructor is private
 }
 
-std::vector<int32_t> Model::tokenize(const std::string& text, bool add_special) const {
+std::vector<int32_t> Model::tokenize(const std::string& text, bool add_special, bool parse_special) const {
   // BOS/EOS only where the file's tokenizer.ggml.add_bos_token/add_eos_token
-  // ask; special tokens in the text parsed as llama.cpp does.
-  return impl_->tokenizer->encode(text, add_special, /*parse_special=*/true);
+  // ask; special tokens in the text parsed as llama.cpp does when asked.
+  return impl_->tokenizer->encode(text, add_special, parse_special);
 }
 
 std::string Model::detokenize(const std::vector<int32_t>& tokens) const { return impl_->tokenizer->decode(tokens); }

@@ -1,8 +1,11 @@
-"""Library errors become exceptions with the CLI's messages (must-show 3)."""
+"""Library errors become exceptions with the CLI's messages (must-show 3),
+of classes that also subclass the Python built-in that fits."""
 
 from __future__ import annotations
 
+import errno
 import shutil
+import threading
 
 import pytest
 
@@ -85,8 +88,19 @@ def test_context_busy_while_generating(tiny_model):
     model = ls.Model(tiny_model, backend=ls.Backend.HOST)
     ctx = model.create_context()
     gen = ctx.generate("hello", max_tokens=8)
-    with pytest.raises(RuntimeError, match="busy"):
-        ctx.complete("again")
+    # Another thread may not use the context while this one's generation runs.
+    errors: list[BaseException] = []
+
+    def other_thread():
+        try:
+            ctx.complete("again")
+        except BaseException as e:  # noqa: BLE001 (checked below)
+            errors.append(e)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError) and "busy" in str(errors[0])
     gen.close()
     assert gen.finished and list(gen) == []
     assert gen.result is not None and len(gen.result.generated[0]) <= 8
@@ -98,3 +112,38 @@ def test_prompt_longer_than_the_context(tiny_model):
     model = ls.Model(tiny_model, backend=ls.Backend.HOST, context=16)
     with pytest.raises(ls.InvalidArgumentError, match="longer than the context"):
         model.create_context().complete("word " * 40)
+
+
+def test_missing_file_is_a_file_not_found_error_with_errno_and_filename(tmp_path):
+    missing = str(tmp_path / "no-such.gguf")
+    with pytest.raises(FileNotFoundError) as e:
+        ls.Model(missing, backend=ls.Backend.HOST)
+    assert isinstance(e.value, ls.IoError) and e.value.code == ls.StatusCode.IO_ERROR
+    assert e.value.errno == errno.ENOENT and e.value.filename == missing
+    assert e.value.strerror and e.value.strerror in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        ls.Model.plan(missing)
+    assert e.value.filename == missing
+
+
+def test_bad_values_are_value_errors(tiny_model):
+    with pytest.raises(ValueError, match="sequences"):
+        ls.Model(tiny_model, backend=ls.Backend.HOST, sequences=0)
+    with pytest.raises(ValueError, match="vram_budget"):
+        ls.Model(tiny_model, vram_budget="lots")
+    ctx = ls.Model(tiny_model, backend=ls.Backend.HOST).create_context()
+    with pytest.raises(ValueError, match="max_tokens"):
+        ctx.complete("hi", max_tokens=-1)
+    with pytest.raises(ValueError, match="seed"):
+        ctx.complete("hi", seed=-2)
+
+
+def test_budget_too_small_is_a_memory_error(stream_model):
+    with pytest.raises(MemoryError) as e:
+        ls.Model(stream_model, backend=ls.Backend.HOST, vram_budget="64KiB")
+    assert isinstance(e.value, ls.OutOfBudgetError)
+    model = ls.Model(stream_model, backend=ls.Backend.HOST, sequences=1)
+    held = model.create_context()
+    with pytest.raises(MemoryError):
+        model.create_context()
+    held.close()

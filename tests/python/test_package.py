@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import enum
+import inspect
+import pydoc
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +48,7 @@ def test_model_info_and_tokenizer(tiny_model):
     assert info.architecture == "llama" and info.layers == 4 and info.vocab == model.n_vocab
     assert info.file_bytes == Path(tiny_model).stat().st_size
     text = "Once upon a time, there was a tiny model."
-    ids = model.tokenize(text, add_bos=False)
+    ids = model.tokenize(text, add_special=False)
     assert ids and all(0 <= t < model.n_vocab for t in ids)
     assert model.detokenize(ids) == text
     with_bos = model.tokenize(text)
@@ -80,3 +86,60 @@ def test_stubs_name_every_public_class_and_function():
             m.target.id for m in node.body if isinstance(m, ast.AnnAssign)}
         actual = {n for n in dir(getattr(_layerstream, cls)) if not n.startswith("_")}
         assert actual <= members, f"{cls}: missing from the stub: {sorted(actual - members)}"
+
+
+def _public_classes():
+    from layerstream import _layerstream
+
+    for name in ls.__all__:
+        obj = getattr(ls, name)
+        if isinstance(obj, type) and not issubclass(obj, (BaseException, enum.Enum)):
+            yield obj
+    yield _layerstream.Model
+
+
+def test_every_function_and_method_has_a_signature():
+    functions = [getattr(ls, n) for n in ls.__all__ if callable(getattr(ls, n)) and not isinstance(getattr(ls, n), type)]
+    assert functions
+    for fn in functions:
+        inspect.signature(fn)
+    for cls in (ls.Model, ls.Batch, ls.SamplerChain):  # the classes Python constructs
+        inspect.signature(cls)
+    for cls in _public_classes():
+        for name, member in inspect.getmembers(cls):
+            if (not name.startswith("_") or name == "__init__") and callable(member) and not isinstance(member, type):
+                inspect.signature(member)  # raises ValueError when it cannot be read
+    sig = inspect.signature(ls.Context.generate)
+    assert list(sig.parameters)[:3] == ["self", "prompt", "max_tokens"]
+    assert sig.parameters["max_tokens"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert sig.parameters["temperature"].default == pytest.approx(0.8) and sig.parameters["seed"].default is None
+    assert list(inspect.signature(ls.Model).parameters)[:2] == ["path", "vram_budget"]
+
+
+def test_help_is_wrapped_and_names_each_parameter():
+    # help() shows each docstring as written: every line of them fits 80 columns.
+    for cls in _public_classes():
+        for owner, doc in [(cls, inspect.getdoc(cls))] + [(m, inspect.getdoc(m)) for _, m in inspect.getmembers(cls)]:
+            long = [line for line in (doc or "").splitlines() if len(line) > 80]
+            assert not long, f"{cls.__name__}: {owner!r} has docstring lines over 80 columns: {long[:2]}"
+    assert "tokenize(self, text: str" in pydoc.render_doc(ls.Model, renderer=pydoc.plaintext)
+    documented = {
+        ls.Model.__init__: inspect.signature(ls.Model),
+        ls.Context.generate: inspect.signature(ls.Context.generate),
+        ls.Model.create_completion: inspect.signature(ls.Model.create_completion),
+        ls.Model.tokenize: inspect.signature(ls.Model.tokenize),
+    }
+    for fn, sig in documented.items():
+        doc = inspect.getdoc(fn) or ""
+        for name in sig.parameters:
+            if name != "self":
+                assert re.search(rf"^\s+{name}: ", doc, re.M), f"{fn.__qualname__}: no line for {name!r}"
+
+
+def test_stubtest_finds_the_stub_matching_the_module(tmp_path):
+    pytest.importorskip("mypy.stubtest")
+    allowlist = Path(__file__).parent / "stubtest-allowlist.txt"
+    # In tmp_path, where mypy keeps its cache.
+    proc = subprocess.run([sys.executable, "-m", "mypy.stubtest", "layerstream._layerstream", "--allowlist",
+                           str(allowlist)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -48,9 +48,10 @@ class Model : public std::enable_shared_from_this<Model> {
   const ModelInfo& info() const;
   const ModelOptions& options() const;
   // Text to token ids as the file's tokenizer says: add_special adds BOS/EOS
-  // only where tokenizer.ggml.add_bos_token / add_eos_token ask; special
-  // tokens written in the text (<|im_start|>) become their ids.
-  std::vector<int32_t> tokenize(const std::string& text, bool add_special = true) const;
+  // only where tokenizer.ggml.add_bos_token / add_eos_token ask;
+  // parse_special turns special tokens written in the text (<|im_start|>)
+  // into their ids (false: they are tokenized as plain text).
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special = true, bool parse_special = true) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
   bool is_end_of_generation(int32_t token) const;
   // The file's special tokens (tokenizer.ggml.bos_token_id, eos_token_id,
