@@ -11,7 +11,6 @@
 
 #include "bindings.h"
 #include "layerstream/units.h"
-#include "runtime/model/gguf_file.h"
 
 namespace layerstream::python {
 namespace {
@@ -74,22 +73,10 @@ std::shared_ptr<Model> open_model(const std::filesystem::path& path, nb::handle 
   return std::move(model).value();
 }
 
-// The file's metadata as llama.cpp's llama_model_meta_val_str gives it:
-// every key whose value is not an array, as a string. Read from the file
-// again (the header only) because the Model does not keep its metadata.
-nb::dict metadata_of(const std::string& path) {
-  Result<GgufFile> file = Status::Internal("not read");
-  {
-    nb::gil_scoped_release release;
-    file = read_gguf_file(path, {.allow_unsupported_types = true});
-  }
-  if (!file.ok()) raise_status(file.status(), path);
+// The file's metadata as llama.cpp's llama_model_meta_val_str gives it.
+nb::dict metadata_of(const Model& model) {
   nb::dict out;
-  for (const GgufKeyValue& kv : file->metadata()) {
-    if (kv.value.is_array()) continue;
-    const std::string text = kv.value.type() == GgufType::kString ? kv.value.as_string() : kv.value.to_string();
-    out[utf8_text(kv.key)] = utf8_text(text);
-  }
+  for (const auto& [key, text] : model.metadata()) out[utf8_text(key)] = utf8_text(text);
   return out;
 }
 
@@ -189,7 +176,7 @@ void bind_model(nb::module_& m) {
            nb::arg("strategy") = Strategy::kPlanned, nb::arg("trace") = false, nb::arg("progress") = nb::none(),
            nb::arg("host_factor") = 0.0, kOpenDoc)
       .def_prop_ro("info", on_open<&Model::info>("info"), "What the file is (ModelInfo).")
-      .def_prop_ro("metadata", [](const PyModel& pm) { return metadata_of(pm.open("metadata").info().path); },
+      .def_prop_ro("metadata", [](const PyModel& pm) { return metadata_of(pm.open("metadata")); },
                    "The file's metadata keys whose values are not arrays, as strings\n"
                    "(like llama-cpp-python's Llama.metadata).")
       .def(

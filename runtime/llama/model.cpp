@@ -38,6 +38,16 @@ llama::RunnerOptions runner_options_for(const ModelOptions& o) {
   return ro;
 }
 
+// Every key whose value is not an array, as text (strings as they are).
+static std::vector<std::pair<std::string, std::string>> scalar_metadata(const GgufFile& file) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const GgufKeyValue& kv : file.metadata()) {
+    if (kv.value.is_array()) continue;
+    out.emplace_back(kv.key, kv.value.type() == GgufType::kString ? kv.value.as_string() : kv.value.to_string());
+  }
+  return out;
+}
+
 DeviceOptions device_options_for(const ModelOptions& o) {
   DeviceOptions d;
   d.backend = o.backend;
@@ -72,6 +82,7 @@ const ModelInfo& Model::info() const { return impl_->info; }
 const ModelOptions& Model::options() const { return impl_->options; }
 int Model::n_vocab() const { return impl_->info.vocab; }
 int Model::n_context() const { return impl_->n_ctx; }
+const std::vector<std::pair<std::string, std::string>>& Model::metadata() const { return impl_->metadata; }
 bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
 int32_t Model::token_bos() const { return impl_->tokenizer->vocab().bos_id.value_or(-1); }
 int32_t Model::token_eos() const { return impl_->tokenizer->vocab().eos_id.value_or(-1); }
@@ -96,6 +107,7 @@ Result<std::shared_ptr<Model>> Model::open(const std::string& path, const ModelO
     auto chat_template = file.get_string_or("tokenizer.chat_template", "");
     if (!chat_template.ok()) return chat_template.status().WithContext(path);
     impl->chat_template = std::move(*chat_template);
+    impl->metadata = scalar_metadata(file);
     const LlamaHparams& h = lm->hparams;
     impl->info = {path, h.arch, file.file_size(), int(h.n_layers), int(h.n_embd), int(h.n_head), int(h.n_head_kv),
                   int(h.n_vocab), int(h.n_ctx_train)};

@@ -25,6 +25,7 @@ struct Model::Impl {
   ModelOptions options;
   ModelInfo info;
   std::string chat_template;  // tokenizer.chat_template, empty where absent
+  std::vector<std::pair<std::string, std::string>> metadata;  // Model::metadata()
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Device> device;
   int n_ctx = 0, n_seq = 0;  // the runner's, fixed at open

@@ -16,6 +16,7 @@
 
 #include "layerstream/layerstream.h"
 #include "runtime/model/example_model.h"
+#include "runtime/model/gguf_file.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
@@ -371,6 +372,21 @@ TEST(SamplerChain, NaNLogitsAreNeverPicked) {
   const std::vector<float> all_nan(7, nan);
   EXPECT_EQ(SamplerChain::from({.temperature = 0}).sample(all_nan), 0);
   EXPECT_EQ(SamplerChain::from({.temperature = 1.0f, .seed = 5}).sample(all_nan), 0);
+}
+
+TEST_F(ContextTest, MetadataIsEveryScalarKeyOfTheFileAsText) {
+  auto model = Model::open(path_, host_options(1));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto file = read_gguf_file(path_);
+  ASSERT_TRUE(file.ok());
+  size_t scalars = 0;
+  for (const GgufKeyValue& kv : file->metadata()) scalars += kv.value.is_array() ? 0 : 1;
+  const auto& meta = (*model)->metadata();
+  EXPECT_EQ(meta.size(), scalars);
+  EXPECT_THAT(meta, ::testing::Contains(std::pair<std::string, std::string>("general.architecture", "llama")));
+  const std::string layers = std::to_string((*model)->info().layers);
+  EXPECT_THAT(meta, ::testing::Contains(std::pair<std::string, std::string>("llama.block_count", layers)));
+  for (const auto& [key, text] : meta) EXPECT_NE(key.rfind("tokenizer.ggml.tokens", 0), 0u) << "arrays are left out";
 }
 
 }  // namespace

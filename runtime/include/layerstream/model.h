@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layerstream/memory_plan.h"
@@ -64,6 +65,9 @@ class Model : public std::enable_shared_from_this<Model> {
   const std::string& chat_template() const;
   int n_vocab() const;
   int n_context() const;  // positions per sequence
+  // The file's metadata as llama.cpp's llama_model_meta_val_str gives it:
+  // every key whose value is not an array, in file order, as text.
+  const std::vector<std::pair<std::string, std::string>>& metadata() const;
 
   // A context with options.sequences sequences from the pool. OutOfBudget
   // when the pool has fewer free (names the pool and what is in use).
