@@ -1,0 +1,253 @@
+// Speculative decoding (layerstream/speculative.h) on example models, host
+// backend:
+//  - a pass of up to kBatchInvariantTokens tokens gives each token the bits
+//    of a one-token pass (what makes speculative greedy output exact);
+//  - greedy identity: tokens with lookup drafts, a perfect draft (the model
+//    itself: every draft kept) and a random draft sharing the vocabulary
+//    (nearly every draft rejected) equal plain greedy tokens, with the
+//    layers resident and streamed;
+//  - rollback: after rejected drafts the KV cache holds exactly what plain
+//    decoding leaves, so a second turn continues identically;
+//  - a draft with another vocabulary, bad draft_max, several sequences:
+//    clear errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "layerstream/layerstream.h"
+#include "runtime/model/example_model.h"
+#include "tests/common/testing.h"
+#include "tests/common/tiny_model.h"
+
+namespace layerstream {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A verification pass carries the drafted chain; plain decoding carries one
+// token. Each row of a pass of up to kernels::kBatchInvariantTokens tokens
+// must equal the one-token pass bit for bit, on the fast (int8) and exact
+// paths and every weight type, or speculative greedy output could differ
+// from plain greedy output.
+TEST(BatchInvariance, PassRowsEqualOneTokenPasses) {
+  testing::TempDir dir;
+  for (GgmlType ty : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    const std::string path = dir.file("m.gguf");
+    ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(ty, 7, 128)).ok());
+    for (bool exact : {false, true}) {
+      ModelOptions o;
+      o.backend = Backend::kHost;
+      o.host_threads = 2;
+      o.context = 96;
+      o.exact = exact;
+      auto model = Model::open(path, o).value();
+      auto ctx = model->create_context().value();
+      std::mt19937_64 rng(1);
+      std::vector<int32_t> toks;
+      for (int i = 0; i < 14; ++i) toks.push_back(1 + rng() % 500);
+      Batch b;
+      b.add_sequence(std::vector<int32_t>(toks.begin(), toks.begin() + 6), 0, 0);
+      ASSERT_TRUE(ctx->decode(b).ok());
+      std::vector<std::vector<float>> single;
+      for (int i = 6; i < 14; ++i) {
+        Batch one;
+        one.add(toks[i], i, 0, true);
+        ASSERT_TRUE(ctx->decode(one).ok());
+        auto l = ctx->logits(0);
+        single.emplace_back(l.begin(), l.end());
+      }
+      ASSERT_TRUE(ctx->remove(0, 6).ok());
+      Batch many;
+      for (int i = 6; i < 14; ++i) many.add(toks[i], i, 0, true);
+      ASSERT_TRUE(ctx->decode(many).ok());
+      double maxd = 0;
+      int diff_rows = 0;
+      for (int i = 0; i < 8; ++i) {
+        auto l = ctx->logits(i);
+        double d = 0;
+        for (size_t v = 0; v < l.size(); ++v) d = std::max(d, (double)std::fabs(l[v] - single[i][v]));
+        diff_rows += d > 0;
+        maxd = std::max(maxd, d);
+      }
+      EXPECT_EQ(diff_rows, 0) << "type " << ggml_type_name(static_cast<uint32_t>(ty)) << (exact ? " exact" : " fast") << ": max |diff| "
+                              << maxd;
+    }
+  }
+}
+
+
+ModelOptions host_options() {
+  ModelOptions o;
+  o.backend = Backend::kHost;
+  o.host_threads = 2;
+  o.context = 128;
+  o.sequences = 2;  // a plain and a speculative context side by side
+  return o;
+}
+
+GenerateOptions greedy(int n) {
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.sampling.temperature = 0;
+  g.stop_at_eog = false;
+  return g;
+}
+
+// Prompts of random tokens; odd ones repeat a passage (lookup's case).
+std::vector<std::vector<int32_t>> prompts(uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p;
+    for (int j = 0; j < 6 + i; ++j) p.push_back(static_cast<int32_t>(1 + rng() % 500));
+    if (i % 2) p.insert(p.end(), p.begin(), p.end());
+    out.push_back(p);
+  }
+  return out;
+}
+
+class SpeculativeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = testing::fresh_seed();
+    target_ = dir_.file("target.gguf");
+    draft_ = dir_.file("draft.gguf");
+    ASSERT_TRUE(testing::write_scratch_model(target_, testing::tiny_llama_spec(GgmlType::Q4_1, seed_, 128)).ok());
+    ASSERT_TRUE(testing::write_scratch_model(draft_, testing::tiny_llama_spec(GgmlType::Q8_0, seed_ + 1, 128)).ok());
+  }
+
+  // The model resident, or streamed: the least budget that opens (in steps
+  // of 64 KiB), where the window holds a layer or two.
+  std::shared_ptr<Model> open_target(bool streamed) {
+    ModelOptions o = host_options();
+    o.strategy = streamed ? Strategy::kOverlap : Strategy::kResident;
+    for (uint64_t budget = 512 << 10;; budget += 64 << 10) {
+      if (streamed) o.vram_budget = budget;
+      auto m = Model::open(target_, o);
+      if (m.ok()) return *m;
+      if (!streamed || m.status().code() != StatusCode::kOutOfBudget || budget > (64ull << 20)) {
+        ADD_FAILURE() << m.status().ToString();
+        return nullptr;
+      }
+    }
+  }
+
+  // Greedy tokens of each prompt, plain and with `draft`; expects them equal.
+  // Returns the speculative figures summed over the prompts.
+  SpeculativeStats expect_identical(Model& model, const std::shared_ptr<DraftSource>& draft, int n_prompts) {
+    SpeculativeStats sum;
+    for (const auto& prompt : prompts(seed_, n_prompts)) {
+      auto plain_ctx = model.create_context().value();
+      auto spec_ctx = model.create_context().value();
+      const GenerateResult plain = plain_ctx->generate(prompt, greedy(24)).value();
+      GenerateOptions so = greedy(24);
+      so.speculative.draft = draft;
+      const GenerateResult spec = spec_ctx->generate(prompt, so).value();
+      EXPECT_EQ(spec.generated[0], plain.generated[0]) << "prompt of " << prompt.size() << " tokens";
+      EXPECT_EQ(spec_ctx->position(0), plain_ctx->position(0));
+      EXPECT_EQ(spec.stats.bytes_streamed_per_pass > 0, plain.stats.bytes_streamed_per_pass > 0);
+      const SpeculativeStats& s = spec.stats.speculative;
+      EXPECT_EQ(s.tokens, static_cast<int>(plain.generated[0].size()) - 1) << "tokens after the first";
+      EXPECT_LE(s.passes, s.tokens);
+      sum.passes += s.passes;
+      sum.tokens += s.tokens;
+      sum.drafted += s.drafted;
+      sum.accepted += s.accepted;
+    }
+    return sum;
+  }
+
+  uint64_t seed_ = 0;
+  testing::TempDir dir_;
+  std::string target_, draft_;
+};
+
+TEST_F(SpeculativeTest, LookupGivesPlainGreedyTokens) {
+  for (bool streamed : {false, true}) {
+    SCOPED_TRACE(streamed ? "streamed" : "resident");
+    auto model = open_target(streamed);
+    ASSERT_TRUE(model);
+    EXPECT_EQ(model->placement().rfind("0 resident", 0) == 0, streamed) << model->placement();
+    LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> lookup, make_lookup_draft());
+    const SpeculativeStats s = expect_identical(*model, lookup, 6);
+    EXPECT_GT(s.drafted, 0) << "the repeated passages give lookup something to draft";
+  }
+}
+
+TEST_F(SpeculativeTest, DraftModelGivesPlainGreedyTokens) {
+  for (bool streamed : {false, true}) {
+    SCOPED_TRACE(streamed ? "streamed" : "resident");
+    auto model = open_target(streamed);
+    ASSERT_TRUE(model);
+    // The model as its own draft: every draft is the model's greedy token
+    // (computed one token per pass), so every one is kept.
+    LS_ASSERT_OK_AND_ASSIGN(auto self, Model::open(target_, host_options()));
+    LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> perfect, make_model_draft(self, *model));
+    const SpeculativeStats p = expect_identical(*model, perfect, 4);
+    EXPECT_GT(p.drafted, 0);
+    EXPECT_EQ(p.accepted, p.drafted);
+    EXPECT_LT(p.passes * 4, p.tokens) << "more than 4 tokens per pass with 7 drafts all kept";
+
+    // A random model with the same vocabulary: drafts almost never kept.
+    LS_ASSERT_OK_AND_ASSIGN(auto other, Model::open(draft_, host_options()));
+    LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> random, make_model_draft(other, *model));
+    const SpeculativeStats r = expect_identical(*model, random, 4);
+    EXPECT_GT(r.drafted, 0);
+    EXPECT_LT(r.accepted * 5, r.drafted) << "a random draft agrees rarely";
+  }
+}
+
+// Rejected drafts leave their KV entries behind unless rolled back; a second
+// turn would then attend to them. It must continue as plain decoding does.
+TEST_F(SpeculativeTest, RollbackLeavesThePlainKvCache) {
+  auto model = open_target(false);
+  ASSERT_TRUE(model);
+  LS_ASSERT_OK_AND_ASSIGN(auto other, Model::open(draft_, host_options()));
+  LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> random, make_model_draft(other, *model));
+  const auto ps = prompts(seed_ + 2, 2);
+  auto plain = model->create_context().value();
+  auto spec = model->create_context().value();
+  GenerateOptions so = greedy(16);
+  so.speculative.draft = random;
+  so.keep_logits = true;
+  GenerateOptions po = greedy(16);
+  po.keep_logits = true;
+  for (const auto& turn : ps) {
+    const GenerateResult a = plain->generate(turn, po).value();
+    const GenerateResult b = spec->generate(turn, so).value();
+    EXPECT_EQ(b.generated[0], a.generated[0]);
+    EXPECT_EQ(b.logits, a.logits) << "every sampled row, bit for bit";
+    EXPECT_EQ(spec->position(0), plain->position(0));
+    EXPECT_GT(b.stats.speculative.drafted, b.stats.speculative.accepted) << "some drafts were rolled back";
+  }
+}
+
+TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {
+  const std::string other_vocab = dir_.file("v640.gguf");
+  ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::F32, seed_, 128);
+  spec.n_vocab = 640;
+  ASSERT_TRUE(testing::write_scratch_model(other_vocab, spec).ok());
+  auto model = open_target(false);
+  ASSERT_TRUE(model);
+  LS_ASSERT_OK_AND_ASSIGN(auto wrong, Model::open(other_vocab, host_options()));
+  auto refused = make_model_draft(wrong, *model);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("640 tokens"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("same vocabulary"));
+
+  LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> lookup, make_lookup_draft());
+  auto ctx = model->create_context().value();
+  GenerateOptions o = greedy(4);
+  o.speculative.draft = lookup;
+  o.speculative.draft_max = kMaxDraftTokens + 1;
+  auto r = ctx->generate(std::vector<int32_t>{1, 2, 3}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("draft_max"));
+  EXPECT_EQ(ctx->position(0), 0) << "nothing decoded";
+  EXPECT_FALSE(make_lookup_draft({.min_ngram = 0, .max_ngram = 2}).ok());
+}
+
+}  // namespace
+}  // namespace layerstream
