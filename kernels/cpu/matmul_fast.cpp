@@ -2,9 +2,11 @@
 // integer block dot products over the weight rows in their GGUF blocks.
 //
 // Decode (one token): rows split over the pool, a few rows per pass over x.
-// Up to kBatchInvariantTokens tokens (a speculative verification): the decode
-// kernels per token over each chunk of rows, so every token gets the bits a
-// one-token pass gives it while the chunk's weights come from memory once.
+// Up to kBatchInvariantTokens tokens (a speculative verification) of Q4_1 on
+// AVX-512, whose one-token product has kernels of its own (x16): those per
+// token over each chunk of rows, so every token gets its one-token bits while
+// the chunk's weights come from memory once. (The GEMM's tiles already sum
+// each row and token as a one-token call does.)
 // Prefill (several tokens): a cache-blocked GEMM. Each task owns a span of
 // output rows and walks it in sub-spans of kRowBlock rows; for each sub-span
 // the tokens go by in blocks whose quantised activations fit in L2, and the
@@ -168,7 +170,9 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const auto* w = static_cast<const uint8_t*>(p.w);
   const int64_t n_groups = (p.n_out + kGroup - 1) / kGroup;
   const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
-  if (p.n_tokens <= kBatchInvariantTokens) {
+  // The GEMM's tiles sum each (row, token) as its one-token call does, so
+  // only the x16 Q4_1 products need the decode kernels for batch invariance.
+  if (p.n_tokens == 1 || x16(p, isa)) {
     decode_rows(&p, &k.gemm, 1, q, pool, isa);
     return;
   }
