@@ -3,9 +3,9 @@
 //
 // Decode (one token): rows split over the pool, a few rows per pass over x.
 // Up to kBatchInvariantTokens tokens (a speculative verification) of Q4_1 on
-// AVX-512, whose one-token product has kernels of its own (x16): those per
-// token over each chunk of rows, so every token gets its one-token bits while
-// the chunk's weights come from memory once. (The GEMM's tiles already sum
+// AVX-512, whose one-token product has kernels of its own (x16): their
+// multi-token form, which loads each block once for several tokens and gives
+// every token its one-token bits. (The GEMM's tiles already sum
 // each row and token as a one-token call does.)
 // Prefill (several tokens): a cache-blocked GEMM. Each task owns a span of
 // output rows and walks it in sub-spans of kRowBlock rows; for each sub-span
@@ -96,16 +96,13 @@ void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlo
       const int64_t gb = std::max(begin, s.g0) - s.g0, ge = std::min(end, s.g0 + s.n_groups) - s.g0;
       if (gb >= ge) continue;
       const int64_t r0 = std::min(gb * kGroup, s.n_out), r1 = std::min(ge * kGroup, s.n_out);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const QBlock* qt = q + t * nb;
-        float* y = s.y + t * s.n_out + r0;
-        if (s.packed) {
-          q4_1x16::gemv(s.packed, s.n_out, n_in, r0, r1, qt, y);
-        } else if (s.x16) {
-          q4_1x16::gemv_gguf(s.w + r0 * s.row_bytes, r1 - r0, n_in, qt, y);
-        } else {
-          s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, qt, 1, n_in, y, s.n_out);
-        }
+      if (s.packed) {
+        q4_1x16::gemm(s.packed, s.n_out, n_in, r0, r1, q, n_tokens, s.y + r0, s.n_out);
+      } else if (s.x16) {
+        q4_1x16::gemm_gguf(s.w + r0 * s.row_bytes, r1 - r0, n_in, q, n_tokens, s.y + r0, s.n_out);
+      } else {
+        for (int64_t t = 0; t < n_tokens; ++t)
+          s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, q + t * nb, 1, n_in, s.y + t * s.n_out + r0, s.n_out);
       }
     }
   };
