@@ -201,28 +201,24 @@ class BenchCommand : public Command {
   // side (--passes rounds each) on the public API, at the same budgets.
   int run_speculative(const Flags& f) const {
     if (model_.empty()) return usage_error("--draft/--lookup run a model file (not --shape)");
-    SpeculativeBenchOptions o;
-    o.model_path = model_;
-    o.spec = spec_;
-    o.prompt = spec_prompt_;
-    o.tokens = spec_tokens_;
-    o.rounds = passes_;
-    o.json = json_path_;
-    ModelOptions& m = o.model;
     auto backend = backend_from_name(device_.backend);
     if (!backend.ok()) return usage_error("--backend: " + backend.status().message());
-    m.backend = *backend;
-    m.sim_link_gbps = f.device.sim_link_gbps;
-    m.host_threads = f.device.host_threads;
-    m.exact = exact_;
-    m.ram_budget = f.ram;
-    m.context = ctx_;
-    m.kv_type = kv_type_ == "f16" ? KvType::kF16 : KvType::kF32;
+    uint64_t vram = 0;  // 0: the library's default
     if (!vram_.empty()) {
       auto v = parse_size_flag("--vram", vram_);
       if (!v.ok()) return usage_error(v.status().message());
-      m.vram_budget = *v;
+      vram = *v;
     }
+    const ModelOptions model{.vram_budget = vram,
+                             .ram_budget = f.ram,
+                             .backend = *backend,
+                             .sim_link_gbps = f.device.sim_link_gbps,
+                             .host_threads = f.device.host_threads,
+                             .exact = exact_,
+                             .context = ctx_,
+                             .kv_type = kv_type_ == "f16" ? KvType::kF16 : KvType::kF32};
+    const SpeculativeBenchOptions o{.model_path = model_, .model = model, .spec = spec_, .prompt = spec_prompt_,
+                                    .tokens = spec_tokens_, .rounds = passes_, .json = json_path_};
     return run_speculative_bench(o);
   }
 

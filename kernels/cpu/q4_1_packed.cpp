@@ -135,6 +135,15 @@ struct GgufGroups {
   }
 };
 
+// A group's 16 products (accd + accm) to y in row order.
+template <class Src>
+LS_VNNI512 inline void store_group(__m512 accd, __m512 accm, float* y) {
+  __m512 sum = _mm512_add_ps(accd, accm);
+  if constexpr (!Src::kLaneIsRow)
+    sum = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sum);
+  _mm512_storeu_ps(y, sum);
+}
+
 // G groups of 16 rows (from src) against one token: y[16 G]. xs holds the
 // token's [d, d sum] per block.
 template <int G, class Src>
@@ -152,12 +161,7 @@ LS_VNNI512 void tile(const Src& src, const QBlock* xq, const float* xs, int64_t 
       add_block(v, dw, mw, a, xd, xsum, accd[g], accm[g]);
     }
   }
-  for (int g = 0; g < G; ++g) {
-    __m512 sum = _mm512_add_ps(accd[g], accm[g]);
-    if constexpr (!Src::kLaneIsRow)
-      sum = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sum);
-    _mm512_storeu_ps(y + kRows * g, sum);
-  }
+  for (int g = 0; g < G; ++g) store_group<Src>(accd[g], accm[g], y + kRows * g);
 }
 
 // n_groups groups of 16 rows from src against one token.
@@ -190,12 +194,7 @@ LS_VNNI512 void tile_tokens(const Src& src, const QBlock* const xq[], const floa
       add_block(v, dw, mw, a, _mm512_set1_ps(xs[t][2 * k]), _mm512_set1_ps(xs[t][2 * k + 1]), accd[t], accm[t]);
     }
   }
-  for (int t = 0; t < T; ++t) {
-    __m512 sum = _mm512_add_ps(accd[t], accm[t]);
-    if constexpr (!Src::kLaneIsRow)
-      sum = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sum);
-    _mm512_storeu_ps(y + t * ldy, sum);
-  }
+  for (int t = 0; t < T; ++t) store_group<Src>(accd[t], accm[t], y + t * ldy);
 }
 
 // n_groups groups of 16 rows from src against n_tokens tokens (xq: nb blocks
