@@ -8,6 +8,9 @@
 //    layers resident and streamed;
 //  - rollback: after rejected drafts the KV cache holds exactly what plain
 //    decoding leaves, so a second turn continues identically;
+//  - sampling: with the same seed, speculation samples plain sampling's
+//    tokens (so the model's distribution), where "keep every draft" would
+//    not;
 //  - a draft with another vocabulary, bad draft_max, several sequences:
 //    clear errors.
 #include <gmock/gmock.h>
@@ -222,6 +225,55 @@ TEST_F(SpeculativeTest, RollbackLeavesThePlainKvCache) {
     EXPECT_EQ(spec->position(0), plain->position(0));
     EXPECT_GT(b.stats.speculative.drafted, b.stats.speculative.accepted) << "some drafts were rolled back";
   }
+}
+
+// The 3 tokens sampled (temperature 1, top-2) with each of seeds 0..n-1.
+std::vector<std::vector<int32_t>> samples(Context& ctx, const std::vector<int32_t>& prompt, int n,
+                                          const std::shared_ptr<DraftSource>& draft) {
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(ctx.clear().ok());
+    GenerateOptions g;
+    g.max_tokens = 3;
+    g.stop_at_eog = false;
+    g.sampling.temperature = 1.0f;
+    g.sampling.top_k = 2;
+    g.sampling.seed = static_cast<uint64_t>(i) * 7919 + 1;
+    g.speculative.draft = draft;
+    out.push_back(ctx.generate(prompt, g).value().generated[0]);
+  }
+  return out;
+}
+
+// Sampling: each row of a verification pass has plain decoding's bits and
+// the sampler draws once per token in order, so with the same seed the
+// speculative tokens are plain sampling's tokens (which implies the
+// distribution is the model's). A rule that keeps drafts the model's draw
+// does not agree with ("keep every draft") gives other tokens: the samples
+// must include such cases, or the check would prove nothing.
+TEST_F(SpeculativeTest, SamplingDrawsPlainSamplingsTokens) {
+  constexpr int kSamples = 200;
+  ModelOptions o = host_options();
+  o.host_threads = 1;
+  o.strategy = Strategy::kResident;
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(target_, o));
+  LS_ASSERT_OK_AND_ASSIGN(auto self, Model::open(target_, o));
+  // The model as its own greedy draft: every draft is the likeliest token.
+  LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> draft, make_model_draft(self, *model));
+  auto ctx = model->create_context().value();
+  const std::vector<int32_t> prompt = prompts(seed_, 1)[0];
+  const auto plain = samples(*ctx, prompt, kSamples, nullptr);
+  EXPECT_EQ(samples(*ctx, prompt, kSamples, draft), plain);
+
+  int not_greedy = 0;  // samples that "keep every draft" would have changed
+  for (const auto& seq : plain) {
+    std::vector<int32_t> first = prompt;
+    first.push_back(seq[0]);
+    ASSERT_TRUE(ctx->clear().ok());
+    const GenerateResult g = ctx->generate(first, greedy(2)).value();
+    not_greedy += std::vector<int32_t>(seq.begin() + 1, seq.end()) != g.generated[0];
+  }
+  EXPECT_GT(not_greedy, kSamples / 10) << "top-2 at temperature 1 leaves the greedy path often";
 }
 
 TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {

@@ -3,13 +3,13 @@
 // whatever the number of tokens it carries), and generation keeps the
 // longest prefix the model agrees with, plus the model's own next token.
 //
-// Output: greedy generation gives exactly the tokens plain decoding gives
-// (a verification pass carries at most kMaxDraftTokens + 1 tokens, which the
-// kernels compute bit for bit as one-token passes). With sampling, a drafted
-// token is kept when the model's own draw equals it, which for drafts that
-// propose one token per position (both sources here) is the rejection rule
-// of Leviathan et al.: the output follows the model's distribution (the
-// draws differ from plain sampling with the same seed).
+// Output: exactly the tokens plain decoding gives, greedy or sampled with
+// the same seed. A verification pass carries at most kMaxDraftTokens + 1
+// tokens, which the kernels compute bit for bit as one-token passes, and
+// the sampler draws once per row in order, as plain decoding does. A drafted
+// token is kept when the model's own draw equals it: for drafts that propose
+// one token per position (both sources here) that is the rejection rule of
+// Leviathan et al., so the output follows the model's distribution.
 //
 // Use: GenerateOptions::speculative.draft = make_lookup_draft() (or
 // make_model_draft(...)); Context::generate then reports the figures in
