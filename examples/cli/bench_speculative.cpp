@@ -47,7 +47,7 @@ int run_speculative_bench(const SpeculativeBenchOptions& o) {
   plain.sampling.temperature = 0;
   plain.stop_at_eog = false;
   GenerateOptions spec = plain;
-  spec.speculative = {*draft, o.spec.draft_max};
+  spec.speculative = {*draft, o.spec.draft_max, !o.spec.fixed};
   Side a, b;
   for (int i = 0; i < o.rounds; ++i) {  // alternating: both sides see the same box
     std::cerr << fmt::format("bench: round {}/{}\n", i + 1, o.rounds);

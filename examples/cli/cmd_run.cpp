@@ -138,7 +138,7 @@ class RunCommand : public Command {
     if (!context.ok()) return fail(context.status());
     auto draft = spec_.open(**model);
     if (!draft.ok()) return fail(draft.status());
-    gen_.speculative = {*draft, spec_.draft_max};
+    gen_.speculative = {*draft, spec_.draft_max, !spec_.fixed};
     if (cancel_requested()) return interrupted();
     std::vector<int32_t> prompt;
     if (!tokens_.empty()) {

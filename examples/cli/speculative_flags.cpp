@@ -11,8 +11,11 @@ void SpeculativeFlags::add_to(CLI::App& sub) {
   sub.add_option("--draft", draft_model,
                  "Speculative decoding with this draft model (same vocabulary; e.g. the model quantised lower)");
   sub.add_flag("--lookup", lookup, "Speculative decoding with n-gram prompt lookup drafts (no draft model)");
-  sub.add_option("--draft-max", draft_max, "Drafted tokens per pass (1.." + std::to_string(kMaxDraftTokens) + ")")
+  sub.add_option("--draft-max", draft_max,
+                 "Most drafted tokens per pass (1.." + std::to_string(kMaxDraftTokens) +
+                     "); each pass drafts what the measured costs say pays")
       ->capture_default_str();
+  sub.add_flag("--draft-fixed", fixed, "Draft --draft-max tokens every pass (no choice from measured costs)");
 }
 
 Result<std::shared_ptr<DraftSource>> SpeculativeFlags::open(const Model& target) const {
@@ -42,10 +45,10 @@ std::string format_speculative(const SpeculativeStats& s) {
   std::string depth;
   for (size_t d = 0; d < s.drafted_at_depth.size() && s.drafted_at_depth[d] > 0; ++d)
     depth += fmt::format(" {}:{:.0f}%", d + 1, 100.0 * s.accepted_at_depth[d] / s.drafted_at_depth[d]);
-  return fmt::format("speculative: {:.2f} tokens/pass over {} passes, {}/{} drafts kept ({:.0f}%); kept per depth{}; "
-                     "draft {:.3f} s\n",
-                     s.tokens_per_pass(), s.passes, s.accepted, s.drafted, 100 * s.acceptance(),
-                     depth.empty() ? " -" : depth, s.draft_s);
+  return fmt::format("speculative: {:.2f} tokens/pass over {} passes, {:.2f} drafts asked per pass, {}/{} drafts kept "
+                     "({:.0f}%); kept per depth{}; draft {:.3f} s\n",
+                     s.tokens_per_pass(), s.passes, s.mean_draft_length(), s.accepted, s.drafted,
+                     100 * s.acceptance(), depth.empty() ? " -" : depth, s.draft_s);
 }
 
 nlohmann::json speculative_json(const SpeculativeStats& s) {
@@ -61,6 +64,7 @@ nlohmann::json speculative_json(const SpeculativeStats& s) {
           {"drafted_at_depth", s.drafted_at_depth},
           {"accepted_at_depth", s.accepted_at_depth},
           {"acceptance_at_depth", rate},
+          {"mean_draft_length", s.mean_draft_length()},
           {"draft_s", s.draft_s}};
 }
 

@@ -16,6 +16,7 @@ struct SpeculativeFlags {
   std::string draft_model;  // --draft
   bool lookup = false;      // --lookup
   int draft_max = kMaxDraftTokens;
+  bool fixed = false;       // --draft-fixed: always draft_max
   void add_to(CLI::App& sub);
   bool any() const { return lookup || !draft_model.empty(); }
   // The source the flags ask for (null: none). A draft model opens with the

@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "runtime/core/status_macros.h"
+#include "runtime/llama/draft_length.h"
 
 namespace layerstream::speculative {
 
@@ -18,13 +19,19 @@ static_assert(kMaxDraftTokens + 1 <= kernels::kBatchInvariantTokens);
 namespace {
 
 using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // One generate() call's speculative state: the sequence's tokens of this
 // call (for the draft source) and the figures.
 class Loop {
  public:
   Loop(Context& ctx, Context::Impl& c, const SpeculativeOptions& o, const std::vector<int32_t>& fed)
-      : ctx_(ctx), c_(c), opt_(o), tokens_(fed), first_(ctx.position(0) - static_cast<int>(fed.size())) {
+      : ctx_(ctx),
+        c_(c),
+        opt_(o),
+        tokens_(fed),
+        first_(ctx.position(0) - static_cast<int>(fed.size())),
+        length_(o.draft_max) {
     st_.drafted_at_depth.assign(o.draft_max, 0);
     st_.accepted_at_depth.assign(o.draft_max, 0);
   }
@@ -40,7 +47,9 @@ class Loop {
       Batch verify;
       verify.add(token, at, 0, true);
       for (size_t i = 0; i < drafts.size(); ++i) verify.add(drafts[i], at + 1 + static_cast<int>(i), 0, true);
+      const auto t0 = Clock::now();
       LS_RETURN_IF_ERROR(decode(verify));
+      length_.record_pass(static_cast<int>(verify.size()), seconds_since(t0));
       ++st_.passes;
       LS_ASSIGN_OR_RETURN(next, keep_agreed(drafts, at, sample, step));
     }
@@ -54,13 +63,18 @@ class Loop {
   // verification pass must not reach the context's last position, where
   // plain decoding would have stopped before it (sample() checks the
   // context's position, which the pass moves to its end).
+  // Adaptive: as many as the measured costs say pay (DraftLength).
   Result<std::vector<int32_t>> draft(int at) {
-    const int room = std::min(opt_.draft_max, ctx_.n_context() - at - 2);
+    const int want = opt_.adaptive ? length_.choose() : opt_.draft_max;
+    const int room = std::min(want, ctx_.n_context() - at - 2);
     if (room < 1) return std::vector<int32_t>{};
+    st_.draft_lengths_sum += room;
     const auto t0 = Clock::now();
     LS_ASSIGN_OR_RETURN(std::vector<int32_t> d, opt_.draft->propose(first_, tokens_, room));
-    st_.draft_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    const double s = seconds_since(t0);
+    st_.draft_s += s;
     if (static_cast<int>(d.size()) > room) d.resize(room);
+    length_.record_draft(static_cast<int>(d.size()), s);
     return d;
   }
 
@@ -75,11 +89,12 @@ class Loop {
       c_.last_logits[0].assign(row.begin(), row.end());
       Batch next = sample(step++);
       ++st_.tokens;
+      const bool kept = !next.empty() && j < drafts.size() && next.tokens[0] == drafts[j];
       if (j < drafts.size() && !next.empty()) {  // judged (a stop leaves the draft unjudged)
         ++st_.drafted_at_depth[j];
         ++st_.drafted;
+        length_.record_depth(static_cast<int>(j), kept);
       }
-      const bool kept = !next.empty() && j < drafts.size() && next.tokens[0] == drafts[j];
       if (kept) {
         ++st_.accepted_at_depth[j];
         ++st_.accepted;
@@ -108,6 +123,7 @@ class Loop {
   const SpeculativeOptions& opt_;
   std::vector<int32_t> tokens_;  // the sequence from first_ on: this call's feed and generated tokens
   const int first_;
+  DraftLength length_;
   SpeculativeStats st_;
 };
 

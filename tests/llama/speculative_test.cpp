@@ -11,6 +11,9 @@
 //  - sampling: with the same seed, speculation samples plain sampling's
 //    tokens (so the model's distribution), where "keep every draft" would
 //    not;
+//  - the draft length chosen from measured costs: long where passes cost
+//    the same whatever they carry, short where they grow with the tokens or
+//    drafts are rejected;
 //  - a draft with another vocabulary, bad draft_max, several sequences:
 //    clear errors.
 #include <gmock/gmock.h>
@@ -20,6 +23,7 @@
 #include <random>
 
 #include "layerstream/layerstream.h"
+#include "runtime/llama/draft_length.h"
 #include "runtime/model/example_model.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
@@ -139,7 +143,8 @@ class SpeculativeTest : public ::testing::Test {
 
   // Greedy tokens of each prompt, plain and with `draft`; expects them equal.
   // Returns the speculative figures summed over the prompts.
-  SpeculativeStats expect_identical(Model& model, const std::shared_ptr<DraftSource>& draft, int n_prompts) {
+  SpeculativeStats expect_identical(Model& model, const std::shared_ptr<DraftSource>& draft, int n_prompts,
+                                    bool adaptive = true) {
     SpeculativeStats sum;
     for (const auto& prompt : prompts(seed_, n_prompts)) {
       auto plain_ctx = model.create_context().value();
@@ -147,6 +152,7 @@ class SpeculativeTest : public ::testing::Test {
       const GenerateResult plain = plain_ctx->generate(prompt, greedy(24)).value();
       GenerateOptions so = greedy(24);
       so.speculative.draft = draft;
+      so.speculative.adaptive = adaptive;
       const GenerateResult spec = spec_ctx->generate(prompt, so).value();
       EXPECT_EQ(spec.generated[0], plain.generated[0]) << "prompt of " << prompt.size() << " tokens";
       EXPECT_EQ(spec_ctx->position(0), plain_ctx->position(0));
@@ -188,7 +194,7 @@ TEST_F(SpeculativeTest, DraftModelGivesPlainGreedyTokens) {
     // (computed one token per pass), so every one is kept.
     LS_ASSERT_OK_AND_ASSIGN(auto self, Model::open(target_, host_options()));
     LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> perfect, make_model_draft(self, *model));
-    const SpeculativeStats p = expect_identical(*model, perfect, 4);
+    const SpeculativeStats p = expect_identical(*model, perfect, 4, /*adaptive=*/false);
     EXPECT_GT(p.drafted, 0);
     EXPECT_EQ(p.accepted, p.drafted);
     EXPECT_LT(p.passes * 4, p.tokens) << "more than 4 tokens per pass with 7 drafts all kept";
@@ -274,6 +280,37 @@ TEST_F(SpeculativeTest, SamplingDrawsPlainSamplingsTokens) {
     not_greedy += std::vector<int32_t>(seq.begin() + 1, seq.end()) != g.generated[0];
   }
   EXPECT_GT(not_greedy, kSamples / 10) << "top-2 at temperature 1 leaves the greedy path often";
+}
+
+// DraftLength on synthetic measurements: pass_ms(n) for n tokens, the
+// draft's ms per token, and the share kept at every depth.
+int chosen(double pass_fixed_ms, double pass_per_token_ms, double draft_ms, double kept) {
+  DraftLength length(kMaxDraftTokens);
+  EXPECT_EQ(length.choose(), kMaxDraftTokens) << "nothing measured: the cap";
+  double owed = 0;  // kept outcomes spread evenly (error diffusion), so the averages settle near `kept`
+  for (int round = 0; round < 50; ++round) {
+    for (int n = 1; n <= kMaxDraftTokens + 1; n += 3)
+      length.record_pass(n, (pass_fixed_ms + pass_per_token_ms * n) * 1e-3);
+    length.record_draft(4, 4 * draft_ms * 1e-3);
+    owed += kept;
+    const bool keep = owed >= 1;
+    owed -= keep;
+    for (int d = 0; d < kMaxDraftTokens; ++d) length.record_depth(d, keep);
+  }
+  return length.choose();
+}
+
+TEST(DraftLengthTest, ChoosesFromMeasuredCosts) {
+  // Streamed: a pass is bytes / link whatever it carries, drafts are cheap.
+  EXPECT_EQ(chosen(60, 0, 1, 0.9), kMaxDraftTokens);
+  // Compute-bound passes and a costly, often wrong draft: one draft.
+  EXPECT_EQ(chosen(10, 10, 5, 0.5), 1);
+  // Flat passes but every draft rejected: each extra draft only costs.
+  EXPECT_EQ(chosen(60, 0, 1, 0.0), 1);
+  // In between: a middle length.
+  const int mid = chosen(20, 3, 2, 0.7);
+  EXPECT_GT(mid, 1);
+  EXPECT_LT(mid, kMaxDraftTokens);
 }
 
 TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {

@@ -67,6 +67,10 @@ Result<std::unique_ptr<DraftSource>> make_model_draft(std::shared_ptr<Model> dra
 struct SpeculativeOptions {
   std::shared_ptr<DraftSource> draft;  // null: plain decoding, one token per pass
   int draft_max = kMaxDraftTokens;     // drafted tokens per pass, 1..kMaxDraftTokens
+  // Choose each pass's draft length (up to draft_max) from measured costs:
+  // the pass time against the tokens it carries, the draft's time per token,
+  // the acceptance per depth. false: always draft_max.
+  bool adaptive = true;
 };
 
 // What speculation did in one generate() (Stats::speculative).
@@ -79,6 +83,8 @@ struct SpeculativeStats {
   // drafted a token at depth d, and how many of those were kept.
   std::vector<int> drafted_at_depth, accepted_at_depth;
   double draft_s = 0;      // time the draft source took (counted in Stats::decode_s)
+  int draft_lengths_sum = 0;  // drafts asked for over the passes (adaptive: the chosen lengths)
+  double mean_draft_length() const { return passes ? double(draft_lengths_sum) / passes : 0; }
   double tokens_per_pass() const { return passes ? double(tokens) / passes : 0; }
   double acceptance() const { return drafted ? double(accepted) / drafted : 0; }
 };
