@@ -336,6 +336,13 @@ TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("draft_max"));
   EXPECT_EQ(ctx->position(0), 0) << "nothing decoded";
   EXPECT_FALSE(make_lookup_draft({.min_ngram = 0, .max_ngram = 2}).ok());
+
+  ctx.reset();  // its sequence back to the pool
+  LS_ASSERT_OK_AND_ASSIGN(auto pair, model->create_context({.sequences = 2}));
+  o.speculative.draft_max = 3;
+  auto two = pair->generate(std::vector<int32_t>{1, 2, 3}, o);
+  ASSERT_FALSE(two.ok());
+  EXPECT_THAT(two.status().message(), HasSubstr("one sequence"));
 }
 
 }  // namespace
