@@ -76,6 +76,12 @@ struct RopeParams {
 // matrix-vector product. `scratch` (optional, scratch_bytes long) lets the
 // cuda backend dequantise/convert for cuBLAS at large n_tokens; ask
 // Kernels::matmul_scratch_bytes for the size. y must not alias x.
+// Batch invariance: a pass of at most kBatchInvariantTokens tokens gives
+// each token the bits a one-token pass gives it, on every backend and path
+// (CPU: the one-token kernels per token over each cached chunk of rows;
+// CUDA: the matvec kernels). Speculative verification relies on it: a
+// drafted chain checked in one pass must see the logits plain decoding sees.
+constexpr int64_t kBatchInvariantTokens = 8;
 struct MatmulParams {
   const void* w = nullptr;
   GgmlType w_type = GgmlType::F32;
@@ -86,8 +92,8 @@ struct MatmulParams {
   void* scratch = nullptr;
   uint64_t scratch_bytes = 0;
   // Optional: w in a layout these kernels prefer for one-token products
-  // (Kernels::pack_weight), same values. Used only where n_tokens == 1 and
-  // the kernels can; w stays the reference (null: none).
+  // (Kernels::pack_weight), same values. Used only where n_tokens <=
+  // kBatchInvariantTokens and the kernels can; w stays the reference (null: none).
   const void* w_packed = nullptr;
 };
 

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "examples/cli/bench_speculative.h"
 #include "examples/cli/cli_common.h"
 #include "layerstream/units.h"
 #include "runtime/bench/box_predict.h"
@@ -76,6 +77,10 @@ class BenchCommand : public Command {
     add_json_flag(sub, json_path_);
     sub.add_option("--trace", trace_path_, "Write a Chrome trace-event JSON (Perfetto) to FILE");
     sub.add_option("--report", report_path_, "Write a self-contained HTML report to FILE");
+    spec_.add_to(sub);
+    sub.add_option("--spec-prompt", spec_prompt_, "With --draft/--lookup: the prompt")->capture_default_str();
+    sub.add_option("--spec-tokens", spec_tokens_, "With --draft/--lookup: tokens generated per round")
+        ->capture_default_str();
   }
 
   // Flags, the model's sizes, the device and its prior, the strategies run
@@ -83,6 +88,7 @@ class BenchCommand : public Command {
   int run() override {
     Flags f;
     if (int rc = parse_flags(f); rc != kExitOk) return rc;
+    if (spec_.any()) return run_speculative(f);
     if (model_.empty() == shape_.empty()) return usage_error("give a GGUF model file or --shape (one of them)");
     if ((!shape_.empty() || predict_only_) && box_.empty())
       return usage_error(std::string(shape_.empty() ? "--predict-only" : "--shape") +
@@ -190,6 +196,31 @@ class BenchCommand : public Command {
     double link_gbps = 0, disk_gbps = 0;  // 0: the runners measure
     uint64_t staging_chunk = 0;           // 0: the reader's default
   };
+
+  // --draft / --lookup: generation with and without speculation side by
+  // side (--passes rounds each) on the public API, at the same budgets.
+  int run_speculative(const Flags& f) const {
+    if (model_.empty()) return usage_error("--draft/--lookup run a model file (not --shape)");
+    auto backend = backend_from_name(device_.backend);
+    if (!backend.ok()) return usage_error("--backend: " + backend.status().message());
+    uint64_t vram = 0;  // 0: the library's default
+    if (!vram_.empty()) {
+      auto v = parse_size_flag("--vram", vram_);
+      if (!v.ok()) return usage_error(v.status().message());
+      vram = *v;
+    }
+    const ModelOptions model{.vram_budget = vram,
+                             .ram_budget = f.ram,
+                             .backend = *backend,
+                             .sim_link_gbps = f.device.sim_link_gbps,
+                             .host_threads = f.device.host_threads,
+                             .exact = exact_,
+                             .context = ctx_,
+                             .kv_type = kv_type_ == "f16" ? KvType::kF16 : KvType::kF32};
+    const SpeculativeBenchOptions o{.model_path = model_, .model = model, .spec = spec_, .prompt = spec_prompt_,
+                                    .tokens = spec_tokens_, .rounds = passes_, .json = json_path_};
+    return run_speculative_bench(o);
+  }
 
   int parse_flags(Flags& f) const {
     auto dopt = device_.options();
@@ -394,6 +425,11 @@ class BenchCommand : public Command {
  private:
   std::string shape_;
   bool predict_only_ = false;
+  SpeculativeFlags spec_;
+  std::string spec_prompt_ =
+      "Repeat this passage exactly. Passage: The quick brown fox jumps over the lazy dog near the river bank, "
+      "and the dog sleeps on in the warm afternoon sun. Repeated: The quick brown fox";
+  int spec_tokens_ = 64;
   std::string model_, vram_, ram_ = "64MiB", io_ = "auto", mode_ = "decode", kv_type_ = "f32";
   std::string strategies_ = "resident,serial,overlap,planned";
   double host_factor_ = 0;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "examples/cli/cli_common.h"
+#include "examples/cli/speculative_flags.h"
 #include "layerstream/layerstream.h"
 #include "layerstream/units.h"
 #include "runtime/core/cancel.h"
@@ -85,6 +86,7 @@ nlohmann::json result_json(const std::string& model, const GenerateResult& res) 
       {"replans", s.replans},
       {"disk_gbps", s.disk_gbps},
   };
+  if (s.speculative.passes) j["speculative"] = speculative_json(s.speculative);
   return j;
 }
 
@@ -111,6 +113,7 @@ class RunCommand : public Command {
     sub.add_option("--trace", trace_, "Write a Chrome trace (chrome://tracing, Perfetto) to FILE");
     add_json_flag(sub, json_);
     sub.add_option("--logits", logits_, "Write the logits of every generated position (sequence 0) as float32 .npy");
+    spec_.add_to(sub);
   }
 
   int run() override {
@@ -133,6 +136,9 @@ class RunCommand : public Command {
     co.sequences = mo_.sequences;
     auto context = (*model)->create_context(co);
     if (!context.ok()) return fail(context.status());
+    auto draft = spec_.open(**model);
+    if (!draft.ok()) return fail(draft.status());
+    gen_.speculative = {*draft, spec_.draft_max, !spec_.fixed};
     if (cancel_requested()) return interrupted();
     std::vector<int32_t> prompt;
     if (!tokens_.empty()) {
@@ -163,6 +169,7 @@ class RunCommand : public Command {
       for (int i = 0; i < batch; ++i) std::cout << "[" << i << "] " << prompt_ << res->text[i] << "\n";
     }
     std::cout << "\n" << format_stats(res->stats);
+    if (res->stats.speculative.passes) std::cout << format_speculative(res->stats.speculative);
 
     if (!trace_.empty()) {
       if (Status s = (*context)->write_trace(trace_); !s.ok()) return fail(s);
@@ -180,6 +187,7 @@ class RunCommand : public Command {
  private:
   std::string model_, prompt_, tokens_, trace_, json_, logits_;
   ModelFlags model_flags_;
+  SpeculativeFlags spec_;
   ModelOptions& mo_ = model_flags_.options;
   GenerateOptions gen_;
   bool ignore_eog_ = false;

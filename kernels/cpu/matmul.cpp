@@ -1,7 +1,9 @@
 // CPU matmul y[t][o] = w[o] . x[t], parallel over output rows.
 // One token: the fused per-type dot (decodes blocks in registers), several
-// rows per pass over x where the ISA has a multi-row kernel.
-// Several tokens: each span of a weight row is decoded once into a stack
+// rows per pass over x where the ISA has a multi-row kernel. Up to
+// kBatchInvariantTokens tokens: the same per token over each chunk of rows
+// (the chunk stays in cache), so each token gets its one-token bits.
+// More tokens: each span of a weight row is decoded once into a stack
 // buffer and reused for every token, so the weight is read once per call.
 #include <algorithm>
 
@@ -16,12 +18,16 @@ void matmul(const MatmulParams& p, ThreadPool* pool) {
   const auto* w = static_cast<const uint8_t*>(p.w);
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(p.n_in, 1));
 
-  if (p.n_tokens == 1) {
+  if (p.n_tokens <= kBatchInvariantTokens) {
     parallel_rows(pool, p.n_out, grain, [&](int64_t begin, int64_t end) {
-      if (k.dot_rows) {
-        k.dot_rows(w + begin * row_bytes, row_bytes, end - begin, p.x, p.n_in, p.y + begin);
-      } else {
-        for (int64_t o = begin; o < end; ++o) p.y[o] = k.dot(w + o * row_bytes, p.x, p.n_in);
+      for (int64_t t = 0; t < p.n_tokens; ++t) {
+        const float* x = p.x + t * p.n_in;
+        float* y = p.y + t * p.n_out;
+        if (k.dot_rows) {
+          k.dot_rows(w + begin * row_bytes, row_bytes, end - begin, x, p.n_in, y + begin);
+        } else {
+          for (int64_t o = begin; o < end; ++o) y[o] = k.dot(w + o * row_bytes, x, p.n_in);
+        }
       }
     });
     return;

@@ -2,6 +2,11 @@
 // integer block dot products over the weight rows in their GGUF blocks.
 //
 // Decode (one token): rows split over the pool, a few rows per pass over x.
+// Up to kBatchInvariantTokens tokens (a speculative verification) of Q4_1 on
+// AVX-512, whose one-token product has kernels of its own (x16): their
+// multi-token form, which loads each block once for several tokens and gives
+// every token its one-token bits. (The GEMM's tiles already sum
+// each row and token as a one-token call does.)
 // Prefill (several tokens): a cache-blocked GEMM. Each task owns a span of
 // output rows and walks it in sub-spans of kRowBlock rows; for each sub-span
 // the tokens go by in blocks whose quantised activations fit in L2, and the
@@ -48,10 +53,11 @@ bool avx512_isa(CpuIsa isa) {
 // from its packed copy when it has one, else from the GGUF rows with the
 // same bits (so resident and streamed layers agree).
 bool x16(const MatmulParams& p, CpuIsa isa) {
-  return p.n_tokens == 1 && p.w_type == GgmlType::Q4_1 && avx512_isa(isa) && q4_1x16::available(p.n_out, p.n_in);
+  return p.n_tokens <= kBatchInvariantTokens && p.w_type == GgmlType::Q4_1 && avx512_isa(isa) && q4_1x16::available(p.n_out, p.n_in);
 }
 
-// Decode: the rows of n matmuls sharing the quantised token q (one job).
+// Decode: the rows of n matmuls sharing the quantised tokens q (one job;
+// n_tokens of them, nb blocks apart), each token by the one-token kernels.
 // A product under ~32 KiB of weights (a few microseconds) runs on the
 // calling thread, since handing it to a worker costs about as much as
 // computing it. Larger ones go to the pool in chunks down to ~8 KiB (the
@@ -61,6 +67,7 @@ bool x16(const MatmulParams& p, CpuIsa isa) {
 // Q4_1 on AVX-512 runs the x16 kernels (packed copy or not, same bits).
 void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlock* q, ThreadPool* pool,
                  CpuIsa isa) {
+  const int64_t n_tokens = ps[0].n_tokens, nb = ps[0].n_in / kQBlock;
   struct Seg {
     const uint8_t* w;
     const void* packed;  // x16: the packed copy, or null (then from the GGUF rows)
@@ -90,15 +97,16 @@ void decode_rows(const MatmulParams* ps, const QGemmFn* gemms, int n, const QBlo
       if (gb >= ge) continue;
       const int64_t r0 = std::min(gb * kGroup, s.n_out), r1 = std::min(ge * kGroup, s.n_out);
       if (s.packed) {
-        q4_1x16::gemv(s.packed, s.n_out, n_in, r0, r1, q, s.y + r0);
+        q4_1x16::gemm(s.packed, s.n_out, n_in, r0, r1, q, n_tokens, s.y + r0, s.n_out);
       } else if (s.x16) {
-        q4_1x16::gemv_gguf(s.w + r0 * s.row_bytes, r1 - r0, n_in, q, s.y + r0);
+        q4_1x16::gemm_gguf(s.w + r0 * s.row_bytes, r1 - r0, n_in, q, n_tokens, s.y + r0, s.n_out);
       } else {
-        s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, q, 1, n_in, s.y + r0, s.n_out);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          s.gemm(s.w + r0 * s.row_bytes, s.row_bytes, r1 - r0, q + t * nb, 1, n_in, s.y + t * s.n_out + r0, s.n_out);
       }
     }
   };
-  if (bytes < 32768) {
+  if (bytes * n_tokens < 32768) {
     run(0, total);
   } else {
     const int64_t group_bytes = std::max<int64_t>(1, bytes / total);
@@ -135,7 +143,7 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const QuantKernels k = quant_kernels(p.w_type, isa);
   if (!k.gemm || p.n_in % kQBlock != 0) {
     const bool float_type = p.w_type == GgmlType::F32 || p.w_type == GgmlType::F16 || p.w_type == GgmlType::BF16;
-    if (float_type && p.n_tokens > 1) {
+    if (float_type && p.n_tokens > kBatchInvariantTokens) {
       gemm_f32(p, pool, isa);
     } else {
       matmul(p, pool);
@@ -159,7 +167,9 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const auto* w = static_cast<const uint8_t*>(p.w);
   const int64_t n_groups = (p.n_out + kGroup - 1) / kGroup;
   const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
-  if (p.n_tokens == 1) {
+  // The GEMM's tiles sum each (row, token) as its one-token call does, so
+  // only the x16 Q4_1 products need the decode kernels for batch invariance.
+  if (p.n_tokens == 1 || x16(p, isa)) {
     decode_rows(&p, &k.gemm, 1, q, pool, isa);
     return;
   }

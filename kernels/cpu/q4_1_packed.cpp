@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/x86_simd.h"
 #include "kernels/math/quant_blocks.h"
@@ -134,6 +135,15 @@ struct GgufGroups {
   }
 };
 
+// A group's 16 products (accd + accm) to y in row order.
+template <class Src>
+LS_VNNI512 inline void store_group(__m512 accd, __m512 accm, float* y) {
+  __m512 sum = _mm512_add_ps(accd, accm);
+  if constexpr (!Src::kLaneIsRow)
+    sum = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sum);
+  _mm512_storeu_ps(y, sum);
+}
+
 // G groups of 16 rows (from src) against one token: y[16 G]. xs holds the
 // token's [d, d sum] per block.
 template <int G, class Src>
@@ -151,12 +161,7 @@ LS_VNNI512 void tile(const Src& src, const QBlock* xq, const float* xs, int64_t 
       add_block(v, dw, mw, a, xd, xsum, accd[g], accm[g]);
     }
   }
-  for (int g = 0; g < G; ++g) {
-    __m512 sum = _mm512_add_ps(accd[g], accm[g]);
-    if constexpr (!Src::kLaneIsRow)
-      sum = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sum);
-    _mm512_storeu_ps(y + kRows * g, sum);
-  }
+  for (int g = 0; g < G; ++g) store_group<Src>(accd[g], accm[g], y + kRows * g);
 }
 
 // n_groups groups of 16 rows from src against one token.
@@ -168,6 +173,55 @@ LS_VNNI512 void groups(const Src& src, int64_t n_groups, const QBlock* xq, int64
   for (; g + 4 <= n_groups; g += 4) tile<4>(src.at(g), xq, xs, nb, y + g * kRows);
   for (; g + 2 <= n_groups; g += 2) tile<2>(src.at(g), xq, xs, nb, y + g * kRows);
   if (g < n_groups) tile<1>(src.at(g), xq, xs, nb, y + g * kRows);
+}
+
+// One group of 16 rows against T tokens (T <= 4): each block's weights are
+// loaded (and, from GGUF rows, transposed) once for the T tokens, and each
+// token's lanes run tile()'s float operations in tile()'s order, so every
+// token gets the bits of its own one-token product. y[t * ldy + r].
+template <int T, class Src>
+LS_VNNI512 void tile_tokens(const Src& src, const QBlock* const xq[], const float* const xs[], int64_t nb, float* y,
+                            int64_t ldy) {
+  __m512 accd[T], accm[T];
+  for (int t = 0; t < T; ++t) accd[t] = accm[t] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < nb; ++k) {
+    __m512i v[4];
+    __m512 dw, mw;
+    src.template load<1>(k, 0, v, dw, mw);
+    for (int t = 0; t < T; ++t) {
+      __m512i a[8];
+      act_dwords(xq[t][k], a);
+      add_block(v, dw, mw, a, _mm512_set1_ps(xs[t][2 * k]), _mm512_set1_ps(xs[t][2 * k + 1]), accd[t], accm[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) store_group<Src>(accd[t], accm[t], y + t * ldy);
+}
+
+// n_groups groups of 16 rows from src against n_tokens tokens (xq: nb blocks
+// apart), up to four tokens per walk over a group's blocks.
+template <class Src>
+LS_VNNI512 void groups_tokens(const Src& src, int64_t n_groups, const QBlock* xq, int64_t n_tokens, int64_t nb,
+                              float* y, int64_t ldy) {
+  std::vector<float> scales(static_cast<size_t>(2 * nb * n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) act_scales(xq + t * nb, nb, scales.data() + 2 * nb * t);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += 4) {
+      const QBlock* xqs[4];
+      const float* xss[4];
+      const int n = static_cast<int>(std::min<int64_t>(4, n_tokens - t0));
+      for (int i = 0; i < n; ++i) {
+        xqs[i] = xq + (t0 + i) * nb;
+        xss[i] = scales.data() + 2 * nb * (t0 + i);
+      }
+      float* yg = y + t0 * ldy + g * kRows;
+      switch (n) {
+        case 1: tile_tokens<1>(src.at(g), xqs, xss, nb, yg, ldy); break;
+        case 2: tile_tokens<2>(src.at(g), xqs, xss, nb, yg, ldy); break;
+        case 3: tile_tokens<3>(src.at(g), xqs, xss, nb, yg, ldy); break;
+        default: tile_tokens<4>(src.at(g), xqs, xss, nb, yg, ldy); break;
+      }
+    }
+  }
 }
 #endif
 
@@ -215,6 +269,38 @@ void gemv(const void* packed, int64_t n_out, int64_t n_in, int64_t r0, int64_t r
   if (r1 > t0) avx512::quant_kernels(GgmlType::Q4_1).gemm(base + t0 * rb, rb, r1 - t0, xq, 1, n_in, y + (t0 - r0), 1);
 #else
   (void)packed, (void)n_out, (void)n_in, (void)r0, (void)r1, (void)xq, (void)y;
+#endif
+}
+
+void gemm(const void* packed, int64_t n_out, int64_t n_in, int64_t r0, int64_t r1, const QBlock* xq, int64_t n_tokens,
+          float* y, int64_t ldy) {
+#if LS_X86_SIMD
+  const uint64_t rb = row_bytes(n_in);
+  const int64_t nb = n_in / math::kQK;
+  const auto* base = static_cast<const uint8_t*>(packed);
+  const int64_t full = n_out / kRows * kRows;
+  const int64_t g_end = std::min(r1, full);
+  if (g_end > r0) groups_tokens(PackedGroups{base + r0 * rb, kRows * rb}, (g_end - r0) / kRows, xq, n_tokens, nb, y, ldy);
+  const int64_t t0 = std::max(r0, full);
+  for (int64_t t = 0; r1 > t0 && t < n_tokens; ++t)
+    avx512::quant_kernels(GgmlType::Q4_1).gemm(base + t0 * rb, rb, r1 - t0, xq + t * nb, 1, n_in, y + t * ldy + (t0 - r0), 1);
+#else
+  (void)packed, (void)n_out, (void)n_in, (void)r0, (void)r1, (void)xq, (void)n_tokens, (void)y, (void)ldy;
+#endif
+}
+
+void gemm_gguf(const void* rows, int64_t n_rows, int64_t n_in, const QBlock* xq, int64_t n_tokens, float* y,
+               int64_t ldy) {
+#if LS_X86_SIMD
+  const uint64_t rb = row_bytes(n_in);
+  const int64_t nb = n_in / math::kQK;
+  const auto* base = static_cast<const uint8_t*>(rows);
+  const int64_t full = n_rows / kRows * kRows;
+  if (full > 0) groups_tokens(GgufGroups{base, rb}, full / kRows, xq, n_tokens, nb, y, ldy);
+  for (int64_t t = 0; n_rows > full && t < n_tokens; ++t)
+    avx512::quant_kernels(GgmlType::Q4_1).gemm(base + full * rb, rb, n_rows - full, xq + t * nb, 1, n_in, y + t * ldy + full, 1);
+#else
+  (void)rows, (void)n_rows, (void)n_in, (void)xq, (void)n_tokens, (void)y, (void)ldy;
 #endif
 }
 

@@ -48,4 +48,13 @@ void gemv(const void* packed, int64_t n_out, int64_t n_in, int64_t r0, int64_t r
 // change its bits. Only where available().
 void gemv_gguf(const void* rows, int64_t n_rows, int64_t n_in, const QBlock* xq, float* y);
 
+// gemv and gemv_gguf for n_tokens tokens at once (xq: n_in / 32 blocks per
+// token; y[t * ldy + i]): each block of weights loaded once for up to four
+// tokens, each token's products bit for bit its gemv / gemv_gguf ones (a
+// batch-invariant verification pass, kernels.h). Only where available().
+void gemm(const void* packed, int64_t n_out, int64_t n_in, int64_t r0, int64_t r1, const QBlock* xq, int64_t n_tokens,
+          float* y, int64_t ldy);
+void gemm_gguf(const void* rows, int64_t n_rows, int64_t n_in, const QBlock* xq, int64_t n_tokens, float* y,
+               int64_t ldy);
+
 }  // namespace layerstream::kernels::cpu::q4_1x16

@@ -12,6 +12,9 @@ namespace layerstream::kernels::cuda {
 
 // Batches up to this many tokens use the own matmul kernel; larger ones cuBLAS.
 constexpr int64_t kMatvecMaxTokens = 8;
+// The matvec kernels sum each token as a one-token launch does: what makes
+// CUDA passes of up to kBatchInvariantTokens batch-invariant.
+static_assert(kMatvecMaxTokens >= kBatchInvariantTokens);
 
 Status launch_embedding(const EmbeddingParams& p, cudaStream_t s);
 Status launch_rmsnorm(const RmsNormParams& p, cudaStream_t s);

@@ -5,6 +5,7 @@
 #include "layerstream/model.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
+#include "runtime/llama/speculative_loop.h"
 #include "runtime/scheduler/plan.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -188,14 +189,25 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
   if (prompt.empty() && impl_->pending[0].empty()) return Status::InvalidArgument("the prompt has no tokens");
   const std::vector<std::vector<int32_t>> feed = new_tokens(*impl_, prompt);
   LS_RETURN_IF_ERROR(check_fits(*this, feed, o));
+  const bool speculate = o.speculative.draft != nullptr;
+  if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, o.speculative));
   Generation g(*this, *impl_, o, cb);
   LS_RETURN_IF_ERROR(g.prefill(feed));
-  for (int step = 0;; ++step) {
-    const Batch next = g.sample(step);
-    if (next.empty()) break;
-    LS_RETURN_IF_ERROR(g.decode(next));
+  SpeculativeStats spec;
+  if (speculate) {
+    LS_ASSIGN_OR_RETURN(spec, speculative::generate(*this, *impl_, o.speculative, feed[0],
+                                                    [&](int step) { return g.sample(step); },
+                                                    [&](const Batch& b) { return g.decode(b); }));
+  } else {
+    for (int step = 0;; ++step) {
+      const Batch next = g.sample(step);
+      if (next.empty()) break;
+      LS_RETURN_IF_ERROR(g.decode(next));
+    }
   }
-  return g.stats();
+  GenerateResult result = g.stats();
+  if (speculate) speculative::add_to(result.stats, spec);
+  return result;
 }
 
 }  // namespace layerstream

@@ -13,6 +13,7 @@
 //   against float64 over the original x: the above plus the quantisation
 //     bound sum_i |w_i| * d_block(i) / 2.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 
@@ -310,6 +311,50 @@ TEST_F(CpuFastMatmulTest, MatmulFastAgreesWithExactPathOnEveryForcedIsa) {
   });
 }
 
+// Batch invariance (kernels.h): a pass of 2..kBatchInvariantTokens tokens
+// gives each token the bits of its own one-token product, on the fast path
+// (every forced ISA, the x16 Q4_1 kernels with and without the packed copy)
+// and the exact path, every weight type, with and without the pool. The
+// float64 checks above cover the values; this covers the bits speculative
+// verification relies on.
+TEST_F(CpuFastMatmulTest, SmallPassesGiveEachTokenItsOneTokenBits) {
+  const std::vector<MatmulShape> shapes = {{67, 96, kBatchInvariantTokens}, {576, 576, 5}, {130, 256, 2}};
+  for_each_matmul_case(shapes, rng_, [&](GgmlType type, const MatmulShape& s, const Weight& w,
+                                         const std::vector<float>& x) {
+    std::vector<uint8_t> packed;
+    if (type == GgmlType::Q4_1 && cpu::q4_1x16::available(s.n_out, s.n_in)) {
+      packed.resize(w.bytes.size());
+      cpu::q4_1x16::pack(w.bytes.data(), s.n_out, s.n_in, packed.data());
+    }
+    for (int isa_i = -1; isa_i < 4; ++isa_i) {  // -1: the exact path
+      const cpu::CpuIsa isa = isa_i < 0 ? cpu::CpuIsa::kAuto
+                                        : std::array{cpu::CpuIsa::kAuto, cpu::CpuIsa::kAvx512, cpu::CpuIsa::kAvx2,
+                                                     cpu::CpuIsa::kGeneric}[isa_i];
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2_}) {
+        const auto run = [&](const float* xs, int64_t n_tok, float* y) {
+          MatmulParams p{w.bytes.data(), type, s.n_out, s.n_in, xs, n_tok, y};
+          p.w_packed = packed.empty() ? nullptr : packed.data();
+          if (isa_i < 0) {
+            cpu::matmul(p, pool);
+          } else {
+            cpu::matmul_fast(p, pool, isa);
+          }
+        };
+        std::vector<float> pass = poisoned(s.n_out * s.n_tok), one = poisoned(s.n_out);
+        run(x.data(), s.n_tok, pass.data());
+        for (int64_t t = 0; t < s.n_tok; ++t) {
+          run(x.data() + t * s.n_in, 1, one.data());
+          for (int64_t o = 0; o < s.n_out; ++o)
+            ASSERT_EQ(std::bit_cast<uint32_t>(pass[t * s.n_out + o]), std::bit_cast<uint32_t>(one[o]))
+                << ggml_type_traits(type).name << (isa_i < 0 ? " exact" : " fast isa ") << isa_i << " " << s.n_out
+                << "x" << s.n_in << " token " << t << " of " << s.n_tok << " row " << o
+                << (pool ? " pool" : " inline");
+        }
+      }
+    }
+  });
+}
+
 // matmul_fast_group (Q/K/V, gate/up in one call): the same bytes as one
 // matmul_fast per matrix, whether fused (decode of fast types: one
 // quantisation, one pool job whose chunks may span two matrices) or not
@@ -365,7 +410,7 @@ TEST_F(CpuFastMatmulTest, GroupedMatmulsEqualOneMatmulEach) {
 // rows (gemv_gguf); then through matmul_fast / matmul_fast_group with and
 // without MatmulParams::w_packed, with and without the pool: the copy
 // changes no bit (on AVX-512 both are the x16 products, elsewhere it is not
-// read), and several tokens never read it.
+// read), and passes of more than kBatchInvariantTokens tokens never read it.
 TEST_F(CpuFastMatmulTest, PackedQ4_1MatchesFloat64AndIsIgnoredWhereItCannotRun) {
   if (!cpu::q4_1x16::available(16, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU: the x16 layout is not used";
   struct Shape {
@@ -426,11 +471,13 @@ TEST_F(CpuFastMatmulTest, PackedQ4_1MatchesFloat64AndIsIgnoredWhereItCannotRun) 
         }
       }
     }
-    // Several tokens: the packed copy is not read (poison it to be sure).
+    // More tokens than a batch-invariant pass: the packed copy is not read
+    // (poison it to be sure).
+    constexpr int64_t kTok = kBatchInvariantTokens + 1;
     std::vector<uint8_t> junk(w.bytes.size(), 0xFF);
-    const std::vector<float> x3 = random_floats(3 * s.n, rng_);
-    std::vector<float> a = poisoned(3 * s.rows), b = poisoned(3 * s.rows);
-    MatmulParams p{w.bytes.data(), GgmlType::Q4_1, s.rows, s.n, x3.data(), 3, a.data()};
+    const std::vector<float> x3 = random_floats(kTok * s.n, rng_);
+    std::vector<float> a = poisoned(kTok * s.rows), b = poisoned(kTok * s.rows);
+    MatmulParams p{w.bytes.data(), GgmlType::Q4_1, s.rows, s.n, x3.data(), kTok, a.data()};
     cpu::matmul_fast(p, &pool2_);
     p.w_packed = junk.data();
     p.y = b.data();

@@ -68,6 +68,37 @@ TEST(CliRun, TokensJsonLogits) {
   EXPECT_EQ(nlohmann::json::parse(jf2)["generated_tokens"], j["generated_tokens"]);
 }
 
+// `run --lookup` / `run --draft`: the greedy tokens of plain decoding, and
+// the speculative figures in --json.
+TEST(CliRun, SpeculativeGivesPlainTokensAndFigures) {
+  TempDir dir;
+  const std::string model = dir.file("tiny.gguf");
+  const uint64_t seed = testing::fresh_seed() % 1000000;
+  ASSERT_TRUE(testing::cli_example_model(
+      model, "--layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 --dtype q8_0 --seed " + std::to_string(seed)));
+  const std::string common = " --tokens 5,17,42,99,7,5,17,42,99,7,5,17 -n 12 --ignore-eog --temp 0 --backend host "
+                             "--ctx 64 --json ";
+  std::vector<nlohmann::json> out;
+  for (const std::string& extra : {std::string(), std::string(" --lookup"), " --draft " + model + " --draft-max 3"}) {
+    const std::string json = dir.file("r" + std::to_string(out.size()) + ".json");
+    CliResult r = run_cli("run " + model + common + json + extra);
+    ASSERT_EQ(r.exit_code, 0) << extra << r.out << r.err;
+    std::ifstream jf(json);
+    out.push_back(nlohmann::json::parse(jf));
+    if (!extra.empty()) EXPECT_THAT(r.out, HasSubstr("tokens/pass")) << extra;
+  }
+  for (size_t i = 1; i < out.size(); ++i) {
+    EXPECT_EQ(out[i]["generated_tokens"], out[0]["generated_tokens"]) << "run " << i;
+    const nlohmann::json& s = out[i]["speculative"];
+    EXPECT_EQ(s["tokens"].get<int>(), 11) << "every token after the first came from a verification pass";
+    EXPECT_LE(s["passes"].get<int>(), 11);
+    EXPECT_GE(s["drafted"].get<int>(), s["accepted"].get<int>());
+  }
+  EXPECT_EQ(out[2]["speculative"]["accepted"], out[2]["speculative"]["drafted"]) << "the model as its own draft";
+  EXPECT_EQ(out[2]["speculative"]["drafted_at_depth"].size(), 3u);
+  EXPECT_FALSE(out[0].contains("speculative"));
+}
+
 TEST(CliRun, BadInputExitsWithError) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf");
@@ -81,6 +112,8 @@ TEST(CliRun, BadInputExitsWithError) {
       {"run " + dir.file("missing.gguf") + " --tokens 1,2", "missing.gguf"},
       {"run " + model + " --tokens 1,x", "not a token id"},
       {"run " + model + " --tokens 1,100000 --backend host", "outside the vocabulary"},
+      {"run " + model + " --tokens 1,2 --lookup --draft-max 9 --backend host", "--draft-max"},
+      {"run " + model + " --tokens 1,2 --lookup --draft " + model + " --backend host", "one of --draft"},
   };
   for (const Case& c : cases) {
     CliResult r = run_cli(c.args);

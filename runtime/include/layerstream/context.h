@@ -16,6 +16,7 @@
 
 #include "layerstream/batch.h"
 #include "layerstream/sampler.h"
+#include "layerstream/speculative.h"
 #include "layerstream/status.h"
 
 namespace layerstream {
@@ -27,6 +28,7 @@ struct GenerateOptions {
   SamplingOptions sampling;   // sequence i samples with seed sampling.seed + i
   bool stop_at_eog = true;    // stop a sequence at an end-of-generation token
   bool keep_logits = false;   // GenerateResult::logits (sequence 0)
+  SpeculativeOptions speculative;  // a draft source: several tokens per pass (layerstream/speculative.h)
 };
 
 // One generated token. `piece` is the UTF-8 text it completes (may be empty
@@ -62,6 +64,7 @@ struct Stats {
   // plan's disk figure predicts; compare them when a disk-tier prediction misses.
   double disk_gbps = 0;
   int replans = 0;
+  SpeculativeStats speculative;  // when GenerateOptions::speculative has a draft
 };
 
 // Pass figures summed over the decode() calls since the last

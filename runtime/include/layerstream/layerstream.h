@@ -26,6 +26,7 @@
 #include "layerstream/model.h"
 #include "layerstream/options.h"
 #include "layerstream/sampler.h"
+#include "layerstream/speculative.h"
 #include "layerstream/status.h"
 
 namespace layerstream {

@@ -1,0 +1,92 @@
+// Speculative decoding: a cheap draft proposes the next few tokens, the model
+// checks all of them in one pass (a pass costs about the bytes it streams,
+// whatever the number of tokens it carries), and generation keeps the
+// longest prefix the model agrees with, plus the model's own next token.
+//
+// Output: exactly the tokens plain decoding gives, greedy or sampled with
+// the same seed. A verification pass carries at most kMaxDraftTokens + 1
+// tokens, which the kernels compute bit for bit as one-token passes, and
+// the sampler draws once per row in order, as plain decoding does. A drafted
+// token is kept when the model's own draw equals it: for drafts that propose
+// one token per position (both sources here) that is the rejection rule of
+// Leviathan et al., so the output follows the model's distribution.
+//
+// Use: GenerateOptions::speculative.draft = make_lookup_draft() (or
+// make_model_draft(...)); Context::generate then reports the figures in
+// Stats::speculative. Contexts of one sequence only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "layerstream/status.h"
+
+namespace layerstream {
+
+class Model;
+
+// Most tokens one verification pass drafts (the pass carries one more).
+constexpr int kMaxDraftTokens = 7;
+
+// Proposes the tokens that may follow a sequence.
+// Thread safety: one generate() at a time uses a source.
+class DraftSource {
+ public:
+  virtual ~DraftSource() = default;
+  // Up to max_tokens tokens to follow `tokens`, the sequence's tokens at
+  // positions first_position, first_position + 1, ... (the last one is the
+  // token about to be decoded). Fewer, or none, is fine. A source keeps what
+  // it has seen of earlier positions, so a later call may start where the
+  // sequence was rewritten (a rollback) or where it continues.
+  virtual Result<std::vector<int32_t>> propose(int first_position, std::span<const int32_t> tokens,
+                                               int max_tokens) = 0;
+  // What the source is ("lookup", "draft model <path>"), for reports.
+  virtual std::string name() const = 0;
+};
+
+// n-gram prompt lookup: no second model. The draft is what followed the
+// latest earlier occurrence of the sequence's last n tokens (n from max_ngram
+// down to min_ngram) in the prompt and the text generated so far.
+struct LookupOptions {
+  int min_ngram = 1;
+  int max_ngram = 3;
+};
+Result<std::unique_ptr<DraftSource>> make_lookup_draft(const LookupOptions& options = {});
+
+// A draft model: any model whose vocabulary is the target's (same size and
+// the same text for every token; InvalidArgument naming the first token
+// that differs otherwise). It decodes greedily in a context of its own,
+// whose KV cache follows the target's sequence (rolled back where the
+// target rejected its tokens).
+Result<std::unique_ptr<DraftSource>> make_model_draft(std::shared_ptr<Model> draft, const Model& target);
+
+// How Context::generate drafts (GenerateOptions::speculative).
+struct SpeculativeOptions {
+  std::shared_ptr<DraftSource> draft;  // null: plain decoding, one token per pass
+  int draft_max = kMaxDraftTokens;     // drafted tokens per pass, 1..kMaxDraftTokens
+  // Choose each pass's draft length (up to draft_max) from measured costs:
+  // the pass time against the tokens it carries, the draft's time per token,
+  // the acceptance per depth. false: always draft_max.
+  bool adaptive = true;
+};
+
+// What speculation did in one generate() (Stats::speculative).
+struct SpeculativeStats {
+  int passes = 0;          // verification passes
+  int tokens = 0;          // tokens those passes generated (accepted drafts + the model's own)
+  int drafted = 0;         // tokens drafted
+  int accepted = 0;        // drafted tokens kept
+  // Per depth d (0 = the first drafted token of a pass): how many passes
+  // drafted a token at depth d, and how many of those were kept.
+  std::vector<int> drafted_at_depth, accepted_at_depth;
+  double draft_s = 0;      // time the draft source took (counted in Stats::decode_s)
+  int draft_lengths_sum = 0;  // drafts asked for over the passes (adaptive: the chosen lengths)
+  double mean_draft_length() const { return passes ? double(draft_lengths_sum) / passes : 0; }
+  double tokens_per_pass() const { return passes ? double(tokens) / passes : 0; }
+  double acceptance() const { return drafted ? double(accepted) / drafted : 0; }
+};
+
+}  // namespace layerstream

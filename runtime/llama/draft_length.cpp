@@ -1,0 +1,67 @@
+// DraftLength (draft_length.h).
+#include "runtime/llama/draft_length.h"
+
+#include <algorithm>
+
+namespace layerstream {
+namespace {
+
+constexpr double kAlpha = 0.2;       // moving-average weight of a new sample
+constexpr double kPriorKept = 0.6;   // acceptance at a depth before it is measured
+
+double ema(double old, double sample) { return old == 0 ? sample : old + kAlpha * (sample - old); }
+
+}  // namespace
+
+DraftLength::DraftLength(int cap) : cap_(std::max(1, cap)), pass_s_(cap_ + 2, 0.0), kept_(cap_, kPriorKept) {}
+
+void DraftLength::record_pass(int tokens, double seconds) {
+  if (tokens >= 1 && tokens < static_cast<int>(pass_s_.size()) && seconds > 0)
+    pass_s_[tokens] = ema(pass_s_[tokens], seconds);
+}
+
+void DraftLength::record_draft(int drafted, double seconds) {
+  if (drafted < 1) return;
+  const double per_token = std::max(0.0, seconds) / drafted;
+  draft_s_per_token_ = drafted_ ? draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_) : per_token;
+  drafted_ = true;
+}
+
+void DraftLength::record_depth(int depth, bool kept) {
+  if (depth >= 0 && depth < cap_) kept_[depth] += kAlpha * ((kept ? 1.0 : 0.0) - kept_[depth]);
+}
+
+// Least squares line through the measured sizes; with one size measured the
+// pass is taken as flat (the streamed case: bytes / link, whatever it carries).
+double DraftLength::pass_seconds(int tokens) const {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t t = 1; t < pass_s_.size(); ++t) {
+    if (pass_s_[t] == 0) continue;
+    n += 1, sx += t, sy += pass_s_[t], sxx += double(t) * t, sxy += t * pass_s_[t];
+  }
+  if (n == 0) return 0;
+  const double denom = n * sxx - sx * sx;
+  const double slope = n > 1 && denom > 0 ? std::max(0.0, (n * sxy - sx * sy) / denom) : 0.0;
+  const double intercept = (sy - slope * sx) / n;
+  return std::max(intercept + slope * tokens, 1e-9);
+}
+
+double DraftLength::rate(int k) const {
+  double tokens = 1, reach = 1;
+  for (int d = 0; d < k; ++d) {
+    reach *= kept_[d];
+    tokens += reach;
+  }
+  const double cost = pass_seconds(k + 1) + k * draft_s_per_token_;
+  return cost > 0 ? tokens / cost : 0;
+}
+
+int DraftLength::choose() const {
+  if (pass_seconds(1) == 0) return cap_;
+  int best = 1;
+  for (int k = 2; k <= cap_; ++k)
+    if (rate(k) > rate(best)) best = k;
+  return best;
+}
+
+}  // namespace layerstream

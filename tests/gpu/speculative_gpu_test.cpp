@@ -1,0 +1,60 @@
+// Speculative decoding on the CUDA backend: passes of up to
+// kBatchInvariantTokens tokens give each token the bits of a one-token pass
+// (the matvec kernels), for every weight type with a coalesced or a
+// lane-per-row kernel, and lookup speculation gives plain greedy tokens.
+// Skips with the reason when no device is present.
+#include <gtest/gtest.h>
+
+#include "layerstream/layerstream.h"
+#include "runtime/model/example_model.h"
+#include "tests/common/gpu.h"
+#include "tests/common/pass_invariance.h"
+#include "tests/common/testing.h"
+#include "tests/common/tiny_model.h"
+
+namespace layerstream {
+namespace {
+
+ModelOptions cuda_options() {
+  ModelOptions o;
+  o.backend = Backend::kCuda;
+  o.context = 128;
+  o.vram_budget = 256ull << 20;
+  return o;
+}
+
+TEST(SpeculativeGpu, PassRowsEqualOneTokenPasses) {
+  LS_REQUIRE_CUDA_DEVICE();
+  testing::TempDir dir;
+  for (GgmlType ty : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+    const std::string path = dir.file("m.gguf");
+    ASSERT_TRUE(testing::write_scratch_model(path, testing::tiny_llama_spec(ty, testing::fresh_seed(), 128)).ok());
+    auto model = Model::open(path, cuda_options()).value();
+    const testing::PassInvariance r = testing::measure_pass_invariance(*model, testing::fresh_seed());
+    EXPECT_EQ(r.rows_differing, 0) << ggml_type_name(static_cast<uint32_t>(ty)) << ": max |diff| " << r.max_diff;
+  }
+}
+
+TEST(SpeculativeGpu, LookupGivesPlainGreedyTokens) {
+  LS_REQUIRE_CUDA_DEVICE();
+  testing::TempDir dir;
+  const std::string path = dir.file("m.gguf");
+  ASSERT_TRUE(testing::write_scratch_model(path, testing::tiny_llama_spec(GgmlType::Q4_1, testing::fresh_seed(), 128)).ok());
+  ModelOptions o = cuda_options();
+  o.sequences = 2;
+  auto model = Model::open(path, o).value();
+  std::shared_ptr<DraftSource> lookup = make_lookup_draft().value();
+  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7, 5, 17, 42, 99, 7, 5, 17};
+  GenerateOptions g;
+  g.max_tokens = 24;
+  g.sampling.temperature = 0;
+  g.stop_at_eog = false;
+  const auto plain = model->create_context().value()->generate(prompt, g).value();
+  g.speculative.draft = lookup;
+  const auto spec = model->create_context().value()->generate(prompt, g).value();
+  EXPECT_EQ(spec.generated[0], plain.generated[0]);
+  EXPECT_GT(spec.stats.speculative.drafted, 0);
+}
+
+}  // namespace
+}  // namespace layerstream
