@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "examples/cli/cli_common.h"
+#include "layerstream/chat.h"
 #include "layerstream/layerstream.h"
 #include "layerstream/units.h"
+#include "runtime/core/status_macros.h"
 #include "runtime/core/cancel.h"
 
 namespace layerstream::cli {
@@ -94,6 +96,8 @@ class RunCommand : public Command {
     add_model_arg(sub, model_)->required();
     sub.add_option("-p,--prompt", prompt_, "Prompt text");
     sub.add_option("--tokens", tokens_, "Prompt as token ids: 1,2,3");
+    sub.add_flag("--chat", chat_, "-p is a user message, rendered with the model's chat template");
+    add_chat_template_option(sub, chat_template_);
     sub.add_option("-n,--n-predict", gen_.max_tokens, "Tokens to generate per sequence")->capture_default_str();
     sub.add_flag("--ignore-eog", ignore_eog_, "Keep generating past end-of-generation tokens (exactly -n tokens)");
     model_flags_.add_to(sub);
@@ -139,6 +143,10 @@ class RunCommand : public Command {
       auto t = parse_tokens(tokens_);
       if (!t.ok()) return fail(t.status());
       prompt = *t;
+    } else if (chat_ || !chat_template_.empty()) {
+      auto rendered = chat_prompt(**model);
+      if (!rendered.ok()) return fail(rendered.status());
+      prompt = (*model)->tokenize(*rendered, true);
     } else {
       prompt = (*model)->tokenize(prompt_, true);
     }
@@ -146,7 +154,8 @@ class RunCommand : public Command {
     // log level, only warnings and errors may reach the terminal meanwhile
     // (an info line would land in the middle of the text).
     QuietLogsWhileGenerating quiet;
-    if (mo_.sequences == 1 && tokens_.empty()) std::cout << prompt_ << std::flush;
+    const bool echo = tokens_.empty() && !chat_ && chat_template_.empty();  // a chat reply is shown alone
+    if (mo_.sequences == 1 && echo) std::cout << prompt_ << std::flush;
     const int batch = mo_.sequences;
     auto res = (*context)->generate(prompt, gen_, [batch](const TokenEvent& e) {
       if (batch == 1) std::cout << e.piece << std::flush;
@@ -160,7 +169,7 @@ class RunCommand : public Command {
     if (batch == 1) {
       std::cout << "\n";
     } else {
-      for (int i = 0; i < batch; ++i) std::cout << "[" << i << "] " << prompt_ << res->text[i] << "\n";
+      for (int i = 0; i < batch; ++i) std::cout << "[" << i << "] " << (echo ? prompt_ : "") << res->text[i] << "\n";
     }
     std::cout << "\n" << format_stats(res->stats);
 
@@ -178,7 +187,15 @@ class RunCommand : public Command {
   }
 
  private:
-  std::string model_, prompt_, tokens_, trace_, json_, logits_;
+  // -p as one user message through the chat template (--chat-template's or
+  // the file's).
+  Result<std::string> chat_prompt(const Model& model) const {
+    LS_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_model(model, chat_template_));
+    return tmpl.apply({{.role = "user", .content = prompt_}}, {.leave_bos_to_tokenizer = true});
+  }
+
+  std::string model_, prompt_, tokens_, trace_, json_, logits_, chat_template_;
+  bool chat_ = false;
   ModelFlags model_flags_;
   ModelOptions& mo_ = model_flags_.options;
   GenerateOptions gen_;
