@@ -69,12 +69,15 @@ Result<std::string> source_of_spec(const std::string& spec) {
   return read_text_file(spec);
 }
 
+// json.dumps(j), as Hermes-trained models saw their tools and calls written.
+std::string python_json(const ordered_json& j) { return jinja::value_from_json(j).to_json(); }
+
 // The tool instructions Qwen 2.5's template writes (the Hermes format).
 std::string hermes_tool_prompt(const ordered_json& tools) {
   std::string out =
       "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-  for (const ordered_json& t : tools) out += "\n" + t.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  for (const ordered_json& t : tools) out += "\n" + python_json(t);
   out +=
       "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
       "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
@@ -115,8 +118,7 @@ std::vector<ChatMessage> with_hermes_tools(const std::vector<ChatMessage>& messa
     for (const ToolCall& call : m.tool_calls) {
       ordered_json body = {{"name", call.name}, {"arguments", arguments_json(call.arguments)}};
       if (!copy.content.empty()) copy.content += "\n";
-      copy.content += "<tool_call>\n" + body.dump(-1, ' ', false, ordered_json::error_handler_t::replace) +
-                      "\n</tool_call>";
+      copy.content += "<tool_call>\n" + python_json(body) + "\n</tool_call>";
     }
     out.push_back(std::move(copy));
   }
@@ -201,7 +203,7 @@ Result<ChatTemplate> ChatTemplate::create(const std::string& template_source, st
   for (const char* end : {"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>"})
     if (source.find(end) != std::string::npos) impl->turn_ends.push_back(end);
   impl->format = format_of(source);
-  if (source.find("tool") == std::string::npos) {
+  if (impl->format == ToolCallFormat::kNone && source.find("tool") == std::string::npos) {
     impl->hermes_polyfill = true;
     impl->format = ToolCallFormat::kHermes;
   }

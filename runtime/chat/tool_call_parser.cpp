@@ -105,12 +105,15 @@ ChatOutput parse_llama3(std::string_view text) {
   if (auto whole = calls_of_json(body, ToolCallFormat::kLlama3)) return ChatOutput{"", std::move(*whole)};
   std::vector<ToolCall> calls;
   while (!body.empty()) {
-    const size_t semi = body.find("};");
-    const std::string_view one = semi == std::string_view::npos ? body : body.substr(0, semi + 1);
-    auto parsed = calls_of_json(one, ToolCallFormat::kLlama3);
+    // The first ';' that ends a call (one inside a string does not).
+    std::optional<std::vector<ToolCall>> parsed;
+    size_t cut = body.size();
+    for (size_t semi = body.find(';'); semi != std::string_view::npos && !parsed; semi = body.find(';', semi + 1))
+      if ((parsed = calls_of_json(body.substr(0, semi), ToolCallFormat::kLlama3))) cut = semi;
+    if (!parsed) parsed = calls_of_json(body, ToolCallFormat::kLlama3);
     if (!parsed) return ChatOutput{std::string(text), {}};
     for (ToolCall& c : *parsed) calls.push_back(std::move(c));
-    body = semi == std::string_view::npos ? std::string_view() : trim(body.substr(semi + 2));
+    body = cut >= body.size() ? std::string_view() : trim(body.substr(cut + 1));
   }
   if (calls.empty()) return ChatOutput{std::string(text), {}};
   return ChatOutput{"", std::move(calls)};
