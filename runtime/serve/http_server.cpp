@@ -355,7 +355,9 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
           }
           out += "data: [DONE]\n\n";
         }
-        if (!sink.write(out.data(), out.size())) {
+        // Nothing to send (text held as a possible tool call): an empty
+        // write would be the chunked encoding's end of body.
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
           st->cancel();
           return false;
         }
