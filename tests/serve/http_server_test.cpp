@@ -17,6 +17,20 @@
 namespace layerstream::serve {
 namespace {
 
+// The tiny model on the host backend and a scheduler over it (aborts with
+// the message when either fails).
+std::pair<std::shared_ptr<Model>, std::unique_ptr<BatchScheduler>> open_tiny(const std::string& path,
+                                                                             const SchedulerOptions& scheduling,
+                                                                             int context) {
+  ModelOptions mo;
+  mo.backend = Backend::kHost;
+  mo.host_threads = 1;
+  mo.context = context;
+  mo.sequences = scheduling.context_sequences();
+  std::shared_ptr<Model> model = Model::open(path, mo).value();
+  return {model, BatchScheduler::create(model, scheduling).value()};
+}
+
 TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
   testing::TempDir dir;
   const std::string path = dir.file("tiny.gguf");
@@ -43,16 +57,8 @@ TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
   EXPECT_NE(early->body.find("loading"), std::string::npos) << early->body;
   EXPECT_EQ(client.Get("/get_load")->body, R"({"load":0})");
 
-  ModelOptions mo;
-  mo.backend = Backend::kHost;
-  mo.host_threads = 1;
-  mo.context = 64;
-  mo.sequences = sched_options.context_sequences();
-  auto model = Model::open(path, mo);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto sched = BatchScheduler::create(*model, sched_options);
-  ASSERT_TRUE(sched.ok());
-  ASSERT_TRUE(server.serve_model(*model, **sched));
+  auto [model, sched] = open_tiny(path, sched_options, 64);
+  ASSERT_TRUE(server.serve_model(model, *sched));
   EXPECT_EQ(client.Get("/health")->status, 200);
   auto done = client.Post("/v1/completions", R"({"prompt":"hi","max_tokens":2,"temperature":0})", "application/json");
   ASSERT_TRUE(done);
@@ -63,7 +69,7 @@ TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
   GenerationRequest long_one;
   long_one.prompt = {1, 2, 3};
   long_one.max_tokens = 50;
-  auto running = (*sched)->submit(long_one);
+  auto running = sched->submit(long_one);
   ASSERT_TRUE(running.ok());
   std::thread stopper([&] { server.shutdown(std::chrono::seconds(60)); });
   while (server.phase() != ServerPhase::kDraining) std::this_thread::yield();
@@ -75,7 +81,7 @@ TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
   stopper.join();
   http.join();
   EXPECT_TRUE((*running)->done());
-  EXPECT_FALSE(server.serve_model(*model, **sched)) << "no serving after shutdown";
+  EXPECT_FALSE(server.serve_model(model, *sched)) << "no serving after shutdown";
 }
 
 // A chat request with tools and tool history over HTTP: the tools and the
@@ -96,16 +102,9 @@ TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
   HttpServer server(*tmpl, so, sched_options);
   ASSERT_TRUE(server.bind().ok());
   std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
-  ModelOptions mo;
-  mo.backend = Backend::kHost;
-  mo.host_threads = 1;
-  mo.context = 1024;  // the tools and the history are ~700 tokens of the tiny vocabulary
-  mo.sequences = sched_options.context_sequences();
-  auto model = Model::open(path, mo);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto sched = BatchScheduler::create(*model, sched_options);
-  ASSERT_TRUE(sched.ok());
-  ASSERT_TRUE(server.serve_model(*model, **sched));
+  // 1024 positions: the tools and the history are ~700 tokens of the tiny vocabulary.
+  auto [model, sched] = open_tiny(path, sched_options, 1024);
+  ASSERT_TRUE(server.serve_model(model, *sched));
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
 
@@ -128,7 +127,7 @@ TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
   ASSERT_TRUE(prompt.ok());
   EXPECT_NE(prompt->find("<tools>"), std::string::npos);
   EXPECT_NE(prompt->find("\"arguments\": {\"city\": \"Oslo\"}"), std::string::npos) << *prompt;
-  EXPECT_EQ(body["usage"]["prompt_tokens"], (*model)->tokenize(*prompt, true).size()) << *prompt;
+  EXPECT_EQ(body["usage"]["prompt_tokens"], model->tokenize(*prompt, true).size()) << *prompt;
   const nlohmann::json& choice = body["choices"][0];
   EXPECT_TRUE(choice["message"]["content"].is_string()) << body;
   EXPECT_FALSE(choice["message"].contains("tool_calls")) << body;

@@ -24,6 +24,11 @@ json args(const ToolCall& c) {
   return j;
 }
 
+void expect_call(const ToolCall& c, const std::string& name, const json& arguments) {
+  EXPECT_EQ(c.name, name);
+  EXPECT_EQ(args(c), arguments) << c.arguments;
+}
+
 TEST(ToolCalls, HermesFindsEveryCallAndKeepsTheTextAroundThem) {
   const ChatOutput one = parse_tool_calls(
       ToolCallFormat::kHermes,
@@ -31,8 +36,7 @@ TEST(ToolCalls, HermesFindsEveryCallAndKeepsTheTextAroundThem) {
       "</tool_call>");
   EXPECT_EQ(one.content, "Let me check.");
   ASSERT_EQ(one.tool_calls.size(), 1u);
-  EXPECT_EQ(one.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(args(one.tool_calls[0]), json({{"city", "Paris"}, {"days", 2}}));
+  expect_call(one.tool_calls[0], "get_weather", json({{"city", "Paris"}, {"days", 2}}));
   EXPECT_TRUE(one.tool_calls[0].id.starts_with("call_")) << one.tool_calls[0].id;
 
   // Two calls, arguments given as a JSON string, the last block left open
@@ -43,10 +47,8 @@ TEST(ToolCalls, HermesFindsEveryCallAndKeepsTheTextAroundThem) {
       "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n");
   EXPECT_EQ(two.content, "");
   ASSERT_EQ(two.tool_calls.size(), 2u);
-  EXPECT_EQ(two.tool_calls[0].name, "a");
-  EXPECT_EQ(args(two.tool_calls[0]), json({{"x", {1, 2}}}));
-  EXPECT_EQ(two.tool_calls[1].name, "b");
-  EXPECT_EQ(args(two.tool_calls[1]), json::object());
+  expect_call(two.tool_calls[0], "a", json({{"x", {1, 2}}}));
+  expect_call(two.tool_calls[1], "b", json::object());
   EXPECT_NE(two.tool_calls[0].id, two.tool_calls[1].id);
 }
 
@@ -77,8 +79,7 @@ TEST(ToolCalls, Llama3TakesTheReplyAsCallsWithOrWithoutThePythonTag) {
         ToolCallFormat::kLlama3, prefix + "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
     EXPECT_EQ(out.content, "");
     ASSERT_EQ(out.tool_calls.size(), 1u) << prefix;
-    EXPECT_EQ(out.tool_calls[0].name, "get_weather");
-    EXPECT_EQ(args(out.tool_calls[0]), json({{"city", "Paris"}}));
+    expect_call(out.tool_calls[0], "get_weather", json({{"city", "Paris"}}));
   }
   // Llama 3.2 separates calls with ';'; a ';' inside a string is no separator.
   const ChatOutput two = parse_tool_calls(
@@ -96,8 +97,7 @@ TEST(ToolCalls, MistralTakesTheArrayAndTheArgsFormsWithNineCharacterIds) {
                                  "[TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[ARGS]{}"}) {
     const ChatOutput out = parse_tool_calls(ToolCallFormat::kMistral, text);
     ASSERT_EQ(out.tool_calls.size(), 2u) << text;
-    EXPECT_EQ(out.tool_calls[0].name, "f");
-    EXPECT_EQ(args(out.tool_calls[0]), json({{"a", 1}}));
+    expect_call(out.tool_calls[0], "f", json({{"a", 1}}));
     EXPECT_EQ(out.tool_calls[1].name, "g");
     for (const ToolCall& c : out.tool_calls) {
       EXPECT_EQ(c.id.size(), 9u) << c.id;  // Mistral's templates refuse other ids
