@@ -219,7 +219,7 @@ void HttpServer::install_guards() {
 // become stop strings), or the completion prompt as it is.
 std::optional<ApiError> HttpServer::prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens) {
   if (chat) {
-    if (!p.conversation.tools_json.empty() && template_.tool_call_format() == ToolCallFormat::kNone) {
+    if (p.conversation.tool_choice == ToolChoice::kAuto && template_.tool_call_format() == ToolCallFormat::kNone) {
       ApiError e = error_of(400,
                             "the model's chat template writes tool calls in a format this server does not parse "
                             "(it parses hermes, llama3 and mistral; --chat-template chooses another template)",

@@ -113,6 +113,34 @@ TEST(ChatTemplate, TemplatesWithoutToolsGetTheHermesPolyfill) {
                    "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// The templates in llama.cpp's vocabulary files (Qwen 2/3.5, Gemma 4,
+// Phi-3, Command-R, ...): each renders the tool conversation (or refuses it
+// with its own message), and where it renders, the tool and the earlier
+// call are in the prompt the model sees.
+TEST(ChatTemplate, VocabularyFilesTemplatesShowToolsAndCalls) {
+  const std::string dir = std::string(getenv("HOME") ? getenv("HOME") : "") + "/.cache/layerstream/vocabs";
+  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " is not there";
+  int found = 0, rendered = 0;
+  // The ones that carry a template (the others would only test the fallback).
+  for (const char* name : {"qwen2", "qwen35", "gemma-4", "phi-3", "command-r"}) {
+    const std::string path = dir + "/ggml-vocab-" + name + ".gguf";
+    if (!std::filesystem::exists(path)) continue;
+    ++found;
+    auto t = ChatTemplate::for_file(path);
+    ASSERT_TRUE(t.ok()) << path << ": " << t.status().ToString();
+    auto text = t->apply(tool_conversation(), {.tools_json = kTools});
+    if (!text.ok()) {
+      EXPECT_EQ(text.status().code(), StatusCode::kInvalidArgument) << path;
+      continue;
+    }
+    ++rendered;
+    expect_contains(*text, "get_weather");
+    if (t->tool_call_format() != ToolCallFormat::kNone) expect_contains(*text, "Paris");
+  }
+  if (found == 0) GTEST_SKIP() << "no vocabulary file with a chat template in " << dir;
+  EXPECT_GT(rendered, 0);
+}
+
 TEST(ChatTemplate, ChoosesTheFileBuiltinOrJinjaFileAndFallsBackToChatMl) {
   testing::TempDir dir;
   const std::string model = dir.file("tiny.gguf");
