@@ -4,6 +4,7 @@
 // for Llama 3 and Mistral, a reply whose first non-blank character opens
 // JSON. From there on everything is held, and finish() parses it.
 #include <algorithm>
+#include <utility>
 
 #include "layerstream/chat.h"
 #include "runtime/chat/tool_call_markers.h"

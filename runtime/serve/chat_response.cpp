@@ -1,5 +1,7 @@
 #include "runtime/serve/chat_response.h"
 
+#include "runtime/serve/openai_protocol.h"
+
 namespace layerstream::serve {
 
 using nlohmann::json;
@@ -42,6 +44,21 @@ void set_tool_calls_delta(json& chunk, const std::vector<ToolCall>& calls) {
     deltas.push_back(std::move(d));
   }
   chunk["choices"][0]["delta"] = {{"tool_calls", std::move(deltas)}};
+}
+
+HeldReply finish_streamed_reply(ToolCallStream& stream, const ToolCallRules& rules, const ResponseIds& ids) {
+  ChatOutput held = stream.finish();
+  apply_rules(rules, held);
+  HeldReply out;
+  if (!held.content.empty())
+    out.chunks.push_back(stream_chunk(ids, /*chat=*/true, held.content, false, FinishReason::kNone));
+  if (!held.tool_calls.empty()) {
+    json delta = stream_chunk(ids, /*chat=*/true, "", false, FinishReason::kNone);
+    set_tool_calls_delta(delta, held.tool_calls);
+    out.chunks.push_back(std::move(delta));
+    out.has_calls = true;
+  }
+  return out;
 }
 
 }  // namespace layerstream::serve

@@ -12,6 +12,8 @@
 
 namespace layerstream::serve {
 
+struct ResponseIds;
+
 // Rules a request set for the reply's tool calls; absent: none parsed.
 struct ToolCallRules {
   ToolCallFormat format = ToolCallFormat::kNone;
@@ -29,6 +31,14 @@ void set_chat_output(nlohmann::json& response, const ChatOutput& out);
 // A stream chunk (one choice) whose delta carries `calls` as OpenAI's
 // tool_calls deltas: {index, id, type: "function", function: {name, arguments}}.
 void set_tool_calls_delta(nlohmann::json& chunk, const std::vector<ToolCall>& calls);
+
+// The end of a streamed chat reply: what `stream` held, as chunks (its text
+// as a content delta, its calls, cut to `rules`, as one tool_calls delta).
+struct HeldReply {
+  std::vector<nlohmann::json> chunks;
+  bool has_calls = false;
+};
+HeldReply finish_streamed_reply(ToolCallStream& stream, const ToolCallRules& rules, const ResponseIds& ids);
 
 // finish_reason "stop" becomes "tool_calls" (the chunk or response that ends
 // a reply holding calls).

@@ -325,18 +325,9 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
         const std::string shown = calls->feed(c.text);
         if (!shown.empty() || *first) out += sse(stream_chunk(ids, chat, shown, *first, FinishReason::kNone));
         *first = false;
-        ChatOutput held;
         if (c.done) {
-          held = calls->finish();
-          apply_rules(tools, held);
-          if (!held.content.empty()) out += sse(stream_chunk(ids, chat, held.content, false, FinishReason::kNone));
-          if (!held.tool_calls.empty()) {
-            json delta = stream_chunk(ids, chat, "", false, FinishReason::kNone);
-            set_tool_calls_delta(delta, held.tool_calls);
-            out += sse(delta);
-          }
-        }
-        if (c.done) {
+          const HeldReply held = finish_streamed_reply(*calls, tools, ids);
+          for (const json& chunk : held.chunks) out += sse(chunk);
           if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
             out +=
                 sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
@@ -344,7 +335,7 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
                         .body());
           } else {
             json end = stream_chunk(ids, chat, "", false, c.reason);
-            if (!held.tool_calls.empty()) finish_with_tool_calls(end);
+            if (held.has_calls) finish_with_tool_calls(end);
             out += sse(end);
             if (include_usage) {
               json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);

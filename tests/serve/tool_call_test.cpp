@@ -230,6 +230,17 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   EXPECT_EQ(delta["index"], 0);
   EXPECT_EQ(delta["id"], call["id"]);
   EXPECT_EQ(delta["function"]["arguments"], call["function"]["arguments"]);
+  // Streamed: text first, then held from the tag on; at the end what was
+  // held goes out as the text's tail and one tool_calls delta.
+  ToolCallStream stream(ToolCallFormat::kHermes);
+  EXPECT_EQ(stream.feed("Sure. <tool"), "Sure. ");
+  EXPECT_EQ(stream.feed("_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> done"), "");
+  const serve::HeldReply held = serve::finish_streamed_reply(stream, {ToolCallFormat::kHermes}, {"chatcmpl-1", "m", 0});
+  ASSERT_EQ(held.chunks.size(), 2u);
+  EXPECT_TRUE(held.has_calls);
+  EXPECT_EQ(held.chunks[0]["choices"][0]["delta"]["content"], "done");
+  EXPECT_EQ(held.chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
+
   json end = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, "", false, serve::FinishReason::kLength);
   serve::finish_with_tool_calls(end);
   EXPECT_EQ(end["choices"][0]["finish_reason"], "length");  // cut off: not a finished call
