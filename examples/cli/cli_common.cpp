@@ -63,8 +63,9 @@ void add_exact_flag(CLI::App& sub, bool& exact) {
 void add_chat_template_option(CLI::App& sub, std::string& spec) {
   std::string names;
   for (const std::string& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
-  sub.add_option("--chat-template", spec,
-                 "Chat template instead of the model file's: a built-in name (" + names + ") or a Jinja file");
+  sub.add_option(
+      "--chat-template", spec,
+      "Chat template instead of the model file's: a built-in name (" + names + ") or a Jinja file");
 }
 
 void DeviceFlags::add_to(CLI::App& sub) {

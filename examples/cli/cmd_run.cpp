@@ -12,8 +12,8 @@
 #include "layerstream/chat.h"
 #include "layerstream/layerstream.h"
 #include "layerstream/units.h"
-#include "runtime/core/status_macros.h"
 #include "runtime/core/cancel.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cli {
 namespace {
@@ -169,7 +169,8 @@ class RunCommand : public Command {
     if (batch == 1) {
       std::cout << "\n";
     } else {
-      for (int i = 0; i < batch; ++i) std::cout << "[" << i << "] " << (echo ? prompt_ : "") << res->text[i] << "\n";
+      for (int i = 0; i < batch; ++i)
+        std::cout << "[" << i << "] " << (echo ? prompt_ : "") << res->text[i] << "\n";
     }
     std::cout << "\n" << format_stats(res->stats);
 

@@ -96,7 +96,8 @@ ordered_json arguments_json(const std::string& text) {
 
 // Hermes polyfill: tools into the system message, calls into the assistant's
 // text, tool results (consecutive ones together) into one user turn.
-std::vector<ChatMessage> with_hermes_tools(const std::vector<ChatMessage>& messages, const ordered_json* tools) {
+std::vector<ChatMessage> with_hermes_tools(const std::vector<ChatMessage>& messages,
+                                           const ordered_json* tools) {
   std::vector<ChatMessage> out;
   if (tools) {
     const std::string prompt = hermes_tool_prompt(*tools);
@@ -105,7 +106,8 @@ std::vector<ChatMessage> with_hermes_tools(const std::vector<ChatMessage>& messa
     else
       out.push_back({.role = "system", .content = prompt});
   }
-  for (size_t i = tools && !messages.empty() && messages[0].role == "system" ? 1 : 0; i < messages.size(); ++i) {
+  for (size_t i = tools && !messages.empty() && messages[0].role == "system" ? 1 : 0; i < messages.size();
+       ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "tool") {
       const std::string block = "<tool_response>\n" + m.content + "\n</tool_response>";
@@ -195,7 +197,8 @@ std::vector<std::string> ChatTemplate::builtin_names() {
 
 Result<ChatTemplate> ChatTemplate::create(const std::string& template_source, std::string bos_token,
                                           std::string eos_token) {
-  const std::string source = template_source.empty() ? std::string(builtin_source("chatml")) : template_source;
+  const std::string source =
+      template_source.empty() ? std::string(builtin_source("chatml")) : template_source;
   auto impl = std::make_shared<Impl>();
   impl->bos = std::move(bos_token);
   impl->eos = std::move(eos_token);
@@ -227,8 +230,9 @@ Result<ChatTemplate> ChatTemplate::for_file(const std::string& gguf_path, const 
   if (!spec.empty()) {
     LS_ASSIGN_OR_RETURN(source, source_of_spec(spec));
   } else if (source.empty()) {
-    LS_LOG_WARN("{} has no tokenizer.chat_template: chat uses ChatML (--chat-template NAME|FILE chooses another)",
-                gguf_path);
+    LS_LOG_WARN(
+        "{} has no tokenizer.chat_template: chat uses ChatML (--chat-template NAME|FILE chooses another)",
+        gguf_path);
   }
   auto created = create(source, std::move(bos), std::move(eos));
   if (!created.ok()) return created.status().WithContext(spec.empty() ? gguf_path : spec);

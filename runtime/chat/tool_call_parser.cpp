@@ -80,11 +80,11 @@ ChatOutput parse_hermes(std::string_view text) {
     const size_t body = open + kHermesOpen.size();
     const size_t close = text.find(kHermesClose, body);
     const size_t end = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
-    auto one = call_of(ordered_json::parse(trim(text.substr(body, close == std::string_view::npos
-                                                                       ? std::string_view::npos
-                                                                       : close - body)),
-                                           nullptr, false),
-                       ToolCallFormat::kHermes);
+    auto one = call_of(
+        ordered_json::parse(
+            trim(text.substr(body, close == std::string_view::npos ? std::string_view::npos : close - body)),
+            nullptr, false),
+        ToolCallFormat::kHermes);
     out.content += text.substr(pos, open - pos);
     if (one)
       out.tool_calls.push_back(std::move(*one));
@@ -101,14 +101,16 @@ ChatOutput parse_hermes(std::string_view text) {
 // or several separated by ';' (Llama 3.2).
 ChatOutput parse_llama3(std::string_view text) {
   std::string_view body = trim(text);
-  if (body.substr(0, kLlamaPythonTag.size()) == kLlamaPythonTag) body = trim(body.substr(kLlamaPythonTag.size()));
+  if (body.substr(0, kLlamaPythonTag.size()) == kLlamaPythonTag)
+    body = trim(body.substr(kLlamaPythonTag.size()));
   if (auto whole = calls_of_json(body, ToolCallFormat::kLlama3)) return ChatOutput{"", std::move(*whole)};
   std::vector<ToolCall> calls;
   while (!body.empty()) {
     // The first ';' that ends a call (one inside a string does not).
     std::optional<std::vector<ToolCall>> parsed;
     size_t cut = body.size();
-    for (size_t semi = body.find(';'); semi != std::string_view::npos && !parsed; semi = body.find(';', semi + 1))
+    for (size_t semi = body.find(';'); semi != std::string_view::npos && !parsed;
+         semi = body.find(';', semi + 1))
       if ((parsed = calls_of_json(body.substr(0, semi), ToolCallFormat::kLlama3))) cut = semi;
     if (!parsed) parsed = calls_of_json(body, ToolCallFormat::kLlama3);
     if (!parsed) return ChatOutput{std::string(text), {}};
@@ -124,9 +126,12 @@ ChatOutput parse_llama3(std::string_view text) {
 // JSON array of calls.
 ChatOutput parse_mistral(std::string_view text) {
   const size_t marker = text.find(kMistralCalls);
-  std::string content = std::string(marker == std::string_view::npos ? std::string_view() : text.substr(0, marker));
-  std::string_view rest = marker == std::string_view::npos ? trim(text) : trim(text.substr(marker + kMistralCalls.size()));
-  if (marker == std::string_view::npos && (rest.empty() || rest[0] != '[')) return ChatOutput{std::string(text), {}};
+  std::string content =
+      std::string(marker == std::string_view::npos ? std::string_view() : text.substr(0, marker));
+  std::string_view rest =
+      marker == std::string_view::npos ? trim(text) : trim(text.substr(marker + kMistralCalls.size()));
+  if (marker == std::string_view::npos && (rest.empty() || rest[0] != '['))
+    return ChatOutput{std::string(text), {}};
   std::vector<ToolCall> calls;
   if (!rest.empty() && rest[0] == '[') {
     auto parsed = calls_of_json(rest, ToolCallFormat::kMistral);
@@ -137,15 +142,16 @@ ChatOutput parse_mistral(std::string_view text) {
       const size_t args = rest.find(kMistralArgs);
       if (args == std::string_view::npos) return ChatOutput{std::string(text), {}};
       const size_t next = rest.find(kMistralCalls, args);
-      const std::string_view json_text = rest.substr(args + kMistralArgs.size(),
-                                                     next == std::string_view::npos ? std::string_view::npos
-                                                                                    : next - args - kMistralArgs.size());
+      const std::string_view json_text = rest.substr(
+          args + kMistralArgs.size(),
+          next == std::string_view::npos ? std::string_view::npos : next - args - kMistralArgs.size());
       ordered_json call = {{"name", std::string(trim(rest.substr(0, args)))},
                            {"arguments", ordered_json::parse(json_text, nullptr, false)}};
       auto one = call_of(call, ToolCallFormat::kMistral);
       if (!one) return ChatOutput{std::string(text), {}};
       calls.push_back(std::move(*one));
-      rest = next == std::string_view::npos ? std::string_view() : trim(rest.substr(next + kMistralCalls.size()));
+      rest = next == std::string_view::npos ? std::string_view()
+                                            : trim(rest.substr(next + kMistralCalls.size()));
     }
   }
   if (calls.empty()) return ChatOutput{std::string(text), {}};

@@ -23,12 +23,13 @@ std::optional<ApiError> parse_content(const json& m, const std::string& where, s
     for (const json& part : c) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
           !part["text"].is_string())
-        return bad(where + ".content", where + ".content parts must be {\"type\": \"text\", \"text\": string}");
+        return bad(where + ".content",
+                   where + ".content parts must be {\"type\": \"text\", \"text\": string}");
       out += part["text"].get<std::string>();
     }
   } else if (!c.is_null()) {
-    return bad(where + ".content",
-               where + ".content must be a string or an array of text parts, not " + std::string(c.type_name()));
+    return bad(where + ".content", where + ".content must be a string or an array of text parts, not " +
+                                       std::string(c.type_name()));
   }
   return std::nullopt;
 }
@@ -44,9 +45,11 @@ std::optional<ApiError> parse_tool_calls_field(const json& m, const std::string&
     const json& c = calls[k];
     const std::string at = field + "[" + std::to_string(k) + "]";
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-      return bad(at, at + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+      return bad(at,
+                 at + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
     const json& f = c["function"];
-    if (!f.contains("name") || !f["name"].is_string()) return bad(at + ".function.name", at + ".function.name must be a string");
+    if (!f.contains("name") || !f["name"].is_string())
+      return bad(at + ".function.name", at + ".function.name must be a string");
     ToolCall call{.id = c.value("id", ""), .name = f["name"].get<std::string>()};
     if (c.contains("id") && !c["id"].is_string()) return bad(at + ".id", at + ".id must be a string");
     const json& args = f.contains("arguments") ? f["arguments"] : json::object();
@@ -63,11 +66,13 @@ std::optional<ApiError> parse_tool_calls_field(const json& m, const std::string&
 
 std::optional<ApiError> parse_message(const json& m, const std::string& where, ChatMessage& msg) {
   if (!m.is_object()) return bad(where, where + " must be an object, not " + std::string(m.type_name()));
-  if (!m.contains("role") || !m["role"].is_string()) return bad(where + ".role", where + ".role must be a string");
+  if (!m.contains("role") || !m["role"].is_string())
+    return bad(where + ".role", where + ".role must be a string");
   msg.role = m["role"].get<std::string>();
   if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "developer" &&
       msg.role != "tool")
-    return bad(where + ".role", where + ".role '" + msg.role + "' is not system, user, assistant, developer or tool");
+    return bad(where + ".role",
+               where + ".role '" + msg.role + "' is not system, user, assistant, developer or tool");
   if (msg.role == "developer") msg.role = "system";
   if (auto e = parse_content(m, where, msg.content)) return e;
   if (auto e = parse_tool_calls_field(m, where, msg)) return e;
@@ -83,11 +88,13 @@ std::optional<ApiError> parse_message(const json& m, const std::string& where, C
 std::optional<ApiError> parse_tools(const json& j, ChatRequest& out) {
   if (!j.contains("tools") || j["tools"].is_null()) return std::nullopt;
   const json& tools = j["tools"];
-  if (!tools.is_array() || tools.empty()) return bad("tools", "'tools' must be a non-empty array of function tools");
+  if (!tools.is_array() || tools.empty())
+    return bad("tools", "'tools' must be a non-empty array of function tools");
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+        !t["function"].is_object())
       return bad(where, where + " must be {\"type\": \"function\", \"function\": {\"name\", ...}}");
     if (!t["function"].contains("name") || !t["function"]["name"].is_string())
       return bad(where + ".function.name", where + ".function.name must be a string");
@@ -109,8 +116,9 @@ std::optional<ApiError> parse_tool_choice(const json& j, ChatRequest& out) {
   out.tool_choice = has_tools ? ToolChoice::kAuto : ToolChoice::kNone;
   if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return std::nullopt;
   const json& c = j["tool_choice"];
-  const std::string kForcing = " needs constrained decoding to force the call, which this server does not have yet; "
-                               "send \"auto\" (the model may call) or \"none\"";
+  const std::string kForcing =
+      " needs constrained decoding to force the call, which this server does not have yet; "
+      "send \"auto\" (the model may call) or \"none\"";
   if (c.is_string()) {
     const std::string s = c.get<std::string>();
     if (s == "none") {
@@ -124,10 +132,12 @@ std::optional<ApiError> parse_tool_choice(const json& j, ChatRequest& out) {
   }
   if (!c.is_object() || c.value("type", "") != "function" || !c.contains("function") ||
       !c["function"].is_object() || !c["function"].contains("name") || !c["function"]["name"].is_string())
-    return bad("tool_choice", "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\"}}");
+    return bad("tool_choice",
+               "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\"}}");
   if (!has_tools) return bad("tool_choice", "'tool_choice' is only allowed when 'tools' are given");
   const std::string name = c["function"]["name"].get<std::string>();
-  if (!has_tool(j["tools"], name)) return bad("tool_choice", "'tool_choice' names '" + name + "', which is not in 'tools'");
+  if (!has_tool(j["tools"], name))
+    return bad("tool_choice", "'tool_choice' names '" + name + "', which is not in 'tools'");
   return bad("tool_choice", "'tool_choice' naming a function" + kForcing);
 }
 
@@ -136,7 +146,8 @@ std::optional<ApiError> parse_tool_choice(const json& j, ChatRequest& out) {
 std::optional<ApiError> parse_chat_request(const json& j, ChatRequest& out) {
   if (!j.contains("messages")) return bad("messages", "'messages' is required");
   const json& v = j["messages"];
-  if (!v.is_array() || v.empty()) return bad("messages", "'messages' must be a non-empty array of {role, content}");
+  if (!v.is_array() || v.empty())
+    return bad("messages", "'messages' must be a non-empty array of {role, content}");
   for (size_t i = 0; i < v.size(); ++i) {
     ChatMessage msg;
     if (auto e = parse_message(v[i], "messages[" + std::to_string(i) + "]", msg)) return e;

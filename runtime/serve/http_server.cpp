@@ -219,11 +219,13 @@ void HttpServer::install_guards() {
 // become stop strings), or the completion prompt as it is.
 std::optional<ApiError> HttpServer::prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens) {
   if (chat) {
-    if (p.conversation.tool_choice == ToolChoice::kAuto && template_.tool_call_format() == ToolCallFormat::kNone) {
-      ApiError e = error_of(400,
-                            "the model's chat template writes tool calls in a format this server does not parse "
-                            "(it parses hermes, llama3 and mistral; --chat-template chooses another template)",
-                            "invalid_request_error");
+    if (p.conversation.tool_choice == ToolChoice::kAuto &&
+        template_.tool_call_format() == ToolCallFormat::kNone) {
+      ApiError e =
+          error_of(400,
+                   "the model's chat template writes tool calls in a format this server does not parse "
+                   "(it parses hermes, llama3 and mistral; --chat-template chooses another template)",
+                   "invalid_request_error");
       e.param = "tools";
       return e;
     }
@@ -303,8 +305,9 @@ ToolCallRules HttpServer::tool_call_rules(const CompletionParams& p, bool chat) 
 // when asked, [DONE]; a client that goes away cancels its request. With tool
 // calls parsed, text that may be a call is held (ToolCallStream) and the
 // calls go out as one tool_calls delta before the finish reason.
-void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids,
-                                 bool chat, bool include_usage, const ToolCallRules& tools) {
+void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<RequestState> st,
+                                 const ResponseIds& ids, bool chat, bool include_usage,
+                                 const ToolCallRules& tools) {
   auto first = std::make_shared<bool>(true);
   auto calls = std::make_shared<ToolCallStream>(tools.format);
   res.set_header("Cache-Control", "no-cache");

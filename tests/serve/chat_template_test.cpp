@@ -17,7 +17,8 @@
 namespace layerstream {
 namespace {
 
-const char* kTools = R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+const char* kTools =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
 
 std::string slurp(const std::string& path) {
@@ -51,12 +52,14 @@ TEST(ChatTemplate, QwenGetsToolsCallsAndResultsAndParsesHermes) {
   auto text = t->apply(tool_conversation(), {.tools_json = kTools});
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   // The tool as Qwen's template writes it (json.dumps of the tool, key order kept).
-  expect_contains(*text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
-                         "\"description\": \"Weather of a city\"");
+  expect_contains(*text,
+                  "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                  "\"description\": \"Weather of a city\"");
   expect_contains(*text, "<|im_start|>system\nYou are terse.\n\n# Tools");
   // The call's arguments reach the template as a dict (tojson of it).
-  expect_contains(*text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
-                         "{\"city\": \"Paris\"}}\n</tool_call><|im_end|>");
+  expect_contains(*text,
+                  "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                  "{\"city\": \"Paris\"}}\n</tool_call><|im_end|>");
   expect_contains(*text, "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>");
   EXPECT_TRUE(text->ends_with("<|im_start|>assistant\n"));
 }
@@ -71,9 +74,11 @@ TEST(ChatTemplate, Llama3BuiltinGetsToolsCallsAndResultsAndParsesLlamaJson) {
   auto text = llama->apply(tool_conversation(), {.tools_json = kTools});
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   expect_contains(*text, "Environment: ipython\n");
-  expect_contains(*text, "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\"");
-  expect_contains(*text, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", "
-                         "\"parameters\": {\"city\": \"Paris\"}}<|eot_id|>");
+  expect_contains(*text,
+                  "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\"");
+  expect_contains(*text,
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", "
+                  "\"parameters\": {\"city\": \"Paris\"}}<|eot_id|>");
   // Llama 3.1's template writes a string result through tojson (a string is
   // iterable in Jinja), as jinja2 does.
   expect_contains(*text, "<|start_header_id|>ipython<|end_header_id|>\n\n\"{\\\"temp\\\": 21}\"<|eot_id|>");
@@ -82,7 +87,8 @@ TEST(ChatTemplate, Llama3BuiltinGetsToolsCallsAndResultsAndParsesLlamaJson) {
   two[2].tool_calls.push_back({.id = "call_2", .name = "get_weather", .arguments = R"({"city": "Rome"})"});
   auto refused = llama->apply(two, {.tools_json = kTools});
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("single tool-calls"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("single tool-calls"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(ChatTemplate, TemplatesWithoutToolsGetTheHermesPolyfill) {
@@ -98,8 +104,9 @@ TEST(ChatTemplate, TemplatesWithoutToolsGetTheHermesPolyfill) {
     // The tools, after the client's system text, in the Hermes instructions.
     expect_contains(*text, "You are terse.\n\n# Tools\n\nYou may call one or more functions");
     expect_contains(*text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"");
-    expect_contains(*text,
-                    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+    expect_contains(
+        *text,
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
     // Gemma wants user/model turns alternating: the result is a user turn.
     expect_contains(*text, (spec.empty() ? "<|im_start|>user\n" : "<start_of_turn>user\n") +
                                std::string("<tool_response>\n{\"temp\": 21}\n</tool_response>"));
@@ -109,8 +116,9 @@ TEST(ChatTemplate, TemplatesWithoutToolsGetTheHermesPolyfill) {
   ASSERT_TRUE(plain.ok());
   auto text = plain->apply({{.role = "user", .content = "Hi"}});
   ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-                   "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*text,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 // The templates in llama.cpp's vocabulary files (Qwen 2/3.5, Gemma 4,
@@ -176,7 +184,8 @@ TEST(ChatTemplate, RefusesToolsThatAreNotFunctionToolsAndRaisesTheTemplatesError
   auto t = ChatTemplate::create(test_template("qwen2.5.jinja"), "", "");
   ASSERT_TRUE(t.ok());
   const std::vector<ChatMessage> hi = {{.role = "user", .content = "hi"}};
-  for (const char* tools : {"{", R"({"type": "function"})", R"([{"type": "code"}])", R"([{"type": "function"}])"}) {
+  for (const char* tools :
+       {"{", R"({"type": "function"})", R"([{"type": "code"}])", R"([{"type": "function"}])"}) {
     auto r = t->apply(hi, {.tools_json = tools});
     ASSERT_FALSE(r.ok()) << tools;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << tools;

@@ -19,9 +19,8 @@ namespace {
 
 // The tiny model on the host backend and a scheduler over it (aborts with
 // the message when either fails).
-std::pair<std::shared_ptr<Model>, std::unique_ptr<BatchScheduler>> open_tiny(const std::string& path,
-                                                                             const SchedulerOptions& scheduling,
-                                                                             int context) {
+std::pair<std::shared_ptr<Model>, std::unique_ptr<BatchScheduler>> open_tiny(
+    const std::string& path, const SchedulerOptions& scheduling, int context) {
   ModelOptions mo;
   mo.backend = Backend::kHost;
   mo.host_threads = 1;
@@ -108,22 +107,25 @@ TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
 
-  const std::string tools = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])";
   const std::string messages =
       R"([{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1",
           "type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\"}"}}]},
           {"role":"tool","tool_call_id":"call_1","content":"cold"}])";
-  auto reply = client.Post("/v1/chat/completions",
-                           R"({"max_tokens":3,"temperature":0,"messages":)" + messages + R"(,"tools":)" + tools + "}",
-                           "application/json");
+  auto reply =
+      client.Post("/v1/chat/completions",
+                  R"({"max_tokens":3,"temperature":0,"messages":)" + messages + R"(,"tools":)" + tools + "}",
+                  "application/json");
   ASSERT_TRUE(reply);
   ASSERT_EQ(reply->status, 200) << reply->body;
   const nlohmann::json body = nlohmann::json::parse(reply->body);
-  auto prompt = tmpl->apply({{.role = "user", .content = "Weather?"},
-                             {.role = "assistant",
-                              .tool_calls = {{.id = "call_1", .name = "get_weather", .arguments = R"({"city": "Oslo"})"}}},
-                             {.role = "tool", .content = "cold", .tool_call_id = "call_1"}},
-                            {.tools_json = tools, .leave_bos_to_tokenizer = true});
+  auto prompt = tmpl->apply(
+      {{.role = "user", .content = "Weather?"},
+       {.role = "assistant",
+        .tool_calls = {{.id = "call_1", .name = "get_weather", .arguments = R"({"city": "Oslo"})"}}},
+       {.role = "tool", .content = "cold", .tool_call_id = "call_1"}},
+      {.tools_json = tools, .leave_bos_to_tokenizer = true});
   ASSERT_TRUE(prompt.ok());
   EXPECT_NE(prompt->find("<tools>"), std::string::npos);
   EXPECT_NE(prompt->find("\"arguments\": {\"city\": \"Oslo\"}"), std::string::npos) << *prompt;
@@ -133,17 +135,19 @@ TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
   EXPECT_FALSE(choice["message"].contains("tool_calls")) << body;
   EXPECT_NE(choice["finish_reason"], "tool_calls");
 
-  auto streamed = client.Post("/v1/chat/completions",
-                              R"({"max_tokens":3,"stream":true,"messages":)" + messages + R"(,"tools":)" + tools + "}",
-                              "application/json");
+  auto streamed =
+      client.Post("/v1/chat/completions",
+                  R"({"max_tokens":3,"stream":true,"messages":)" + messages + R"(,"tools":)" + tools + "}",
+                  "application/json");
   ASSERT_TRUE(streamed);
   EXPECT_EQ(streamed->status, 200);
   EXPECT_NE(streamed->body.find(R"("finish_reason":"length")"), std::string::npos) << streamed->body;
   EXPECT_TRUE(streamed->body.ends_with("data: [DONE]\n\n")) << streamed->body;
 
-  auto required = client.Post("/v1/chat/completions",
-                              R"({"messages":)" + messages + R"(,"tools":)" + tools + R"(,"tool_choice":"required"})",
-                              "application/json");
+  auto required =
+      client.Post("/v1/chat/completions",
+                  R"({"messages":)" + messages + R"(,"tools":)" + tools + R"(,"tool_choice":"required"})",
+                  "application/json");
   ASSERT_TRUE(required);
   EXPECT_EQ(required->status, 400);
   EXPECT_EQ(nlohmann::json::parse(required->body)["error"]["param"], "tool_choice") << required->body;

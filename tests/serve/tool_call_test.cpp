@@ -30,10 +30,10 @@ void expect_call(const ToolCall& c, const std::string& name, const json& argumen
 }
 
 TEST(ToolCalls, HermesFindsEveryCallAndKeepsTheTextAroundThem) {
-  const ChatOutput one = parse_tool_calls(
-      ToolCallFormat::kHermes,
-      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
-      "</tool_call>");
+  const ChatOutput one = parse_tool_calls(ToolCallFormat::kHermes,
+                                          "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+                                          "\"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+                                          "</tool_call>");
   EXPECT_EQ(one.content, "Let me check.");
   ASSERT_EQ(one.tool_calls.size(), 1u);
   expect_call(one.tool_calls[0], "get_weather", json({{"city", "Paris"}, {"days", 2}}));
@@ -41,10 +41,10 @@ TEST(ToolCalls, HermesFindsEveryCallAndKeepsTheTextAroundThem) {
 
   // Two calls, arguments given as a JSON string, the last block left open
   // (the reply ended at the turn end before </tool_call>).
-  const ChatOutput two = parse_tool_calls(
-      ToolCallFormat::kHermes,
-      "<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"x\\\": [1, 2]}\"}</tool_call>\n"
-      "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n");
+  const ChatOutput two =
+      parse_tool_calls(ToolCallFormat::kHermes,
+                       "<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"x\\\": [1, 2]}\"}</tool_call>\n"
+                       "<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n");
   EXPECT_EQ(two.content, "");
   ASSERT_EQ(two.tool_calls.size(), 2u);
   expect_call(two.tool_calls[0], "a", json({{"x", {1, 2}}}));
@@ -55,8 +55,9 @@ TEST(ToolCalls, HermesFindsEveryCallAndKeepsTheTextAroundThem) {
 TEST(ToolCalls, MalformedCallsStayTextInEveryFormat) {
   const std::vector<std::pair<ToolCallFormat, std::string>> replies = {
       {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n</tool_call>"},
-      {ToolCallFormat::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>"},           // no name
-      {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>"},  // not an object
+      {ToolCallFormat::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>"},  // no name
+      {ToolCallFormat::kHermes,
+       "<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>"},  // not an object
       {ToolCallFormat::kHermes, "Plain prose, no call at all."},
       {ToolCallFormat::kLlama3, "{\"name\": \"f\", \"parameters\": {\"a\": "},
       {ToolCallFormat::kLlama3, "{\"answer\": 42}"},
@@ -75,8 +76,9 @@ TEST(ToolCalls, MalformedCallsStayTextInEveryFormat) {
 
 TEST(ToolCalls, Llama3TakesTheReplyAsCallsWithOrWithoutThePythonTag) {
   for (const std::string prefix : {"", "<|python_tag|>", "\n "}) {
-    const ChatOutput out = parse_tool_calls(
-        ToolCallFormat::kLlama3, prefix + "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
+    const ChatOutput out =
+        parse_tool_calls(ToolCallFormat::kLlama3,
+                         prefix + "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
     EXPECT_EQ(out.content, "");
     ASSERT_EQ(out.tool_calls.size(), 1u) << prefix;
     expect_call(out.tool_calls[0], "get_weather", json({{"city", "Paris"}}));
@@ -91,10 +93,11 @@ TEST(ToolCalls, Llama3TakesTheReplyAsCallsWithOrWithoutThePythonTag) {
 }
 
 TEST(ToolCalls, MistralTakesTheArrayAndTheArgsFormsWithNineCharacterIds) {
-  for (const std::string text : {"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", "
-                                 "\"arguments\": {}}]",
-                                 " [{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {}}]",
-                                 "[TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[ARGS]{}"}) {
+  for (const std::string text :
+       {"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", "
+        "\"arguments\": {}}]",
+        " [{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {}}]",
+        "[TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[ARGS]{}"}) {
     const ChatOutput out = parse_tool_calls(ToolCallFormat::kMistral, text);
     ASSERT_EQ(out.tool_calls.size(), 2u) << text;
     expect_call(out.tool_calls[0], "f", json({{"a", 1}}));
@@ -109,7 +112,9 @@ TEST(ToolCalls, MistralTakesTheArrayAndTheArgsFormsWithNineCharacterIds) {
 TEST(ToolCalls, IdsAreUnique) {
   std::set<std::string> ids;
   for (int i = 0; i < 1000; ++i)
-    ids.insert(parse_tool_calls(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\"}</tool_call>").tool_calls.at(0).id);
+    ids.insert(parse_tool_calls(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\"}</tool_call>")
+                   .tool_calls.at(0)
+                   .id);
   EXPECT_EQ(ids.size(), 1000u);
 }
 
@@ -118,7 +123,8 @@ TEST(ToolCalls, IdsAreUnique) {
 // call is shown before the end.
 TEST(ToolCallStream, AgreesWithTheWholeReplyParseForEverySplit) {
   const std::vector<std::pair<ToolCallFormat, std::string>> replies = {
-      {ToolCallFormat::kHermes, "Checking <tool><tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"},
+      {ToolCallFormat::kHermes,
+       "Checking <tool><tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"},
       {ToolCallFormat::kHermes, "No call here, just a < sign and <tool_ca text."},
       {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {bad}}</tool_call>"},
       {ToolCallFormat::kLlama3, " {\"name\": \"f\", \"parameters\": {\"a\": 1}}"},
@@ -191,8 +197,8 @@ TEST(ServeTools, ParsesToolsToolChoiceAndToolHistory) {
   };
   for (const Bad& b : bad) {
     serve::CompletionParams q;
-    auto err = serve::parse_completion_request(R"({"messages":[{"role":"user","content":"hi"}],)" + b.fields + "}",
-                                               true, "m", q);
+    auto err = serve::parse_completion_request(
+        R"({"messages":[{"role":"user","content":"hi"}],)" + b.fields + "}", true, "m", q);
     ASSERT_TRUE(err) << b.fields;
     EXPECT_EQ(err->http_status, 400);
     EXPECT_EQ(err->param, b.param) << b.fields;
@@ -200,7 +206,8 @@ TEST(ServeTools, ParsesToolsToolChoiceAndToolHistory) {
   }
   serve::CompletionParams none;
   ASSERT_FALSE(serve::parse_completion_request(
-      R"({"messages":[{"role":"user","content":"hi"}],)" + tools + R"(,"tool_choice":"none"})", true, "m", none));
+      R"({"messages":[{"role":"user","content":"hi"}],)" + tools + R"(,"tool_choice":"none"})", true, "m",
+      none));
   EXPECT_EQ(none.conversation.tool_choice, serve::ToolChoice::kNone);
   EXPECT_FALSE(none.conversation.tools_json.empty());  // still shown to the template
 }
@@ -209,7 +216,9 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   serve::RequestState::Chunk all;
   all.done = true;
   all.reason = serve::FinishReason::kStop;
-  all.text = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call><tool_call>{\"name\": \"g\"}</tool_call>";
+  all.text =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call><tool_call>{\"name\": "
+      "\"g\"}</tool_call>";
   json body = serve::completion_response({"chatcmpl-1", "m", 0}, true, all);
   ChatOutput out = parse_tool_calls(ToolCallFormat::kHermes, all.text);
   serve::apply_rules({ToolCallFormat::kHermes, /*parallel=*/false}, out);
@@ -235,7 +244,8 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   ToolCallStream stream(ToolCallFormat::kHermes);
   EXPECT_EQ(stream.feed("Sure. <tool"), "Sure. ");
   EXPECT_EQ(stream.feed("_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> done"), "");
-  const serve::HeldReply held = serve::finish_streamed_reply(stream, {ToolCallFormat::kHermes}, {"chatcmpl-1", "m", 0});
+  const serve::HeldReply held =
+      serve::finish_streamed_reply(stream, {ToolCallFormat::kHermes}, {"chatcmpl-1", "m", 0});
   ASSERT_EQ(held.chunks.size(), 2u);
   EXPECT_TRUE(held.has_calls);
   EXPECT_EQ(held.chunks[0]["choices"][0]["delta"]["content"], "done");

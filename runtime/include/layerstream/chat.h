@@ -93,7 +93,8 @@ class ChatTemplate {
   // The prompt text. InvalidArgument for tools_json that is not an array of
   // function tools, and with the template's own message when it refuses the
   // conversation (raise_exception).
-  Result<std::string> apply(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options = {}) const;
+  Result<std::string> apply(const std::vector<ChatMessage>& messages,
+                            const ChatRenderOptions& options = {}) const;
 
   // How replies to this template write tool calls (from its text).
   ToolCallFormat tool_call_format() const;
