@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "examples/cli/cli_common.h"
@@ -127,6 +128,13 @@ class RunCommand : public Command {
 
     // SIGINT/SIGTERM stop generation at the next token and exit through the
     // error path (no --json/--trace/--logits file is written).
+    // The chat prompt before the model loads: a bad template fails at once.
+    std::optional<std::string> chat;
+    if (tokens_.empty() && (chat_ || !chat_template_.empty())) {
+      auto rendered = chat_prompt();
+      if (!rendered.ok()) return fail(rendered.status());
+      chat = std::move(*rendered);
+    }
     ScopedInterruptHandler interrupt;
     const auto interrupted = [] { return fail(Status::Cancelled("run was interrupted")); };
     mo_.progress = [](float) { return !cancel_requested(); };  // SIGINT while loading cancels it
@@ -143,10 +151,8 @@ class RunCommand : public Command {
       auto t = parse_tokens(tokens_);
       if (!t.ok()) return fail(t.status());
       prompt = *t;
-    } else if (chat_ || !chat_template_.empty()) {
-      auto rendered = chat_prompt(**model);
-      if (!rendered.ok()) return fail(rendered.status());
-      prompt = (*model)->tokenize(*rendered, true);
+    } else if (chat) {
+      prompt = (*model)->tokenize(*chat, true);
     } else {
       prompt = (*model)->tokenize(prompt_, true);
     }
@@ -190,8 +196,8 @@ class RunCommand : public Command {
  private:
   // -p as one user message through the chat template (--chat-template's or
   // the file's).
-  Result<std::string> chat_prompt(const Model& model) const {
-    LS_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_model(model, chat_template_));
+  Result<std::string> chat_prompt() const {
+    LS_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_file(model_, chat_template_));
     return tmpl.apply({{.role = "user", .content = prompt_}}, {.leave_bos_to_tokenizer = true});
   }
 
