@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "layerstream/chat.h"
 #include "layerstream/log.h"
 #include "layerstream/units.h"
 #include "runtime/core/status_macros.h"
@@ -57,6 +58,14 @@ void add_io_flag(CLI::App& sub, std::string& io) {
 
 void add_exact_flag(CLI::App& sub, bool& exact) {
   sub.add_flag("--exact", exact, "Host backend: f32-activation matmuls (default: int8 activations, faster)");
+}
+
+void add_chat_template_option(CLI::App& sub, std::string& spec) {
+  std::string names;
+  for (const std::string& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
+  sub.add_option(
+      "--chat-template", spec,
+      "Chat template instead of the model file's: a built-in name (" + names + ") or a Jinja file");
 }
 
 void DeviceFlags::add_to(CLI::App& sub) {

@@ -62,6 +62,8 @@ void add_kv_type_flag(CLI::App& sub, std::string& kv_type);
 void add_io_flag(CLI::App& sub, std::string& io);
 // --exact: f32-activation matmuls on the host backend.
 void add_exact_flag(CLI::App& sub, bool& exact);
+// --chat-template NAME|FILE: a built-in chat template or a Jinja file instead of the model file's.
+void add_chat_template_option(CLI::App& sub, std::string& spec);
 
 // The device flags shared by commands that open a device directly (probe,
 // bench): --backend, --sim-link, --host-threads.

@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "examples/cli/cli_common.h"
 #include "examples/cli/speculative_flags.h"
+#include "layerstream/chat.h"
 #include "layerstream/layerstream.h"
 #include "layerstream/units.h"
 #include "runtime/core/cancel.h"
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cli {
 namespace {
@@ -96,6 +99,8 @@ class RunCommand : public Command {
     add_model_arg(sub, model_)->required();
     sub.add_option("-p,--prompt", prompt_, "Prompt text");
     sub.add_option("--tokens", tokens_, "Prompt as token ids: 1,2,3");
+    sub.add_flag("--chat", chat_, "-p is a user message, rendered with the model's chat template");
+    add_chat_template_option(sub, chat_template_);
     sub.add_option("-n,--n-predict", gen_.max_tokens, "Tokens to generate per sequence")->capture_default_str();
     sub.add_flag("--ignore-eog", ignore_eog_, "Keep generating past end-of-generation tokens (exactly -n tokens)");
     model_flags_.add_to(sub);
@@ -126,6 +131,13 @@ class RunCommand : public Command {
 
     // SIGINT/SIGTERM stop generation at the next token and exit through the
     // error path (no --json/--trace/--logits file is written).
+    // The chat prompt before the model loads: a bad template fails at once.
+    std::optional<std::string> chat;
+    if (tokens_.empty() && (chat_ || !chat_template_.empty())) {
+      auto rendered = chat_prompt();
+      if (!rendered.ok()) return fail(rendered.status());
+      chat = std::move(*rendered);
+    }
     ScopedInterruptHandler interrupt;
     const auto interrupted = [] { return fail(Status::Cancelled("run was interrupted")); };
     mo_.progress = [](float) { return !cancel_requested(); };  // SIGINT while loading cancels it
@@ -145,6 +157,8 @@ class RunCommand : public Command {
       auto t = parse_tokens(tokens_);
       if (!t.ok()) return fail(t.status());
       prompt = *t;
+    } else if (chat) {
+      prompt = (*model)->tokenize(*chat, true);
     } else {
       prompt = (*model)->tokenize(prompt_, true);
     }
@@ -152,7 +166,8 @@ class RunCommand : public Command {
     // log level, only warnings and errors may reach the terminal meanwhile
     // (an info line would land in the middle of the text).
     QuietLogsWhileGenerating quiet;
-    if (mo_.sequences == 1 && tokens_.empty()) std::cout << prompt_ << std::flush;
+    const bool echo = tokens_.empty() && !chat_ && chat_template_.empty();  // a chat reply is shown alone
+    if (mo_.sequences == 1 && echo) std::cout << prompt_ << std::flush;
     const int batch = mo_.sequences;
     auto res = (*context)->generate(prompt, gen_, [batch](const TokenEvent& e) {
       if (batch == 1) std::cout << e.piece << std::flush;
@@ -166,7 +181,8 @@ class RunCommand : public Command {
     if (batch == 1) {
       std::cout << "\n";
     } else {
-      for (int i = 0; i < batch; ++i) std::cout << "[" << i << "] " << prompt_ << res->text[i] << "\n";
+      for (int i = 0; i < batch; ++i)
+        std::cout << "[" << i << "] " << (echo ? prompt_ : "") << res->text[i] << "\n";
     }
     std::cout << "\n" << format_stats(res->stats);
     if (res->stats.speculative.passes) std::cout << format_speculative(res->stats.speculative);
@@ -185,7 +201,15 @@ class RunCommand : public Command {
   }
 
  private:
-  std::string model_, prompt_, tokens_, trace_, json_, logits_;
+  // -p as one user message through the chat template (--chat-template's or
+  // the file's).
+  Result<std::string> chat_prompt() const {
+    LS_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_file(model_, chat_template_));
+    return tmpl.apply({{.role = "user", .content = prompt_}}, {.leave_bos_to_tokenizer = true});
+  }
+
+  std::string model_, prompt_, tokens_, trace_, json_, logits_, chat_template_;
+  bool chat_ = false;
   ModelFlags model_flags_;
   SpeculativeFlags spec_;
   ModelOptions& mo_ = model_flags_.options;

@@ -15,31 +15,10 @@
 #include "examples/cli/cli_common.h"
 #include "layerstream/layerstream.h"
 #include "runtime/core/log.h"
-#include "runtime/model/gguf_file.h"
 #include "runtime/serve/http_server.h"
 
 namespace layerstream::cli {
 namespace {
-
-// The chat template and the BOS/EOS token texts from the file's metadata.
-Result<serve::ChatTemplate> chat_template_of(const std::string& path) {
-  auto file = read_gguf_file(path);
-  if (!file.ok()) return file.status();
-  auto source = file->get_string_or("tokenizer.chat_template", "");
-  if (!source.ok()) return source.status();
-  std::string bos, eos;
-  if (auto tokens = file->get_array("tokenizer.ggml.tokens", GgufType::kString); tokens.ok()) {
-    const auto& list = (*tokens)->array_strings();
-    auto text_of = [&](const char* key) -> std::string {
-      auto id = file->get_uint(key);
-      return id.ok() && *id < list.size() ? list[*id] : std::string();
-    };
-    bos = text_of("tokenizer.ggml.bos_token_id");
-    eos = text_of("tokenizer.ggml.eos_token_id");
-  }
-  if (source->empty()) LS_LOG_INFO("serve: {} has no tokenizer.chat_template; chat uses ChatML", path);
-  return serve::ChatTemplate::create(*source, bos, eos);
-}
 
 class ServeCommand : public Command {
  public:
@@ -66,6 +45,7 @@ class ServeCommand : public Command {
         ->capture_default_str();
     sub.add_option("--cors-origin", so_.cors_origin,
                    "Allow browser pages of this origin (e.g. http://localhost:3000, or *) to call the API");
+    add_chat_template_option(sub, chat_template_);
   }
 
   int run() override {
@@ -107,7 +87,7 @@ class ServeCommand : public Command {
       }
     } join_signals{signals};
 
-    auto tmpl = chat_template_of(model_);
+    auto tmpl = ChatTemplate::for_file(model_, chat_template_);
     if (!tmpl.ok()) return fail(tmpl.status());
     return serve_until_stopped(std::move(*tmpl), stop, mu, live);
   }
@@ -115,7 +95,7 @@ class ServeCommand : public Command {
  private:
   // Listens, loads the model, serves until a signal's shutdown; `live` is
   // the server the signal thread shuts down (guarded by `mu`).
-  int serve_until_stopped(serve::ChatTemplate tmpl, std::atomic<bool>& stop, std::mutex& mu,
+  int serve_until_stopped(ChatTemplate tmpl, std::atomic<bool>& stop, std::mutex& mu,
                           serve::HttpServer*& live) {
     // Declared before the server: destroyed after its threads have stopped.
     std::shared_ptr<Model> model;
@@ -173,6 +153,7 @@ class ServeCommand : public Command {
   }
 
   std::string model_;
+  std::string chat_template_;  // --chat-template: a built-in name or a Jinja file
   double grace_s_ = 30;
   bool no_prefix_cache_ = false;
   ModelFlags model_flags_;

@@ -219,14 +219,21 @@ void HttpServer::install_guards() {
 // become stop strings), or the completion prompt as it is.
 std::optional<ApiError> HttpServer::prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens) {
   if (chat) {
-    auto text = template_.apply(p.messages, /*add_generation_prompt=*/true);
+    if (p.conversation.tool_choice == ToolChoice::kAuto &&
+        template_.tool_call_format() == ToolCallFormat::kNone) {
+      ApiError e =
+          error_of(400,
+                   "the model's chat template writes tool calls in a format this server does not parse "
+                   "(it parses hermes, llama3 and mistral; --chat-template chooses another template)",
+                   "invalid_request_error");
+      e.param = "tools";
+      return e;
+    }
+    auto text = template_.apply(p.conversation.messages,
+                                {.tools_json = p.conversation.tools_json, .leave_bos_to_tokenizer = true});
     if (!text.ok())
       return error_of(400, text.status().message(), "invalid_request_error");
-    // Templates that write bos_token: the tokenizer adds BOS itself.
-    std::string prompt = std::move(*text);
-    const std::string& bos = template_.bos_token();
-    if (!bos.empty() && prompt.rfind(bos, 0) == 0) prompt.erase(0, bos.size());
-    tokens = model_->tokenize(prompt, /*add_bos=*/true);
+    tokens = model_->tokenize(*text, /*add_bos=*/true);
     for (const std::string& end : template_.turn_ends()) p.stop.push_back(end);
   } else {
     if (p.prompt.empty())
@@ -277,21 +284,36 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
     if (all.reason == FinishReason::kCancelled)
       return send_error(
           res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
-    res.set_content(to_text(completion_response(ids, chat, all)), "application/json");
+    json body = completion_response(ids, chat, all);
+    if (const ToolCallRules rules = tool_call_rules(p, chat); rules.format != ToolCallFormat::kNone) {
+      ChatOutput out = parse_tool_calls(rules.format, all.text);
+      apply_rules(rules, out);
+      set_chat_output(body, out);
+    }
+    res.set_content(to_text(body), "application/json");
     return;
   }
-  stream_response(res, st, ids, chat, p.include_usage);
+  stream_response(res, st, ids, chat, p.include_usage, tool_call_rules(p, chat));
+}
+
+ToolCallRules HttpServer::tool_call_rules(const CompletionParams& p, bool chat) const {
+  if (!chat || p.conversation.tool_choice != ToolChoice::kAuto) return {};
+  return {template_.tool_call_format(), p.conversation.parallel_tool_calls};
 }
 
 // Server-sent events: a chunk per piece of text, the finish reason, usage
-// when asked, [DONE]; a client that goes away cancels its request.
-void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids,
-                                 bool chat, bool include_usage) {
+// when asked, [DONE]; a client that goes away cancels its request. With tool
+// calls parsed, text that may be a call is held (ToolCallStream) and the
+// calls go out as one tool_calls delta before the finish reason.
+void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<RequestState> st,
+                                 const ResponseIds& ids, bool chat, bool include_usage,
+                                 const ToolCallRules& tools) {
   auto first = std::make_shared<bool>(true);
+  auto calls = std::make_shared<ToolCallStream>(tools.format);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, ids, chat, first, include_usage](size_t, httplib::DataSink& sink) {
+      [st, ids, chat, first, include_usage, tools, calls](size_t, httplib::DataSink& sink) {
         RequestState::Chunk c;
         if (!st->next(c, std::chrono::milliseconds(500))) {
           // Nothing yet: a comment line keeps the stream alive and finds
@@ -303,17 +325,21 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
           return true;
         }
         std::string out;
-        if (!c.text.empty() || *first)
-          out += sse(stream_chunk(ids, chat, c.text, *first, FinishReason::kNone));
+        const std::string shown = calls->feed(c.text);
+        if (!shown.empty() || *first) out += sse(stream_chunk(ids, chat, shown, *first, FinishReason::kNone));
         *first = false;
         if (c.done) {
+          const HeldReply held = finish_streamed_reply(*calls, tools, ids);
+          for (const json& chunk : held.chunks) out += sse(chunk);
           if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
             out +=
                 sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
                              c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
                         .body());
           } else {
-            out += sse(stream_chunk(ids, chat, "", false, c.reason));
+            json end = stream_chunk(ids, chat, "", false, c.reason);
+            if (held.has_calls) finish_with_tool_calls(end);
+            out += sse(end);
             if (include_usage) {
               json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);
               u["choices"] = json::array();
@@ -323,7 +349,9 @@ void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<Request
           }
           out += "data: [DONE]\n\n";
         }
-        if (!sink.write(out.data(), out.size())) {
+        // Nothing to send (text held as a possible tool call): an empty
+        // write would be the chunked encoding's end of body.
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
           st->cancel();
           return false;
         }

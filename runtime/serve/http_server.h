@@ -24,10 +24,11 @@
 #include <string>
 #include <vector>
 
+#include "layerstream/chat.h"
 #include "layerstream/model.h"
 #include "layerstream/status.h"
 #include "runtime/serve/batch_scheduler.h"
-#include "runtime/serve/chat_template.h"
+#include "runtime/serve/chat_response.h"
 #include "runtime/serve/openai_protocol.h"
 #include "runtime/serve/request.h"
 
@@ -80,8 +81,10 @@ class HttpServer {
   // /v1/completions (chat false) and /v1/chat/completions.
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::optional<ApiError> prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens);
-  void stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids, bool chat,
-                       bool include_usage);
+  // How the reply's tool calls are parsed (format kNone: not at all).
+  ToolCallRules tool_call_rules(const CompletionParams& p, bool chat) const;
+  void stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids,
+                       bool chat, bool include_usage, const ToolCallRules& tools);
   void cors_routes();
   // The scheduler while serving or draining; null while the model loads.
   BatchScheduler* scheduler() const { return scheduler_.load(std::memory_order_acquire); }

@@ -17,41 +17,6 @@ ApiError bad(std::string param, std::string message) {
 
 std::string type_name(const json& v) { return v.type_name(); }
 
-std::optional<ApiError> parse_messages(const json& v, std::vector<ChatMessage>& out) {
-  if (!v.is_array() || v.empty())
-    return bad("messages", "'messages' must be a non-empty array of {role, content}");
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& m = v[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return bad(where, where + " must be an object, not " + type_name(m));
-    if (!m.contains("role") || !m["role"].is_string())
-      return bad(where + ".role", where + ".role must be a string");
-    ChatMessage msg{m["role"].get<std::string>(), ""};
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "developer" &&
-        msg.role != "tool")
-      return bad(where + ".role",
-                 where + ".role '" + msg.role + "' is not system, user, assistant, developer or tool");
-    if (msg.role == "developer") msg.role = "system";
-    const json& c = m.contains("content") ? m["content"] : json();
-    if (c.is_string()) {
-      msg.content = c.get<std::string>();
-    } else if (c.is_array()) {  // [{type: text, text: ...}]
-      for (const json& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
-          return bad(where + ".content",
-                     where + ".content parts must be {\"type\": \"text\", \"text\": string}");
-        msg.content += part["text"].get<std::string>();
-      }
-    } else if (!c.is_null()) {
-      return bad(where + ".content",
-                 where + ".content must be a string or an array of text parts, not " + type_name(c));
-    }
-    out.push_back(std::move(msg));
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 json ApiError::body() const {
@@ -85,8 +50,7 @@ std::optional<ApiError> parse_model(const json& j, const std::string& served_mod
 // `messages` (chat) or `prompt` (completions).
 std::optional<ApiError> parse_input(const json& j, bool chat, CompletionParams& out) {
   if (chat) {
-    if (!j.contains("messages")) return bad("messages", "'messages' is required");
-    return parse_messages(j["messages"], out.messages);
+    return parse_chat_request(j, out.conversation);
   }
   if (!j.contains("prompt")) return bad("prompt", "'prompt' is required");
   const json& p = j["prompt"];

@@ -10,7 +10,7 @@
 
 #include "layerstream/sampler.h"
 #include "layerstream/status.h"
-#include "runtime/serve/chat_message.h"
+#include "runtime/serve/chat_request.h"
 #include "runtime/serve/request.h"
 
 namespace layerstream::serve {
@@ -30,7 +30,7 @@ struct CompletionParams {
   std::string model;
   bool chat = false;
   std::string prompt;                 // completions
-  std::vector<ChatMessage> messages;  // chat
+  ChatRequest conversation;           // chat: messages, tools, tool_choice
   int max_tokens = -1;                // -1: not given
   SamplingOptions sampling;
   std::vector<std::string> stop;

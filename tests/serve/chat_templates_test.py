@@ -1,4 +1,4 @@
-"""Our Jinja engine (runtime/serve/jinja.h, through serve_render_template)
+"""Our Jinja engine (runtime/chat/jinja.h, through serve_render_template)
 against Python's jinja2 set up as Hugging Face's apply_chat_template sets it
 up (trim_blocks, lstrip_blocks, tojson as json.dumps, raise_exception), over
 the chat templates of real models and a range of conversations. Every
@@ -75,10 +75,13 @@ def jinja2_env():
 
 def templates(models_dir):
     out = {}
-    for f in sorted(os.listdir(os.path.join(HERE, "data", "chat_templates"))):
-        if f.endswith(".jinja"):
-            with open(os.path.join(HERE, "data", "chat_templates", f), encoding="utf-8") as fh:
-                out[f[:-6]] = fh.read()
+    # Real models' templates, and the ones built into the library (--chat-template NAME).
+    builtin = os.path.join(HERE, "..", "..", "runtime", "chat", "templates")
+    for prefix, folder in (("", os.path.join(HERE, "data", "chat_templates")), ("builtin:", builtin)):
+        for f in sorted(os.listdir(folder)):
+            if f.endswith(".jinja"):
+                with open(os.path.join(folder, f), encoding="utf-8") as fh:
+                    out[prefix + f[:-6]] = fh.read()
     for f in ("SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"):
         path = os.path.join(models_dir, f)
         if os.path.exists(path):

@@ -1,10 +1,10 @@
-// Unit tests of the server's parts: stop-string streaming, request parsing,
-// the chat template fallback and Jinja error reporting. (Jinja rendering is
-// checked against Python's jinja2 in chat_templates_test.py.)
+// Unit tests of the server's parts: stop-string streaming, request parsing
+// and Jinja error reporting. (Jinja rendering is checked against Python's
+// jinja2 in chat_templates_test.py; chat templates and tool calls in
+// chat_template_test.cpp and tool_call_test.cpp.)
 #include <gtest/gtest.h>
 
-#include "runtime/serve/chat_template.h"
-#include "runtime/serve/jinja.h"
+#include "runtime/chat/jinja.h"
 #include "runtime/serve/openai_protocol.h"
 #include "runtime/serve/text_stream.h"
 
@@ -54,8 +54,8 @@ TEST(OpenAiProtocol, ParsesAChatRequest) {
           "max_tokens":7,"temperature":0.5,"top_p":0.8,"seed":3,"stop":["x","y"],"stream":true,"stream_options":{"include_usage":true}})",
       true, "m", p);
   ASSERT_FALSE(e) << e->message;
-  ASSERT_EQ(p.messages.size(), 2u);
-  EXPECT_EQ(p.messages[1].content, "ab");
+  ASSERT_EQ(p.conversation.messages.size(), 2u);
+  EXPECT_EQ(p.conversation.messages[1].content, "ab");
   EXPECT_EQ(p.max_tokens, 7);
   EXPECT_FLOAT_EQ(p.sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(p.sampling.top_p, 0.8f);
@@ -91,35 +91,11 @@ TEST(OpenAiProtocol, NamesTheFieldOfEachError) {
   }
 }
 
-TEST(ChatTemplate, FallsBackToChatMlWithoutATemplate) {
-  auto t = ChatTemplate::create("", "<s>", "</s>");
-  ASSERT_TRUE(t.ok());
-  EXPECT_TRUE(t->is_fallback());
-  auto text = t->apply({{"system", "S"}, {"user", "U"}});
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
-}
-
-TEST(ChatTemplate, RendersAFileTemplateWithBosAndRaisesItsErrors) {
-  auto t = ChatTemplate::create(
-      "{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% "
-      "endif %}"
-      "[{{ m.role }}]{{ m.content | trim }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}",
-      "<s>", "</s>");
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  auto ok = t->apply({{"user", "  hi  "}});
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(*ok, "<s>[user]hi[assistant]");
-  auto bad = t->apply({{"system", "x"}});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("no system"), std::string::npos);
-}
-
 TEST(Jinja, SyntaxErrorsNameTheLine) {
-  auto t = jinja::Template::parse("line one\n{% for x in %}\n{% endfor %}");
+  auto t = chat::jinja::Template::parse("line one\n{% for x in %}\n{% endfor %}");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("line 2"), std::string::npos) << t.status().message();
-  auto u = jinja::Template::parse("{% if x %}never closed");
+  auto u = chat::jinja::Template::parse("{% if x %}never closed");
   ASSERT_FALSE(u.ok());
   EXPECT_NE(u.status().message().find("endif"), std::string::npos) << u.status().message();
 }

@@ -10,7 +10,7 @@
 // Model (model.h): weights and placement, loaded once, shared by contexts.
 // Context (context.h): a KV cache that continues between calls; Batch
 // (batch.h) for llama_batch-style decoding; SamplerChain (sampler.h);
-// Model::plan (memory_plan.h). Errors are Status values (status.h); nothing
+// Model::plan (memory_plan.h); chat templates and tool calls (chat.h). Errors are Status values (status.h); nothing
 // here prints to stdout. Mistakes in calls (docs/RELIABILITY.md): a bad value
 // from data is a Status; an index outside what the library returned (a
 // sequence, a token row, a layer) aborts naming the range.
@@ -20,6 +20,7 @@
 #include <string>
 
 #include "layerstream/batch.h"
+#include "layerstream/chat.h"
 #include "layerstream/context.h"
 #include "layerstream/log.h"
 #include "layerstream/memory_plan.h"

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <cmath>
 
-#include "runtime/serve/jinja_ast.h"
+#include "runtime/chat/jinja_ast.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 namespace {
 
 std::string float_repr(double d) {
@@ -250,4 +250,4 @@ bool Value::equals(const Value& o) const {
   }
 }
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

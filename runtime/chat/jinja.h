@@ -24,7 +24,7 @@
 
 #include "layerstream/status.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 
 class Value;
 using Args = std::vector<Value>;
@@ -106,4 +106,4 @@ class Template {
   std::shared_ptr<Node> root_;
 };
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

@@ -1,4 +1,4 @@
-// The parsed form of a Jinja template (runtime/serve/jinja.h): expression
+// The parsed form of a Jinja template (runtime/chat/jinja.h): expression
 // and statement nodes, built by jinja_parse.cpp, walked by jinja_render.cpp.
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/serve/jinja.h"
+#include "runtime/chat/jinja.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 
 // Template errors travel as exceptions inside the engine and become a Status
 // at Template::parse / render.
@@ -65,4 +65,4 @@ struct Node {
   Body body, else_body;                            // kFor, kMacro, kSetBlock, kBody; else (kIf, kFor)
 };
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

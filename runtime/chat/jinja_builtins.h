@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/serve/jinja_ast.h"
+#include "runtime/chat/jinja_ast.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 
 extern const std::string kSpace;  // Python's str.strip() whitespace
 
@@ -48,4 +48,4 @@ class FilterHost {
 // `v | name(a, kw)`; Error "unknown filter" for a name the table lacks.
 Value apply_filter(FilterHost& host, const std::string& name, const Value& v, const Args& a, const Kwargs& kw);
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

@@ -1,13 +1,13 @@
 // Rendering a parsed template: scopes, statements, operators, filters,
-// tests, methods and globals (runtime/serve/jinja.h lists what is covered).
+// tests, methods and globals (runtime/chat/jinja.h lists what is covered).
 #include <algorithm>
 #include <cmath>
 #include <ctime>
 
-#include "runtime/serve/jinja_ast.h"
-#include "runtime/serve/jinja_builtins.h"
+#include "runtime/chat/jinja_ast.h"
+#include "runtime/chat/jinja_builtins.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 
 NodePtr parse_template(const std::string& source);
 
@@ -542,4 +542,4 @@ Result<std::string> Template::render(const Value::Object& variables) const {
 
 Template::~Template() = default;
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

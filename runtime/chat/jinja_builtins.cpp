@@ -1,10 +1,10 @@
 // The Jinja engine's shared value rules and string methods (jinja_builtins.h).
-#include "runtime/serve/jinja_builtins.h"
+#include "runtime/chat/jinja_builtins.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 
 const std::string kSpace = " \t\n\r\v\f";
 
@@ -129,4 +129,4 @@ bool contains(const Value& hay, const Value& needle) {
   throw Error("'in' needs a string, list or dict on the right");
 }
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

@@ -1,14 +1,14 @@
 // The filters (`value | name(args)`): one function each, found by name in one
-// table, so adding a filter is one row (runtime/serve/jinja.h lists them).
+// table, so adding a filter is one row (runtime/chat/jinja.h lists them).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
 #include <unordered_map>
 
-#include "runtime/serve/jinja_builtins.h"
+#include "runtime/chat/jinja_builtins.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 namespace {
 
 using Kind = Value::Kind;
@@ -253,4 +253,4 @@ Value apply_filter(FilterHost& host, const std::string& name, const Value& v, co
   return it->second(host, v, a, kw);
 }
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

@@ -3,9 +3,9 @@
 // content is tokenized, and a recursive-descent parser builds the nodes.
 #include <cctype>
 
-#include "runtime/serve/jinja_ast.h"
+#include "runtime/chat/jinja_ast.h"
 
-namespace layerstream::serve::jinja {
+namespace layerstream::chat::jinja {
 namespace {
 
 struct Segment {
@@ -621,4 +621,4 @@ NodePtr parse_template(const std::string& source) {
   return root;
 }
 
-}  // namespace layerstream::serve::jinja
+}  // namespace layerstream::chat::jinja

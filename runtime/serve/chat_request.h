@@ -1,0 +1,30 @@
+// The chat-only fields of a /v1/chat/completions request: `messages` (with
+// tool calls and tool results), `tools`, `tool_choice` and
+// `parallel_tool_calls`, checked field by field (400 naming the field).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layerstream/chat.h"
+
+namespace layerstream::serve {
+
+struct ApiError;
+
+// What the client lets the model do with its tools. kRequired and a named
+// function need constrained decoding; the server refuses them for now.
+enum class ToolChoice { kNone, kAuto };
+
+struct ChatRequest {
+  std::vector<ChatMessage> messages;
+  std::string tools_json;  // OpenAI's `tools` as JSON text; empty: none
+  ToolChoice tool_choice = ToolChoice::kNone;
+  bool parallel_tool_calls = true;  // false: the first call only
+};
+
+std::optional<ApiError> parse_chat_request(const nlohmann::json& body, ChatRequest& out);
+
+}  // namespace layerstream::serve
