@@ -4,7 +4,7 @@
 
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
-#include "runtime/serve/text_stream.h"
+#include "runtime/llama/text_stream.h"
 
 namespace layerstream::serve {
 

@@ -6,7 +6,7 @@
 #include "runtime/serve/chat_template.h"
 #include "runtime/serve/jinja.h"
 #include "runtime/serve/openai_protocol.h"
-#include "runtime/serve/text_stream.h"
+#include "runtime/llama/text_stream.h"
 
 namespace layerstream::serve {
 namespace {
