@@ -79,6 +79,7 @@ class Generation {
       SamplingOptions so = o.sampling;
       if (so.seed != kRandomSeed) so.seed += i;  // else each chain draws its own
       samplers_.push_back(SamplerChain::from(so));
+      res_.seeds.push_back(samplers_.back().seed());
       decoders_.push_back(std::make_unique<TokenStreamDecoder>(*c.m->tokenizer));
       streams_.emplace_back(o.stop);
     }

@@ -102,6 +102,7 @@ struct GenerateResult {
   std::vector<float> logits;                    // [positions][vocab] of sequence 0 when keep_logits
   int vocab = 0;
   std::vector<FinishReason> finish;             // per sequence
+  std::vector<uint64_t> seeds;                  // per sequence: the sampling seed used (drawn when random)
   // Per sequence, per generated token when GenerateOptions::logprobs >= 0:
   // log-softmax of the raw logits (before any sampling stage).
   std::vector<std::vector<TokenLogprob>> logprobs;
