@@ -365,6 +365,10 @@ void BatchScheduler::share_prompt(Slot& f) {
 void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
   const bool first = !s.prefilled;
   s.prefilled = true;
+  if (s.request.max_tokens == 0) {  // asked for the prompt's logprobs only
+    end(s, FinishReason::kLength);
+    return;
+  }
   const std::span<const float> logits = ctx_->logits(s.batch_index);
   const int32_t t = s.sampler->sample(logits);
   if (t < 0 || model_->is_end_of_generation(t)) {

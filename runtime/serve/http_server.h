@@ -80,8 +80,23 @@ class HttpServer {
   // /v1/completions (chat false) and /v1/chat/completions.
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::optional<ApiError> prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens);
-  void stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids, bool chat,
-                       bool include_usage);
+  std::optional<ApiError> generation_request(const CompletionParams& p, std::vector<int32_t> tokens,
+                                             GenerationRequest& g) const;
+  // How a request's choices are written.
+  struct ChoiceFormat {
+    bool chat = false;
+    std::string echo;       // completions with echo: the prompt, before the text
+    bool logprobs = false;  // logprobs asked
+    int32_t first_token = 0;  // the prompt's first token (echoed logprobs)
+  };
+  nlohmann::json choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first) const;
+  void stream_response(httplib::Response& res, std::vector<std::shared_ptr<RequestState>> states,
+                       const ResponseIds& ids, const ChoiceFormat& format, bool include_usage);
+  std::string stream_events(const ChoiceFormat& f, const ResponseIds& ids, int index, const RequestState::Chunk& c,
+                            bool first) const;
+  // POST /tokenize and /detokenize (vLLM's shapes).
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
   void cors_routes();
   // The scheduler while serving or draining; null while the model loads.
   BatchScheduler* scheduler() const { return scheduler_.load(std::memory_order_acquire); }
