@@ -41,7 +41,7 @@ const std::vector<RequestField>& request_fields() {
       {"temperature", true, true, H::kHonoured, "number", "[0, 2]"},
       {"top_p", true, true, H::kHonoured, "number", "(0, 1]"},
       {"n", true, true, H::kHonoured, "integer", "[1, --parallel]; choices share the prompt's KV"},
-      {"best_of", false, true, H::kRefused, "integer", "only equal to n: no ranking of choices"},
+      {"best_of", false, true, H::kHonoured, "integer", "must equal n (choices are not ranked): 400 otherwise"},
       {"stream", true, true, H::kHonoured, "boolean", ""},
       {"stream_options", true, true, H::kHonoured, "object", "include_usage"},
       {"stop", true, true, H::kHonoured, "string or array", "up to 4 strings"},
@@ -95,7 +95,7 @@ std::optional<ApiError> check_request_fields(const json& body, bool chat) {
     const std::string types = key == "logprobs" ? (chat ? "boolean" : "integer") : f->types;
     if (!has_type(value, types))
       return field_error(key, "'" + key + "' must be a " + types + ", not " + value.type_name());
-    if (f->handling == H::kRefused && !harmless(key, value) && key != "best_of")
+    if (f->handling == H::kRefused && !harmless(key, value))
       return field_error(key, "'" + key + "' is not supported: " + f->note);
   }
   return std::nullopt;

@@ -3,6 +3,9 @@
 // checked against Python's jinja2 in chat_templates_test.py.)
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "runtime/llama/text_stream.h"
 #include "runtime/serve/chat_template.h"
 #include "runtime/serve/jinja.h"
@@ -184,6 +187,24 @@ TEST(OpenAiProtocol, ParsesSamplingLogprobsAndChoices) {
   c.sampling.repeat_penalty = 1;
   c.sampling.logit_bias = {{100, 1.0f}};
   EXPECT_EQ(check_sampling(c.sampling, 100)->param, "logit_bias");
+}
+
+// The README's table lists every field of the table the server checks, with
+// the same handling.
+TEST(OpenAiProtocol, TheReadmeTableListsEveryField) {
+  std::ifstream f(LS_README);
+  ASSERT_TRUE(f) << LS_README;
+  const std::string readme((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (const RequestField& field : request_fields()) {
+    const std::string row = std::string("| `") + field.name + "` |";
+    const size_t at = readme.find(row);
+    ASSERT_NE(at, std::string::npos) << field.name << " is missing from the README's table";
+    const std::string line = readme.substr(at, readme.find('\n', at) - at);
+    const char* says = field.handling == FieldHandling::kHonoured ? "| honoured |"
+                       : field.handling == FieldHandling::kRefused ? "| refused (400) |"
+                                                                   : "| accepted, ignored |";
+    EXPECT_NE(line.find(says), std::string::npos) << line;
+  }
 }
 
 TEST(ChatTemplate, FallsBackToChatMlWithoutATemplate) {
