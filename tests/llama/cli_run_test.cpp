@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -60,15 +61,14 @@ TEST(CliRun, TokensJsonLogits) {
     EXPECT_EQ(arg, j["generated_tokens"][row].get<int>()) << "row " << row;
     EXPECT_TRUE(std::isfinite(l[0]));
     // --logprobs: the log-softmax of the same row, within 1e-4.
-    double max = l[arg], sum = 0;
-    for (int i = 0; i < 512; ++i) sum += std::exp(double(l[i]) - max);
+    const std::span<const float> row_span(l, 512);
     const nlohmann::json& lp = j["logprobs"][0][row];
     EXPECT_EQ(lp["token"], j["generated_tokens"][row]);
-    EXPECT_NEAR(lp["logprob"].get<double>(), double(l[arg]) - max - std::log(sum), 1e-4) << "row " << row;
+    EXPECT_NEAR(lp["logprob"].get<double>(), testing::log_softmax_at(row_span, arg), 1e-4) << "row " << row;
     ASSERT_EQ(lp["top"].size(), 2u);
     EXPECT_EQ(lp["top"][0][0].get<int>(), arg);
     const int second = lp["top"][1][0].get<int>();
-    EXPECT_NEAR(lp["top"][1][1].get<double>(), double(l[second]) - max - std::log(sum), 1e-4) << "row " << row;
+    EXPECT_NEAR(lp["top"][1][1].get<double>(), testing::log_softmax_at(row_span, second), 1e-4) << "row " << row;
   }
   EXPECT_EQ(j["finish_reason"], nlohmann::json({"length"}));
   EXPECT_EQ(j["seeds"].size(), 1u);

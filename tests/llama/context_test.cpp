@@ -341,13 +341,6 @@ TEST_F(ContextTest, AbortCallbackStopsBetweenPassesAndKeepsNothing) {
   EXPECT_EQ(asked, 4);
 }
 
-// Log-softmax of a raw logits row at `id`, in double.
-double log_softmax_at(std::span<const float> row, int32_t id) {
-  double max = -INFINITY, sum = 0;
-  for (float x : row) max = std::max(max, double(x));
-  for (float x : row) sum += std::exp(double(x) - max);
-  return double(row[id]) - max - std::log(sum);
-}
 
 // Each generated token's logprob (and its top alternatives) is the
 // log-softmax of the logits it was sampled from; the prompt's are those of
@@ -369,10 +362,10 @@ TEST_F(ContextTest, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
     const std::span<const float> row(r.logits.data() + j * V, V);
     const TokenLogprob& lp = r.logprobs[0][j];
     EXPECT_EQ(lp.token, r.generated[0][j]);
-    EXPECT_NEAR(lp.logprob, log_softmax_at(row, lp.token), 1e-5) << "token " << j;
+    EXPECT_NEAR(lp.logprob, testing::log_softmax_at(row, lp.token), 1e-5) << "token " << j;
     ASSERT_EQ(lp.top.size(), 3u);
     EXPECT_EQ(lp.top[0].first, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
-    for (auto [id, v] : lp.top) EXPECT_NEAR(v, log_softmax_at(row, id), 1e-5);
+    for (auto [id, v] : lp.top) EXPECT_NEAR(v, testing::log_softmax_at(row, id), 1e-5);
     EXPECT_GE(lp.top[0].second, lp.top[1].second);
   }
   LS_ASSERT_OK_AND_ASSIGN(auto clean, model->create_context());
@@ -380,7 +373,7 @@ TEST_F(ContextTest, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
   ASSERT_EQ(r.prompt_logprobs.size(), prompt.size() - 1);
   for (size_t i = 1; i < prompt.size(); ++i) {
     EXPECT_EQ(r.prompt_logprobs[i - 1].token, prompt[i]);
-    EXPECT_NEAR(r.prompt_logprobs[i - 1].logprob, log_softmax_at(rows[i - 1], prompt[i]), 1e-5) << i;
+    EXPECT_NEAR(r.prompt_logprobs[i - 1].logprob, testing::log_softmax_at(rows[i - 1], prompt[i]), 1e-5) << i;
   }
   // Prompt logprobs with nothing to generate (what evaluation harnesses ask).
   LS_ASSERT_OK_AND_ASSIGN(auto eval, model->create_context());

@@ -284,20 +284,17 @@ TEST(TokenLogprob, IsTheLogSoftmaxOfTheRawLogits) {
   std::normal_distribution<float> nd(0.0f, 4.0f);
   std::vector<float> row(5000);
   for (float& x : row) x = nd(rng);
-  double max = -INFINITY, sum = 0;
-  for (float x : row) max = std::max(max, double(x));
-  for (float x : row) sum += std::exp(double(x) - max);
   const int32_t token = static_cast<int32_t>(rng() % row.size());
   const TokenLogprob lp = token_logprob(row, token, 5);
   EXPECT_EQ(lp.token, token);
-  EXPECT_NEAR(lp.logprob, double(row[token]) - max - std::log(sum), 1e-5);
+  EXPECT_NEAR(lp.logprob, testing::log_softmax_at(row, token), 1e-5);
   std::vector<int32_t> order(row.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
   ASSERT_EQ(lp.top.size(), 5u);
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(lp.top[i].first, order[i]);
-    EXPECT_NEAR(lp.top[i].second, double(row[order[i]]) - max - std::log(sum), 1e-5);
+    EXPECT_NEAR(lp.top[i].second, testing::log_softmax_at(row, order[i]), 1e-5);
   }
   EXPECT_TRUE(token_logprob(row, token, 0).top.empty());
 }

@@ -299,13 +299,6 @@ TEST_F(BatchSchedulerTest, ChoicesShareThePromptPrefillAndUseSeedPlusI) {
   EXPECT_NE(too_many.status().message().find("n is 4"), std::string::npos) << too_many.status().message();
 }
 
-// Log-softmax of a raw logits row at `id`, in double.
-double log_softmax_at(std::span<const float> row, int32_t id) {
-  double max = -INFINITY, sum = 0;
-  for (float x : row) max = std::max(max, double(x));
-  for (float x : row) sum += std::exp(double(x) - max);
-  return double(row[id]) - max - std::log(sum);
-}
 
 // Logprobs of generated tokens, their top alternatives and the prompt's
 // equal the log-softmax of the logits one Context::decode over prompt and
@@ -341,10 +334,10 @@ TEST_F(BatchSchedulerTest, LogprobsEqualTheLogSoftmaxOfTheLogits) {
     const bool prompt = i < r.prompt.size();
     const TokenLogprob& lp = prompt ? c.prompt_logprobs[i - 1] : c.logprobs[i - r.prompt.size()];
     EXPECT_EQ(lp.token, all[i]);
-    EXPECT_NEAR(lp.logprob, log_softmax_at(row, all[i]), 1e-4) << "token " << i;
+    EXPECT_NEAR(lp.logprob, testing::log_softmax_at(row, all[i]), 1e-4) << "token " << i;
     ASSERT_EQ(lp.top.size(), 4u);
     EXPECT_EQ(lp.top[0].first, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
-    for (auto [id, v] : lp.top) EXPECT_NEAR(v, log_softmax_at(row, id), 1e-4) << "token " << i;
+    for (auto [id, v] : lp.top) EXPECT_NEAR(v, testing::log_softmax_at(row, id), 1e-4) << "token " << i;
   }
 }
 

@@ -19,18 +19,25 @@
 namespace layerstream::serve {
 namespace {
 
+// A server on a free port of 127.0.0.1 with ChatML, bound, not yet running.
+std::unique_ptr<HttpServer> bound_server(const SchedulerOptions& scheduling) {
+  auto tmpl = ChatTemplate::create("", "", "");
+  EXPECT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+  ServerOptions so;
+  so.port = 0;
+  so.model_id = "tiny";
+  auto server = std::make_unique<HttpServer>(std::move(*tmpl), so, scheduling);
+  EXPECT_TRUE(server->bind().ok());
+  return server;
+}
+
 TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
   testing::TempDir dir;
   const std::string path = dir.file("tiny.gguf");
   ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(GgmlType::F32, 3, 128)).ok());
-  auto tmpl = ChatTemplate::create("", "", "");
-  ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
-  ServerOptions so;
-  so.port = 0;
-  so.model_id = "tiny";
   const SchedulerOptions sched_options{.parallel = 1, .queue = 2};
-  HttpServer server(std::move(*tmpl), so, sched_options);
-  ASSERT_TRUE(server.bind().ok());
+  auto owned = bound_server(sched_options);
+  HttpServer& server = *owned;
   std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
@@ -89,14 +96,9 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
   testing::TempDir dir;
   const std::string path = dir.file("tiny.gguf");
   ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(GgmlType::F32, 5, 128)).ok());
-  auto tmpl = ChatTemplate::create("", "", "");
-  ASSERT_TRUE(tmpl.ok());
-  ServerOptions so;
-  so.port = 0;
-  so.model_id = "tiny";
   const SchedulerOptions sched_options{.parallel = 2, .queue = 2};
-  HttpServer server(std::move(*tmpl), so, sched_options);
-  ASSERT_TRUE(server.bind().ok());
+  auto owned = bound_server(sched_options);
+  HttpServer& server = *owned;
   std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
   ModelOptions mo;
   mo.backend = Backend::kHost;
@@ -144,11 +146,8 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
     ASSERT_TRUE((*ref)->decode(b).ok());
     const std::span<const float> row = (*ref)->logits(static_cast<int>(b.size()) - 1);
     const int32_t id = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-    double max = -INFINITY, sum = 0;
-    for (float x : row) max = std::max(max, double(x));
-    for (float x : row) sum += std::exp(double(x) - max);
     EXPECT_EQ(content[j]["token"], (*model)->detokenize({id})) << j;
-    EXPECT_NEAR(content[j]["logprob"].get<double>(), double(row[id]) - max - std::log(sum), 1e-4) << j;
+    EXPECT_NEAR(content[j]["logprob"].get<double>(), testing::log_softmax_at(row, id), 1e-4) << j;
     ASSERT_EQ(content[j]["top_logprobs"].size(), 3u);
     EXPECT_NEAR(content[j]["top_logprobs"][0]["logprob"].get<double>(), content[j]["logprob"].get<double>(), 1e-6);
     b.clear();
