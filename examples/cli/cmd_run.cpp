@@ -117,7 +117,9 @@ class RunCommand : public Command {
     sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
     sampling_flags_.add_to(sub);
-    sub.add_option("--stop", gen_.stop, "Stop before this text (not printed); repeatable");
+    sub.add_option("--stop", gen_.stop, "Stop before this text (not printed); repeatable")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     sub.add_option("--logprobs", gen_.logprobs,
                    "Log-probabilities of each generated token and its N most likely alternatives in --json "
                    "(0: the token only)");

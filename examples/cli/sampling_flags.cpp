@@ -58,7 +58,11 @@ void SamplingFlags::add_to(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--frequency-penalty", so.frequency_penalty, "Subtracted per occurrence of a token (0: off)")
       ->capture_default_str();
-  sub.add_option("-l,--logit-bias", logit_bias, "TOKEN+BIAS or TOKEN-BIAS added to a token's logit (TOKEN-inf bans it); repeatable");
+  // One value per occurrence, so that a positional argument after it is not taken.
+  sub.add_option("-l,--logit-bias", logit_bias,
+                 "TOKEN+BIAS or TOKEN-BIAS added to a token's logit (TOKEN-inf bans it); repeatable")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("--seed", so.seed, "Sampling seed (default: a random one per run; --json reports it)");
 }
 

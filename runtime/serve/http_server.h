@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP front end of `layerstream serve` (cpp-httplib):
 // POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
+// POST /tokenize and /detokenize (vLLM's shapes),
 // GET /v1/models, /metrics (Prometheus text: layerstream_* and the vllm:*
 // names gateways scrape), and for routers /health (200 only while requests
 // are admitted: 503 while the model loads and while draining), /load and

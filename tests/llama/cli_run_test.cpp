@@ -74,7 +74,9 @@ TEST(CliRun, TokensJsonLogits) {
   EXPECT_EQ(j["seeds"].size(), 1u);
   // Deterministic: a second run (everything resident) gives the same tokens.
   const std::string json2 = dir.file("r2.json");
-  CliResult r2 = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
+  // Repeatable flags before the model take one value each (a stop that never
+  // matches, a bias of 0): the same tokens.
+  CliResult r2 = run_cli("run --stop NEVERSEEN -l 3+0 " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
                              "--strategy resident --json " + json2);
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   std::ifstream jf2(json2);
