@@ -271,7 +271,9 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
   const int32_t first_token = g.prompt.front();
   auto states = scheduler.submit_n(std::move(g), p.n);
   if (!states.ok()) return send_error(res, error_of(states.status()));
-  const ChoiceFormat format{chat, p.echo ? p.prompt : "", p.logprobs >= 0, first_token};
+  // Completions' text_offset counts from the start of the prompt.
+  const size_t prompt_bytes = chat || p.echo ? 0 : p.prompt.size();
+  const ChoiceFormat format{chat, p.echo ? p.prompt : "", p.logprobs >= 0, first_token, prompt_bytes};
   if (p.stream) return stream_response(res, *states, ids, format, p.include_usage);
 
   std::vector<Choice> choices;
@@ -282,7 +284,8 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
     if (all.reason == FinishReason::kCancelled)
       return send_error(res,
                         error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
-    choices.push_back({format.echo + all.text, all.reason, choice_logprobs(format, all, true)});
+    size_t offset = format.prompt_bytes;
+    choices.push_back({format.echo + all.text, all.reason, choice_logprobs(format, all, true, offset)});
     usage.prompt_tokens = all.prompt_tokens;
     usage.cached_tokens = all.cached_tokens;
     usage.completion_tokens += all.completion_tokens;
@@ -318,12 +321,16 @@ std::optional<ApiError> HttpServer::generation_request(const CompletionParams& p
 
 // A choice's logprobs object for what `c` carries (null when not asked);
 // `first`: the choice's first chunk, which carries the echoed prompt's.
-nlohmann::json HttpServer::choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first) const {
+nlohmann::json HttpServer::choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first,
+                                           size_t& text_offset) const {
   if (!f.logprobs) return nullptr;
   const TokenText text_of = [this](int32_t id) { return model_->detokenize({id}); };
   const EchoedPrompt echo{f.first_token, &c.prompt_logprobs};
   const bool with_prompt = first && !c.prompt_logprobs.empty();
-  return logprobs_json(f.chat, c.logprobs, text_of, with_prompt ? &echo : nullptr);
+  json out = logprobs_json(f.chat, c.logprobs, text_of, with_prompt ? &echo : nullptr, text_offset);
+  if (!f.chat)
+    for (const json& token : out["tokens"]) text_offset += token.get<std::string>().size();
+  return out;
 }
 
 // Server-sent events: a chunk per piece of text of each choice, its finish
@@ -334,6 +341,7 @@ void HttpServer::stream_response(httplib::Response& res, std::vector<std::shared
   struct Progress {
     std::vector<std::shared_ptr<RequestState>> states;
     std::vector<bool> first, done;
+    std::vector<size_t> offsets;  // per choice: text_offset of its next token
     RequestState::Chunk usage;
     size_t finished = 0;
   };
@@ -341,6 +349,7 @@ void HttpServer::stream_response(httplib::Response& res, std::vector<std::shared
   pr->states = std::move(states);
   pr->first.assign(pr->states.size(), true);
   pr->done.assign(pr->states.size(), false);
+  pr->offsets.assign(pr->states.size(), format.prompt_bytes);
   const auto cancel_all = [pr] {
     for (auto& st : pr->states) st->cancel();
   };
@@ -355,7 +364,7 @@ void HttpServer::stream_response(httplib::Response& res, std::vector<std::shared
           const auto wait = std::chrono::milliseconds(any ? 0 : 500 / static_cast<int>(pr->states.size()));
           if (pr->done[i] || !pr->states[i]->next(c, wait)) continue;
           any = true;
-          out += stream_events(format, ids, static_cast<int>(i), c, pr->first[i]);
+          out += stream_events(format, ids, static_cast<int>(i), c, pr->first[i], pr->offsets[i]);
           pr->first[i] = false;
           if (!c.done) continue;
           pr->done[i] = true;
@@ -392,11 +401,11 @@ void HttpServer::stream_response(httplib::Response& res, std::vector<std::shared
 // The events of one chunk of choice `index`: its text and logprobs, then
 // its finish reason or error when it ended.
 std::string HttpServer::stream_events(const ChoiceFormat& f, const ResponseIds& ids, int index,
-                                      const RequestState::Chunk& c, bool first) const {
+                                      const RequestState::Chunk& c, bool first, size_t& text_offset) const {
   std::string out;
   const std::string text = (first ? f.echo : "") + c.text;
   if (!text.empty() || first || !c.logprobs.empty())
-    out += sse(stream_chunk(ids, f.chat, index, text, first, FinishReason::kNone, choice_logprobs(f, c, first)));
+    out += sse(stream_chunk(ids, f.chat, index, text, first, FinishReason::kNone, choice_logprobs(f, c, first, text_offset)));
   if (!c.done) return out;
   if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled)
     return out + sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,

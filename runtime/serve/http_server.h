@@ -89,12 +89,15 @@ class HttpServer {
     std::string echo;       // completions with echo: the prompt, before the text
     bool logprobs = false;  // logprobs asked
     int32_t first_token = 0;  // the prompt's first token (echoed logprobs)
+    size_t prompt_bytes = 0;  // completions without echo: where the text's offsets start
   };
-  nlohmann::json choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first) const;
+  // `text_offset`: completions' offset of the chunk's first token, advanced past its tokens.
+  nlohmann::json choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first,
+                                 size_t& text_offset) const;
   void stream_response(httplib::Response& res, std::vector<std::shared_ptr<RequestState>> states,
                        const ResponseIds& ids, const ChoiceFormat& format, bool include_usage);
   std::string stream_events(const ChoiceFormat& f, const ResponseIds& ids, int index, const RequestState::Chunk& c,
-                            bool first) const;
+                            bool first, size_t& text_offset) const;
   // POST /tokenize and /detokenize (vLLM's shapes).
   void tokenize(const httplib::Request& req, httplib::Response& res);
   void detokenize(const httplib::Request& req, httplib::Response& res);

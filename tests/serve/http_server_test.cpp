@@ -169,6 +169,17 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
   auto [pst, ptok] = post("/tokenize", {{"prompt", "Hello there"}});
   ASSERT_EQ(lp["token_logprobs"].size(), ptok["count"].get<size_t>());
   EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0], 0);  // echo: offsets count from the prompt's start
+  auto [ost, offs] = post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 3}, {"logprobs", 0},
+                                             {"temperature", 0}});
+  ASSERT_EQ(ost, 200) << offs.dump();
+  const nlohmann::json& gen = offs["choices"][0]["logprobs"];
+  ASSERT_EQ(gen["tokens"].size(), offs["usage"]["completion_tokens"].get<size_t>());
+  EXPECT_EQ(gen["text_offset"][0], 5);  // after "Hello"
+  // Each token advances the offset by its bytes (the JSON text of a token
+  // that is part of a UTF-8 character is U+FFFD, so compare the order only).
+  for (size_t i = 1; i < gen["tokens"].size(); ++i)
+    EXPECT_GE(gen["text_offset"][i].get<size_t>(), gen["text_offset"][i - 1].get<size_t>()) << i;
   EXPECT_LT(lp["token_logprobs"][1].get<double>(), 0);
 
   auto [mst, too_long] = post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 300}});
