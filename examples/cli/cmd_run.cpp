@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "examples/cli/cli_common.h"
+#include "examples/cli/sampling_flags.h"
 #include "examples/cli/speculative_flags.h"
 #include "layerstream/chat.h"
 #include "layerstream/layerstream.h"
@@ -57,6 +58,17 @@ Status write_npy(const std::string& path, const std::vector<float>& data, size_t
   return Status::OK();
 }
 
+// Per sequence, per generated token: {token, logprob, top: [[token, logprob], ...]}.
+nlohmann::json logprobs_json(const std::vector<std::vector<TokenLogprob>>& per_sequence) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& tokens : per_sequence) {
+    nlohmann::json seq = nlohmann::json::array();
+    for (const TokenLogprob& t : tokens) seq.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top", t.top}});
+    out.push_back(std::move(seq));
+  }
+  return out;
+}
+
 // What `run --json` writes: the tokens, text and every figure of the stats.
 nlohmann::json result_json(const std::string& model, const GenerateResult& res) {
   const Stats& s = res.stats;
@@ -66,6 +78,7 @@ nlohmann::json result_json(const std::string& model, const GenerateResult& res) 
       {"generated_tokens", res.generated.size() == 1 ? nlohmann::json(res.generated[0])
                                                       : nlohmann::json(res.generated)},
       {"text", res.text},
+      {"seeds", res.seeds},
       {"batch", s.batch},
       {"backend", s.backend},
       {"device", s.device},
@@ -89,6 +102,10 @@ nlohmann::json result_json(const std::string& model, const GenerateResult& res) 
       {"replans", s.replans},
       {"disk_gbps", s.disk_gbps},
   };
+  std::vector<std::string> reasons;
+  for (FinishReason r : res.finish) reasons.push_back(finish_reason_name(r));
+  j["finish_reason"] = reasons;
+  if (!res.logprobs.empty()) j["logprobs"] = logprobs_json(res.logprobs);
   if (s.speculative.passes) j["speculative"] = speculative_json(s.speculative);
   return j;
 }
@@ -106,15 +123,13 @@ class RunCommand : public Command {
     model_flags_.add_to(sub);
     sub.add_option("--batch", mo_.sequences, "Sequences decoded together (the prompt decoded once and copied; seeds seed+i)")
         ->capture_default_str();
-    SamplingOptions& so = gen_.sampling;
-    sub.add_option("--temp", so.temperature, "Temperature (0: greedy)")->capture_default_str();
-    sub.add_option("--top-k", so.top_k, "Top-k (0: all)")->capture_default_str();
-    sub.add_option("--top-p", so.top_p, "Top-p (1: all)")->capture_default_str();
-    sub.add_option("--min-p", so.min_p, "Min-p (0: off)")->capture_default_str();
-    sub.add_option("--repeat-penalty", so.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
-    sub.add_option("--repeat-last-n", so.repeat_last_n, "Tokens the repetition penalty looks back")
-        ->capture_default_str();
-    sub.add_option("--seed", so.seed, "Sampling seed")->capture_default_str();
+    sampling_flags_.add_to(sub);
+    sub.add_option("--stop", gen_.stop, "Stop before this text (not printed); repeatable")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    sub.add_option("--logprobs", gen_.logprobs,
+                   "Log-probabilities of each generated token and its N most likely alternatives in --json "
+                   "(0: the token only)");
     sub.add_option("--trace", trace_, "Write a Chrome trace (chrome://tracing, Perfetto) to FILE");
     add_json_flag(sub, json_);
     sub.add_option("--logits", logits_, "Write the logits of every generated position (sequence 0) as float32 .npy");
@@ -125,6 +140,11 @@ class RunCommand : public Command {
     if (prompt_.empty() == tokens_.empty()) return usage_error("give exactly one of -p TEXT or --tokens 1,2,3");
     if (Status s = model_flags_.resolve(); !s.ok()) return usage_error(s.message());
     if (mo_.sequences < 1) return usage_error("--batch must be >= 1");
+    if (Status s = sampling_flags_.resolve(); !s.ok()) return usage_error(s.message());
+    gen_.sampling = sampling_flags_.options;
+    for (const std::string& s : gen_.stop)
+      if (s.empty()) return usage_error("--stop: the text must not be empty");
+    if (gen_.logprobs < -1) return usage_error("--logprobs must be >= 0");
     mo_.trace = !trace_.empty();
     gen_.keep_logits = !logits_.empty();
     gen_.stop_at_eog = !ignore_eog_;
@@ -211,6 +231,7 @@ class RunCommand : public Command {
   std::string model_, prompt_, tokens_, trace_, json_, logits_, chat_template_;
   bool chat_ = false;
   ModelFlags model_flags_;
+  SamplingFlags sampling_flags_;
   SpeculativeFlags spec_;
   ModelOptions& mo_ = model_flags_.options;
   GenerateOptions gen_;

@@ -1,11 +1,13 @@
 // Context::generate: feed what is new, then sample and decode one token per
 // sequence per pass until each sequence stops (layerstream/context.h).
+#include <algorithm>
 #include <chrono>
 
 #include "layerstream/model.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
 #include "runtime/llama/speculative_loop.h"
+#include "runtime/llama/text_stream.h"
 #include "runtime/scheduler/plan.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -36,8 +38,19 @@ std::vector<std::vector<int32_t>> new_tokens(const Context::Impl& c, const std::
   return out;
 }
 
-Status check_fits(Context& ctx, const std::vector<std::vector<int32_t>>& feed, const GenerateOptions& o) {
+// The options that do not depend on the context.
+Status check_options(const GenerateOptions& o, int n_vocab) {
   if (o.max_tokens < 0) return Status::InvalidArgument("max_tokens must be >= 0");
+  LS_RETURN_IF_ERROR(validate_sampling(o.sampling, n_vocab));
+  for (const std::string& s : o.stop)
+    if (s.empty()) return Status::InvalidArgument("stop strings must not be empty");
+  if (o.logprobs < -1 || o.logprobs > n_vocab)
+    return Status::InvalidArgument("logprobs is " + std::to_string(o.logprobs) + "; it must be in [-1, " +
+                                   std::to_string(n_vocab) + "] (-1: none)");
+  return Status::OK();
+}
+
+Status check_fits(Context& ctx, const std::vector<std::vector<int32_t>>& feed) {
   for (int s = 0; s < ctx.sequences(); ++s) {
     if (feed[s].empty())
       return Status::InvalidArgument("sequence " + std::to_string(s) + " has no tokens to continue from");
@@ -61,12 +74,17 @@ class Generation {
     res_.generated.assign(B_, {});
     res_.text.assign(B_, "");
     res_.vocab = c.m->info.vocab;
+    res_.finish.assign(B_, o.max_tokens > 0 ? FinishReason::kNone : FinishReason::kLength);
+    if (o.logprobs >= 0) res_.logprobs.assign(B_, {});
     for (int i = 0; i < B_; ++i) {
       SamplingOptions so = o.sampling;
-      so.seed += i;
+      if (so.seed != kRandomSeed) so.seed += i;  // else each chain draws its own
       samplers_.push_back(SamplerChain::from(so));
+      res_.seeds.push_back(samplers_.back().seed());
       decoders_.push_back(std::make_unique<TokenStreamDecoder>(*c.m->tokenizer));
+      streams_.emplace_back(o.stop);
     }
+    raw_.assign(B_, "");
     active_.assign(B_, o.max_tokens > 0);
     c.decode_sums = {};
   }
@@ -76,12 +94,20 @@ class Generation {
   Status prefill(const std::vector<std::vector<int32_t>>& feed) {
     const auto t0 = Clock::now();
     res_.prompt_tokens = feed[0];
-    if (opt_.max_tokens > 0) {
+    if (opt_.max_tokens > 0 || opt_.prompt_logprobs) {
       bool shared = B_ > 1;
       for (int s = 0; s < B_ && shared; ++s) shared = ctx_.position(s) == 0 && feed[s] == feed[0];
       Batch batch;
-      for (int s = 0; s < (shared ? 1 : B_); ++s) batch.add_sequence(feed[s], ctx_.position(s), s);
+      for (int s = 0; s < (shared ? 1 : B_); ++s) {
+        batch.add_sequence(feed[s], ctx_.position(s), s);
+        // Sequence 0 comes first: its token i is batch token i.
+        if (s == 0 && opt_.prompt_logprobs) std::fill(batch.logits.begin(), batch.logits.end(), 1);
+      }
       LS_RETURN_IF_ERROR(c_.run(batch, /*timing=*/false));
+      if (opt_.prompt_logprobs)
+        for (size_t i = 1; i < feed[0].size(); ++i)
+          res_.prompt_logprobs.push_back(
+              token_logprob(ctx_.logits(static_cast<int>(i) - 1), feed[0][i], std::max(opt_.logprobs, 0)));
       for (int s = 1; shared && s < B_; ++s) LS_RETURN_IF_ERROR(ctx_.copy_sequence(0, s));
       for (auto& p : c_.pending) p.clear();
     }
@@ -101,18 +127,18 @@ class Generation {
       if (s == 0 && opt_.keep_logits) res_.logits.insert(res_.logits.end(), logits.begin(), logits.end());
       const int32_t t = samplers_[s].sample(logits);
       samplers_[s].accept(t);
+      if (opt_.logprobs >= 0) res_.logprobs[s].push_back(token_logprob(logits, t, opt_.logprobs));
       res_.generated[s].push_back(t);
       ++res_.stats.generated_tokens;
       if (step > 0) ++decode_tokens_;
-      const bool eog = opt_.stop_at_eog && c_.m->tokenizer->is_eog(t);
-      std::string piece = eog ? std::string() : decoders_[s]->push(t);
-      const int at = ctx_.position(s);
-      if (eog || static_cast<int>(res_.generated[s].size()) >= opt_.max_tokens || at >= ctx_.n_context()) {
+      std::string piece;
+      const FinishReason why = advance(s, t, piece);
+      if (why != FinishReason::kNone) {
         active_[s] = false;
-        piece += decoders_[s]->finish();
+        res_.finish[s] = why;
         c_.pending[s] = {t};
       } else {
-        next.add(t, at, s, true);
+        next.add(t, ctx_.position(s), s, true);
       }
       res_.text[s] += piece;
       if (cb_ && !cb_(TokenEvent{s, t, piece})) stopped_ = true;
@@ -120,8 +146,36 @@ class Generation {
     if (stopped_) {  // sampled, not decoded: pending
       for (size_t i = 0; i < next.size(); ++i) c_.pending[next.sequences[i]] = {next.tokens[i]};
       next.clear();
+      for (int s = 0; s < B_; ++s) {
+        if (!active_[s]) continue;
+        active_[s] = false;
+        res_.finish[s] = FinishReason::kCallback;
+        res_.text[s] += streams_[s].finish(raw_[s] + decoders_[s]->finish());
+      }
     }
     return next;
+  }
+
+  // Adds sequence s's token `t` to its text; `piece` gets what may be shown
+  // now. Returns why the sequence ends with it (kNone: it goes on).
+  FinishReason advance(int s, int32_t t, std::string& piece) {
+    const bool eog = opt_.stop_at_eog && c_.m->tokenizer->is_eog(t);
+    if (!eog) raw_[s] += decoders_[s]->push(t);
+    piece = streams_[s].update(raw_[s]);
+    if (streams_[s].stopped()) return FinishReason::kStopString;
+    FinishReason why = FinishReason::kNone;
+    if (eog)
+      why = FinishReason::kEndOfGeneration;
+    else if (static_cast<int>(res_.generated[s].size()) >= opt_.max_tokens)
+      why = FinishReason::kLength;
+    else if (ctx_.position(s) >= ctx_.n_context())
+      why = FinishReason::kContextFull;
+    if (why != FinishReason::kNone) {
+      raw_[s] += decoders_[s]->finish();
+      piece += streams_[s].finish(raw_[s]);
+      if (streams_[s].stopped()) return FinishReason::kStopString;
+    }
+    return why;
   }
 
   Status decode(const Batch& next) {
@@ -177,6 +231,8 @@ class Generation {
   GenerateResult res_;
   std::vector<SamplerChain> samplers_;
   std::vector<std::unique_ptr<TokenStreamDecoder>> decoders_;
+  std::vector<TextStream> streams_;  // per sequence: stop strings over raw_
+  std::vector<std::string> raw_;     // per sequence: the decoded text, stops included
   std::vector<bool> active_;
   int decode_tokens_ = 0;  // generated tokens after each sequence's first
   bool stopped_ = false;   // the callback asked to stop
@@ -184,11 +240,30 @@ class Generation {
 
 }  // namespace
 
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEndOfGeneration:
+      return "eog";
+    case FinishReason::kStopString:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContextFull:
+      return "context_full";
+    case FinishReason::kCallback:
+      return "callback";
+    case FinishReason::kNone:
+      break;
+  }
+  return "none";
+}
+
 Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                          const TokenCallback& cb) {
   if (prompt.empty() && impl_->pending[0].empty()) return Status::InvalidArgument("the prompt has no tokens");
+  LS_RETURN_IF_ERROR(check_options(o, impl_->m->info.vocab));
   const std::vector<std::vector<int32_t>> feed = new_tokens(*impl_, prompt);
-  LS_RETURN_IF_ERROR(check_fits(*this, feed, o));
+  LS_RETURN_IF_ERROR(check_fits(*this, feed));
   const bool speculate = o.speculative.draft != nullptr;
   if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, o.speculative));
   Generation g(*this, *impl_, o, cb);

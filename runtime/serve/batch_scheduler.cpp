@@ -1,10 +1,11 @@
 #include "runtime/serve/batch_scheduler.h"
 
+#include <algorithm>
 #include <span>
 
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
-#include "runtime/serve/text_stream.h"
+#include "runtime/llama/text_stream.h"
 
 namespace layerstream::serve {
 
@@ -21,6 +22,15 @@ struct BatchScheduler::Slot {
   std::vector<int32_t> generated;
   int32_t last = -1;     // the sampled token to decode next
   int batch_index = -1;  // its logits row in the current pass
+  int prompt_index = -1;  // the batch index of its first prefilled prompt token
+  // Choices after the first of an n > 1 request: the first choice's slot,
+  // whose prompt KV this one copies after that prefill, and that choice's
+  // request (the slot may serve another one by then).
+  Slot* leader = nullptr;
+  const RequestState* leader_state = nullptr;
+  bool leader_prefills() const {
+    return leader && leader->active && !leader->prefilled && leader->state.get() == leader_state;
+  }
   RequestState::Clock::time_point last_token_at;  // inter-token latency
 };
 
@@ -61,13 +71,23 @@ BatchScheduler::~BatchScheduler() {
 }
 
 Result<std::shared_ptr<RequestState>> BatchScheduler::submit(GenerationRequest request) {
+  auto states = submit_n(std::move(request), 1);
+  if (!states.ok()) return states.status();
+  return states->front();
+}
+
+Result<std::vector<std::shared_ptr<RequestState>>> BatchScheduler::submit_n(GenerationRequest request, int choices) {
+  if (choices < 1 || choices > options_.parallel)
+    return Status::InvalidArgument("n is " + std::to_string(choices) + "; this server decodes at most " +
+                                   std::to_string(options_.parallel) + " sequences together (--parallel)");
   const int n = static_cast<int>(request.prompt.size());
   if (n == 0) return Status::InvalidArgument("the prompt has no tokens");
   if (n >= n_ctx_)
     return Status::InvalidArgument("the prompt has " + std::to_string(n) + " tokens but the context holds " +
                                    std::to_string(n_ctx_) + " (shorten it, or start the server with --ctx " +
                                    std::to_string(n + std::max(1, request.max_tokens)) + ")");
-  auto state = std::make_shared<RequestState>(n);
+  std::vector<std::shared_ptr<RequestState>> states;
+  for (int i = 0; i < choices; ++i) states.push_back(std::make_shared<RequestState>(n));
   {
     std::lock_guard lock(mu_);
     if (stopping_) return Status::Cancelled("the server is shutting down");
@@ -79,13 +99,13 @@ Result<std::shared_ptr<RequestState>> BatchScheduler::submit(GenerationRequest r
           " sequences run and " + std::to_string(queue_.size()) + " requests wait (the queue holds " +
           std::to_string(options_.queue) + "; retry later, or raise --parallel or --queue)");
     }
-    ++metrics_.requests_submitted;
+    metrics_.requests_submitted += choices;
     metrics_.prompt_tokens += n;
-    queue_.push_back({std::move(request), state});
+    queue_.push_back({std::move(request), states});
     metrics_.queued = static_cast<int>(queue_.size());
   }
   cv_.notify_all();
-  return state;
+  return states;
 }
 
 void BatchScheduler::drain(std::chrono::milliseconds grace) {
@@ -134,6 +154,12 @@ void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
 void BatchScheduler::place(Slot& s) {
   const std::vector<int32_t>& prompt = s.request.prompt;
   s.placement = cache_.place(prompt);
+  // A later choice copies its leader's prompt; prompt logprobs need the
+  // logits of every prompt token: both start from an empty sequence.
+  if (s.leader || s.request.prompt_logprobs) {
+    s.placement.source = -1;
+    s.placement.reused = 0;
+  }
   s.seq = s.placement.seq;
   s.reused = s.placement.reused;
   cache_.take(s.seq, std::span(prompt).first(static_cast<size_t>(s.reused)));
@@ -156,8 +182,10 @@ bool BatchScheduler::admit() {
     if (stopping_) {
       // Accepted requests (running or queued) finish, unless the grace ran out.
       if (cancel_running_) {
-        for (Queued& q : queue_) q.state->finish(FinishReason::kCancelled, "the server is shutting down");
-        metrics_.requests_cancelled += queue_.size();
+        for (Queued& q : queue_) {
+          for (auto& st : q.states) st->finish(FinishReason::kCancelled, "the server is shutting down");
+          metrics_.requests_cancelled += q.states.size();
+        }
         queue_.clear();
         metrics_.queued = 0;
         lock.unlock();
@@ -172,25 +200,16 @@ bool BatchScheduler::admit() {
       }
     }
     bool admitted = false;
-    for (auto& s : slots_) {
-      if (s->active || queue_.empty()) continue;
-      Queued q = std::move(queue_.front());
-      queue_.pop_front();
-      if (q.state->cancelled()) {
-        q.state->finish(FinishReason::kCancelled);
-        ++metrics_.requests_cancelled;
+    while (!queue_.empty()) {
+      Queued& q = queue_.front();
+      if (std::all_of(q.states.begin(), q.states.end(), [](auto& st) { return st->cancelled(); })) {
+        for (auto& st : q.states) st->finish(FinishReason::kCancelled);
+        metrics_.requests_cancelled += q.states.size();
+        queue_.pop_front();
         continue;
       }
-      s->active = true;
-      s->prefilled = false;
-      s->request = std::move(q.request);
-      s->state = std::move(q.state);
-      s->sampler = std::make_unique<SamplerChain>(SamplerChain::from(s->request.sampling));
-      s->text = std::make_unique<TextStream>(s->request.stop);
-      s->generated.clear();
-      s->last = -1;
-      place(*s);
-      ++metrics_.active;
+      if (!admit_group(q)) break;  // first come, first served: the rest wait too
+      queue_.pop_front();
       admitted = true;
     }
     metrics_.queued = static_cast<int>(queue_.size());
@@ -199,6 +218,32 @@ bool BatchScheduler::admit() {
     if (any_active || admitted) return true;
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
   }
+}
+
+bool BatchScheduler::admit_group(Queued& q) {
+  std::vector<Slot*> free;
+  for (auto& s : slots_)
+    if (!s->active) free.push_back(s.get());
+  if (free.size() < q.states.size()) return false;
+  Slot* leader = nullptr;
+  for (size_t i = 0; i < q.states.size(); ++i) {
+    Slot& s = *free[i];
+    s.active = true;
+    s.prefilled = false;
+    s.request = q.request;
+    if (s.request.sampling.seed != kRandomSeed) s.request.sampling.seed += i;
+    s.state = q.states[i];
+    s.sampler = std::make_unique<SamplerChain>(SamplerChain::from(s.request.sampling));
+    s.text = std::make_unique<TextStream>(s.request.stop);
+    s.generated.clear();
+    s.last = -1;
+    s.leader = leader;
+    s.leader_state = leader ? leader->state.get() : nullptr;
+    place(s);
+    ++metrics_.active;
+    if (!leader) leader = &s;
+  }
+  return true;
 }
 
 // The KV edits of this round's admissions, in the order they were placed (a
@@ -218,7 +263,7 @@ void BatchScheduler::apply_placements() {
 void BatchScheduler::pass() {
   apply_placements();
   Batch batch;
-  std::vector<Slot*> in_pass;
+  std::vector<Slot*> in_pass, followers;
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.active) continue;
@@ -226,9 +271,12 @@ void BatchScheduler::pass() {
       end(s, FinishReason::kCancelled, "the client disconnected");
       continue;
     }
-    if (!s.prefilled) {  // the prompt after what the prefix cache held
-      const std::vector<int32_t> rest(s.request.prompt.begin() + s.reused, s.request.prompt.end());
-      batch.add_sequence(rest, s.reused, s.seq);
+    if (!s.prefilled && s.leader_prefills()) {
+      followers.push_back(&s);  // copies its leader's prompt after this pass
+      continue;
+    }
+    if (!s.prefilled) {
+      add_prefill(s, batch);
     } else {
       batch.add(s.last, ctx_->position(s.seq), s.seq, true);
     }
@@ -252,7 +300,12 @@ void BatchScheduler::pass() {
     } else {
       cache_.extend(s->seq, std::span(s->request.prompt).subspan(static_cast<size_t>(s->reused)));
       prefilled += s->request.prompt.size() - s->reused;
+      if (s->request.prompt_logprobs) send_prompt_logprobs(*s, s->prompt_index);
     }
+  }
+  for (Slot* f : followers) {
+    share_prompt(*f);
+    if (f->active) in_pass.push_back(f);
   }
   std::vector<Latency> latencies;
   int sampled = 0;
@@ -273,12 +326,51 @@ void BatchScheduler::pass() {
   metrics_.kv_cached_tokens = cache_.cached_tokens();
 }
 
+// The prompt after what the prefix cache held; with logits for every token
+// when the request asks for the prompt's logprobs.
+void BatchScheduler::add_prefill(Slot& s, Batch& batch) {
+  const std::vector<int32_t> rest(s.request.prompt.begin() + s.reused, s.request.prompt.end());
+  s.prompt_index = static_cast<int>(batch.size());
+  batch.add_sequence(rest, s.reused, s.seq);
+  if (s.request.prompt_logprobs) std::fill(batch.logits.begin() + s.prompt_index, batch.logits.end(), 1);
+}
+
+// Prompt token i's logprob comes from the logits of token i - 1 (the whole
+// prompt was prefilled: place() reuses nothing for these requests).
+void BatchScheduler::send_prompt_logprobs(Slot& s, int first_index) {
+  std::vector<TokenLogprob> out;
+  const std::vector<int32_t>& prompt = s.request.prompt;
+  for (size_t i = 1; i < prompt.size(); ++i)
+    out.push_back(token_logprob(ctx_->logits(first_index + static_cast<int>(i) - 1), prompt[i],
+                                std::max(s.request.logprobs, 0)));
+  s.state->set_prompt_logprobs(std::move(out));
+}
+
+// The leader's sequence now holds the prompt: copy it, and sample from the
+// leader's logits row (the choice's own sampler and seed).
+void BatchScheduler::share_prompt(Slot& f) {
+  const Slot& leader = *f.leader;
+  if (Status st = ctx_->copy_sequence(leader.seq, f.seq); !st.ok()) {
+    cache_.forget(f.seq);
+    end(f, FinishReason::kError, st.ToString());
+    return;
+  }
+  cache_.extend(f.seq, f.request.prompt);
+  f.batch_index = leader.batch_index;
+  if (f.request.prompt_logprobs) send_prompt_logprobs(f, leader.prompt_index);
+}
+
 // Samples the slot's next token from this pass's logits, hands its text to
 // the client and ends the request when it is done.
 void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
   const bool first = !s.prefilled;
   s.prefilled = true;
-  const int32_t t = s.sampler->sample(ctx_->logits(s.batch_index));
+  if (s.request.max_tokens == 0) {  // asked for the prompt's logprobs only
+    end(s, FinishReason::kLength);
+    return;
+  }
+  const std::span<const float> logits = ctx_->logits(s.batch_index);
+  const int32_t t = s.sampler->sample(logits);
   if (t < 0 || model_->is_end_of_generation(t)) {
     end(s, FinishReason::kStop);
     return;
@@ -291,7 +383,12 @@ void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
   s.generated.push_back(t);
   s.last = t;
   const std::string piece = s.text->update(model_->detokenize(s.generated));
-  if (!piece.empty()) s.state->append(piece, static_cast<int>(s.generated.size()));
+  if (s.request.logprobs >= 0) {
+    const TokenLogprob lp = token_logprob(logits, t, s.request.logprobs);
+    s.state->append(piece, static_cast<int>(s.generated.size()), &lp);
+  } else if (!piece.empty()) {
+    s.state->append(piece, static_cast<int>(s.generated.size()));
+  }
   if (s.text->stopped())
     end(s, FinishReason::kStop);
   else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens || ctx_->position(s.seq) >= n_ctx_)

@@ -69,24 +69,35 @@ class BatchScheduler {
   // fit the context; OutOfBudget when every sequence is busy and the queue is
   // full; Cancelled after drain().
   Result<std::shared_ptr<RequestState>> submit(GenerationRequest request);
+  // `n` choices of one request (OpenAI's n), admitted together: the prompt
+  // is prefilled once and its KV copied to the others' sequences; choice i
+  // samples with seed + i (each its own random seed when none is given).
+  // InvalidArgument also when n is outside [1, parallel].
+  Result<std::vector<std::shared_ptr<RequestState>>> submit_n(GenerationRequest request, int n);
   // Stops accepting, lets accepted requests (running and queued) finish (up
   // to `grace`, then cancels them) and returns when the scheduler is idle.
   void drain(std::chrono::milliseconds grace);
   SchedulerMetrics metrics() const;
   int n_context() const { return n_ctx_; }
   int queue_capacity() const { return options_.queue; }
+  int parallel() const { return options_.parallel; }
 
  private:
   struct Slot;
   struct Queued {
     GenerationRequest request;
-    std::shared_ptr<RequestState> state;
+    std::vector<std::shared_ptr<RequestState>> states;  // one per choice
   };
   BatchScheduler(std::shared_ptr<Model> model, std::unique_ptr<Context> context,
                  const SchedulerOptions& options);
   void loop();
   bool admit();  // moves queued requests into free slots; false when stopping and idle
   void place(Slot& slot);  // picks the slot's sequence and what of the prompt it reuses
+  // Takes free slots for every choice of `q`; false (nothing taken) when too few are free.
+  bool admit_group(Queued& q);
+  void add_prefill(Slot& slot, Batch& batch);
+  void share_prompt(Slot& follower);  // copies the leader's prompt KV after its prefill
+  void send_prompt_logprobs(Slot& slot, int first_index);
   Status apply_placement(Slot& slot);  // the KV edits of that choice
   struct Latency {
     bool first_token;  // time to first token, else time since the previous token

@@ -18,13 +18,13 @@ json call_json(const ToolCall& c) {
 
 }  // namespace
 
-void finish_with_tool_calls(json& chunk_or_response) {
-  json& reason = chunk_or_response["choices"][0]["finish_reason"];
+void finish_with_tool_calls(json& chunk_or_response, size_t index) {
+  json& reason = chunk_or_response["choices"][index]["finish_reason"];
   if (reason == "stop") reason = "tool_calls";
 }
 
-void set_chat_output(json& response, const ChatOutput& out) {
-  json& message = response["choices"][0]["message"];
+void set_chat_output(json& response, size_t index, const ChatOutput& out) {
+  json& message = response["choices"][index]["message"];
   if (out.tool_calls.empty()) {
     message["content"] = out.content;
     return;
@@ -33,7 +33,7 @@ void set_chat_output(json& response, const ChatOutput& out) {
   json calls = json::array();
   for (const ToolCall& c : out.tool_calls) calls.push_back(call_json(c));
   message["tool_calls"] = std::move(calls);
-  finish_with_tool_calls(response);
+  finish_with_tool_calls(response, index);
 }
 
 void set_tool_calls_delta(json& chunk, const std::vector<ToolCall>& calls) {
@@ -46,14 +46,15 @@ void set_tool_calls_delta(json& chunk, const std::vector<ToolCall>& calls) {
   chunk["choices"][0]["delta"] = {{"tool_calls", std::move(deltas)}};
 }
 
-HeldReply finish_streamed_reply(ToolCallStream& stream, const ToolCallRules& rules, const ResponseIds& ids) {
+HeldReply finish_streamed_reply(ToolCallStream& stream, const ToolCallRules& rules, const ResponseIds& ids,
+                                int index) {
   ChatOutput held = stream.finish();
   apply_rules(rules, held);
   HeldReply out;
   if (!held.content.empty())
-    out.chunks.push_back(stream_chunk(ids, /*chat=*/true, held.content, false, FinishReason::kNone));
+    out.chunks.push_back(stream_chunk(ids, /*chat=*/true, index, held.content, false, FinishReason::kNone));
   if (!held.tool_calls.empty()) {
-    json delta = stream_chunk(ids, /*chat=*/true, "", false, FinishReason::kNone);
+    json delta = stream_chunk(ids, /*chat=*/true, index, "", false, FinishReason::kNone);
     set_tool_calls_delta(delta, held.tool_calls);
     out.chunks.push_back(std::move(delta));
     out.has_calls = true;

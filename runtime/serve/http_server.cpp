@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -16,7 +17,8 @@ using nlohmann::json;
 
 std::string to_text(const json& j);
 
-void send_error(httplib::Response& res, const ApiError& e) {
+void send_error(httplib::Response& res, ApiError e, std::string param = {}) {
+  if (!param.empty()) e.param = std::move(param);
   res.status = e.http_status;
   res.set_content(to_text(e.body()), "application/json");
 }
@@ -155,6 +157,8 @@ void HttpServer::routes() {
   });
 
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
   if (!options_.cors_origin.empty()) cors_routes();
@@ -251,49 +255,57 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
   BatchScheduler& scheduler = *sched;
   CompletionParams p;
   if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
+  if (auto e = check_sampling(p.sampling, model_->n_vocab())) return send_error(res, *e);
+  if (p.n > scheduler.parallel())
+    return send_error(res, error_of(400, "'n' is " + std::to_string(p.n) + "; this server decodes at most " +
+                                             std::to_string(scheduler.parallel()) + " sequences together (--parallel)",
+                                    "invalid_request_error"),
+                      "n");
   std::vector<int32_t> tokens;
   if (auto e = prompt_tokens(p, chat, tokens)) return send_error(res, *e);
-  const int n_ctx = scheduler.n_context();
-  const int room = n_ctx - static_cast<int>(tokens.size());
   GenerationRequest g;
-  g.prompt = std::move(tokens);
-  g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : options_.default_max_tokens;
-  g.max_tokens = std::min(g.max_tokens, std::max(room, 0));
-  g.sampling = p.sampling;
-  g.stop = p.stop;
-  if (g.max_tokens == 0 && room > 0) {  // nothing to generate: answer at once
+  if (auto e = generation_request(p, std::move(tokens), g)) return send_error(res, *e);
+  const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model, unix_seconds()};
+  if (g.max_tokens == 0 && !g.prompt_logprobs) {  // nothing to generate: answer at once
     RequestState::Chunk none;
     none.done = true;
     none.reason = FinishReason::kLength;
     none.prompt_tokens = static_cast<int>(g.prompt.size());
-    const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
-                          unix_seconds()};
-    res.set_content(to_text(completion_response(ids, chat, none)), "application/json");
+    std::vector<Choice> choices(p.n, Choice{p.echo ? p.prompt : "", FinishReason::kLength, nullptr});
+    res.set_content(to_text(completion_response(ids, chat, choices, none)), "application/json");
     return;
   }
-  auto state = scheduler.submit(std::move(g));
-  if (!state.ok()) return send_error(res, error_of(state.status()));
-  const ResponseIds ids{(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++), p.model,
-                        unix_seconds()};
-  std::shared_ptr<RequestState> st = *state;
+  const int32_t first_token = g.prompt.front();
+  auto states = scheduler.submit_n(std::move(g), p.n);
+  if (!states.ok()) return send_error(res, error_of(states.status()));
+  // Completions' text_offset counts from the start of the prompt.
+  const size_t prompt_bytes = chat || p.echo ? 0 : p.prompt.size();
+  const ChoiceFormat format{chat,         p.echo ? p.prompt : "", p.logprobs >= 0, first_token,
+                            prompt_bytes, tool_call_rules(p, chat)};
+  if (p.stream) return stream_response(res, *states, ids, format, p.include_usage);
 
-  if (!p.stream) {
+  std::vector<Choice> choices;
+  RequestState::Chunk usage;
+  for (auto& st : *states) {
     const RequestState::Chunk all = st->wait_all();
-    if (all.reason == FinishReason::kError)
-      return send_error(res, error_of(500, all.error, "server_error"));
+    if (all.reason == FinishReason::kError) return send_error(res, error_of(500, all.error, "server_error"));
     if (all.reason == FinishReason::kCancelled)
-      return send_error(
-          res, error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
-    json body = completion_response(ids, chat, all);
-    if (const ToolCallRules rules = tool_call_rules(p, chat); rules.format != ToolCallFormat::kNone) {
-      ChatOutput out = parse_tool_calls(rules.format, all.text);
-      apply_rules(rules, out);
-      set_chat_output(body, out);
-    }
-    res.set_content(to_text(body), "application/json");
-    return;
+      return send_error(res,
+                        error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
+    size_t offset = format.prompt_bytes;
+    choices.push_back({format.echo + all.text, all.reason, choice_logprobs(format, all, true, offset)});
+    usage.prompt_tokens = all.prompt_tokens;
+    usage.cached_tokens = all.cached_tokens;
+    usage.completion_tokens += all.completion_tokens;
   }
-  stream_response(res, st, ids, chat, p.include_usage, tool_call_rules(p, chat));
+  json body = completion_response(ids, chat, choices, usage);
+  if (format.tools.format != ToolCallFormat::kNone)
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ChatOutput out = parse_tool_calls(format.tools.format, choices[i].text);
+      apply_rules(format.tools, out);
+      set_chat_output(body, i, out);
+    }
+  res.set_content(to_text(body), "application/json");
 }
 
 ToolCallRules HttpServer::tool_call_rules(const CompletionParams& p, bool chat) const {
@@ -301,66 +313,208 @@ ToolCallRules HttpServer::tool_call_rules(const CompletionParams& p, bool chat) 
   return {template_.tool_call_format(), p.conversation.parallel_tool_calls};
 }
 
-// Server-sent events: a chunk per piece of text, the finish reason, usage
-// when asked, [DONE]; a client that goes away cancels its request. With tool
-// calls parsed, text that may be a call is held (ToolCallStream) and the
-// calls go out as one tool_calls delta before the finish reason.
-void HttpServer::stream_response(httplib::Response& res, std::shared_ptr<RequestState> st,
-                                 const ResponseIds& ids, bool chat, bool include_usage,
-                                 const ToolCallRules& tools) {
-  auto first = std::make_shared<bool>(true);
-  auto calls = std::make_shared<ToolCallStream>(tools.format);
+// What the request asks of the scheduler. max_tokens past the room the
+// prompt leaves in the context is a 400 naming it; without max_tokens the
+// default is capped at that room (finish_reason "length" when it fills).
+std::optional<ApiError> HttpServer::generation_request(const CompletionParams& p, std::vector<int32_t> tokens,
+                                                       GenerationRequest& g) const {
+  const int n_ctx = scheduler()->n_context();
+  const int room = n_ctx - static_cast<int>(tokens.size());
+  if (p.max_tokens > room && room > 0) {
+    ApiError e = error_of(400,
+                          "'max_tokens' is " + std::to_string(p.max_tokens) + " but the prompt's " +
+                              std::to_string(tokens.size()) + " tokens leave room for " + std::to_string(room) +
+                              " of the context's " + std::to_string(n_ctx) +
+                              " (lower max_tokens, or start the server with a larger --ctx)",
+                          "invalid_request_error", "context_length_exceeded");
+    e.param = "max_tokens";
+    return e;
+  }
+  g.prompt = std::move(tokens);
+  g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : std::min(options_.default_max_tokens, std::max(room, 0));
+  g.sampling = p.sampling;
+  g.stop = p.stop;
+  g.logprobs = p.logprobs;
+  g.prompt_logprobs = p.echo && p.logprobs >= 0;
+  return std::nullopt;
+}
+
+// A choice's logprobs object for what `c` carries (null when not asked);
+// `first`: the choice's first chunk, which carries the echoed prompt's.
+nlohmann::json HttpServer::choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first,
+                                           size_t& text_offset) const {
+  if (!f.logprobs) return nullptr;
+  const TokenText text_of = [this](int32_t id) { return model_->detokenize({id}); };
+  const EchoedPrompt echo{f.first_token, &c.prompt_logprobs};
+  const bool with_prompt = first && !c.prompt_logprobs.empty();
+  json out = logprobs_json(f.chat, c.logprobs, text_of, with_prompt ? &echo : nullptr, text_offset);
+  if (!f.chat)
+    for (const json& token : out["tokens"]) text_offset += token.get<std::string>().size();
+  return out;
+}
+
+// Server-sent events: a chunk per piece of text of each choice, its finish
+// reason, usage when asked, [DONE]; a client that goes away cancels every
+// choice of its request.
+void HttpServer::stream_response(httplib::Response& res, std::vector<std::shared_ptr<RequestState>> states,
+                                 const ResponseIds& ids, const ChoiceFormat& format, bool include_usage) {
+  struct Progress {
+    std::vector<std::shared_ptr<RequestState>> states;
+    std::vector<bool> first, done;
+    std::vector<size_t> offsets;  // per choice: text_offset of its next token
+    std::vector<ToolCallStream> calls;  // per choice: text held as a possible tool call
+    RequestState::Chunk usage;
+    size_t finished = 0;
+  };
+  auto pr = std::make_shared<Progress>();
+  pr->states = std::move(states);
+  pr->first.assign(pr->states.size(), true);
+  pr->done.assign(pr->states.size(), false);
+  pr->offsets.assign(pr->states.size(), format.prompt_bytes);
+  pr->calls.assign(pr->states.size(), ToolCallStream(format.tools.format));
+  const auto cancel_all = [pr] {
+    for (auto& st : pr->states) st->cancel();
+  };
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st, ids, chat, first, include_usage, tools, calls](size_t, httplib::DataSink& sink) {
-        RequestState::Chunk c;
-        if (!st->next(c, std::chrono::milliseconds(500))) {
-          // Nothing yet: a comment line keeps the stream alive and finds
-          // a client that went away (the write fails).
-          if (!sink.write(":\n\n", 3)) {
-            st->cancel();
-            return false;
-          }
-          return true;
-        }
+      [this, pr, ids, format, include_usage, cancel_all](size_t, httplib::DataSink& sink) {
         std::string out;
-        const std::string shown = calls->feed(c.text);
-        if (!shown.empty() || *first) out += sse(stream_chunk(ids, chat, shown, *first, FinishReason::kNone));
-        *first = false;
-        if (c.done) {
-          const HeldReply held = finish_streamed_reply(*calls, tools, ids);
-          for (const json& chunk : held.chunks) out += sse(chunk);
-          if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
-            out +=
-                sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
-                             c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
-                        .body());
-          } else {
-            json end = stream_chunk(ids, chat, "", false, c.reason);
-            if (held.has_calls) finish_with_tool_calls(end);
-            out += sse(end);
-            if (include_usage) {
-              json u = stream_chunk(ids, chat, "", false, FinishReason::kNone);
-              u["choices"] = json::array();
-              u["usage"] = usage_json(c);
-              out += sse(u);
-            }
+        bool any = false;
+        for (size_t i = 0; i < pr->states.size(); ++i) {
+          RequestState::Chunk c;
+          const auto wait = std::chrono::milliseconds(any ? 0 : 500 / static_cast<int>(pr->states.size()));
+          if (pr->done[i] || !pr->states[i]->next(c, wait)) continue;
+          any = true;
+          out += stream_events(format, ids, static_cast<int>(i), c, pr->first[i], pr->offsets[i], pr->calls[i]);
+          pr->first[i] = false;
+          if (!c.done) continue;
+          pr->done[i] = true;
+          ++pr->finished;
+          pr->usage.prompt_tokens = c.prompt_tokens;
+          pr->usage.cached_tokens = c.cached_tokens;
+          pr->usage.completion_tokens += c.completion_tokens;
+        }
+        const bool all_done = pr->finished == pr->states.size();
+        if (all_done) {
+          if (include_usage) {
+            json u = stream_chunk(ids, format.chat, 0, "", false, FinishReason::kNone);
+            u["choices"] = json::array();
+            u["usage"] = usage_json(pr->usage);
+            out += sse(u);
           }
           out += "data: [DONE]\n\n";
         }
+        // Nothing yet: a comment line keeps the stream alive and finds a
+        // client that went away (the write fails).
+        if (!any) out = ":\n\n";
         // Nothing to send (text held as a possible tool call): an empty
         // write would be the chunked encoding's end of body.
         if (!out.empty() && !sink.write(out.data(), out.size())) {
-          st->cancel();
+          cancel_all();
           return false;
         }
-        if (c.done) sink.done();
+        if (all_done) sink.done();
         return true;
       },
-      [st](bool success) {
-        if (!success) st->cancel();  // the client went away: free its sequence
+      [cancel_all](bool success) {
+        if (!success) cancel_all();  // the client went away: free its sequences
       });
+}
+
+// The events of one chunk of choice `index`: its text and logprobs, then
+// its finish reason or error when it ended.
+std::string HttpServer::stream_events(const ChoiceFormat& f, const ResponseIds& ids, int index,
+                                      const RequestState::Chunk& c, bool first, size_t& text_offset,
+                                      ToolCallStream& calls) const {
+  std::string out;
+  const std::string text = (first ? f.echo : "") + calls.feed(c.text);
+  if (!text.empty() || first || !c.logprobs.empty())
+    out += sse(stream_chunk(ids, f.chat, index, text, first, FinishReason::kNone, choice_logprobs(f, c, first, text_offset)));
+  if (!c.done) return out;
+  const HeldReply held = finish_streamed_reply(calls, f.tools, ids, index);
+  for (const json& chunk : held.chunks) out += sse(chunk);
+  if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled)
+    return out + sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
+                              c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
+                         .body());
+  json end = stream_chunk(ids, f.chat, index, "", false, c.reason);
+  if (held.has_calls) finish_with_tool_calls(end);
+  return out + sse(end);
+}
+
+namespace {
+
+// The body as a JSON object whose keys are all in `known`; a 400 otherwise.
+std::optional<ApiError> parse_object(const std::string& body, std::initializer_list<const char*> known, json& j) {
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return error_of(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error");
+  }
+  if (!j.is_object()) return error_of(400, "the body must be a JSON object", "invalid_request_error");
+  for (const auto& [key, value] : j.items()) {
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
+      ApiError e = error_of(400, "unknown field '" + key + "'", "invalid_request_error");
+      e.param = key;
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+ApiError field_error(const std::string& field, const std::string& message) {
+  ApiError e = error_of(400, message, "invalid_request_error");
+  e.param = field;
+  return e;
+}
+
+}  // namespace
+
+// {"prompt": text, "add_special_tokens": true} or {"messages": [...]} (the
+// chat template with the generation prompt) -> {"tokens", "count", "max_model_len"}.
+void HttpServer::tokenize(const httplib::Request& req, httplib::Response& res) {
+  BatchScheduler* sched = scheduler();
+  if (!sched) return send_error(res, error_of(503, "the model is still loading", "server_loading", "server_loading"));
+  json j;
+  if (auto e = parse_object(req.body, {"model", "prompt", "messages", "add_special_tokens"}, j))
+    return send_error(res, *e);
+  bool add_special = true;
+  if (j.contains("add_special_tokens") && !j["add_special_tokens"].is_null()) {
+    if (!j["add_special_tokens"].is_boolean())
+      return send_error(res, field_error("add_special_tokens", "'add_special_tokens' must be a boolean"));
+    add_special = j["add_special_tokens"].get<bool>();
+  }
+  std::vector<int32_t> tokens;
+  if (j.contains("messages")) {
+    CompletionParams p;
+    json chat = {{"messages", j["messages"]}};
+    if (auto e = parse_completion_request(chat.dump(), true, options_.model_id, p)) return send_error(res, *e);
+    if (auto e = prompt_tokens(p, true, tokens)) return send_error(res, *e);
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string())
+      return send_error(res, field_error("prompt", "'prompt' (a string) or 'messages' is required"));
+    tokens = model_->tokenize(j["prompt"].get<std::string>(), add_special);
+  }
+  res.set_content(to_text({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", sched->n_context()}}),
+                  "application/json");
+}
+
+// {"tokens": [ids]} -> {"prompt": text}.
+void HttpServer::detokenize(const httplib::Request& req, httplib::Response& res) {
+  if (!scheduler()) return send_error(res, error_of(503, "the model is still loading", "server_loading", "server_loading"));
+  json j;
+  if (auto e = parse_object(req.body, {"model", "tokens"}, j)) return send_error(res, *e);
+  if (!j.contains("tokens") || !j["tokens"].is_array())
+    return send_error(res, field_error("tokens", "'tokens' must be an array of token ids"));
+  std::vector<int32_t> tokens;
+  for (const json& t : j["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_->n_vocab())
+      return send_error(res, field_error("tokens", "'tokens' holds " + t.dump() + ", not a token id in [0, " +
+                                                       std::to_string(model_->n_vocab()) + ")"));
+    tokens.push_back(t.get<int32_t>());
+  }
+  res.set_content(to_text({{"prompt", model_->detokenize(tokens)}}), "application/json");
 }
 
 }  // namespace layerstream::serve

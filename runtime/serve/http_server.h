@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP front end of `layerstream serve` (cpp-httplib):
 // POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
+// POST /tokenize and /detokenize (vLLM's shapes),
 // GET /v1/models, /metrics (Prometheus text: layerstream_* and the vllm:*
 // names gateways scrape), and for routers /health (200 only while requests
 // are admitted: 503 while the model loads and while draining), /load and
@@ -81,10 +82,30 @@ class HttpServer {
   // /v1/completions (chat false) and /v1/chat/completions.
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::optional<ApiError> prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens);
+  std::optional<ApiError> generation_request(const CompletionParams& p, std::vector<int32_t> tokens,
+                                             GenerationRequest& g) const;
+  // How a request's choices are written.
+  struct ChoiceFormat {
+    bool chat = false;
+    std::string echo;       // completions with echo: the prompt, before the text
+    bool logprobs = false;  // logprobs asked
+    int32_t first_token = 0;  // the prompt's first token (echoed logprobs)
+    size_t prompt_bytes = 0;  // completions without echo: where the text's offsets start
+    ToolCallRules tools;      // chat: how the reply's tool calls are parsed (format kNone: not at all)
+  };
   // How the reply's tool calls are parsed (format kNone: not at all).
   ToolCallRules tool_call_rules(const CompletionParams& p, bool chat) const;
-  void stream_response(httplib::Response& res, std::shared_ptr<RequestState> st, const ResponseIds& ids,
-                       bool chat, bool include_usage, const ToolCallRules& tools);
+  // `text_offset`: completions' offset of the chunk's first token, advanced past its tokens.
+  nlohmann::json choice_logprobs(const ChoiceFormat& f, const RequestState::Chunk& c, bool first,
+                                 size_t& text_offset) const;
+  void stream_response(httplib::Response& res, std::vector<std::shared_ptr<RequestState>> states,
+                       const ResponseIds& ids, const ChoiceFormat& format, bool include_usage);
+  // `calls`: the choice's held text when the format parses tool calls.
+  std::string stream_events(const ChoiceFormat& f, const ResponseIds& ids, int index, const RequestState::Chunk& c,
+                            bool first, size_t& text_offset, ToolCallStream& calls) const;
+  // POST /tokenize and /detokenize (vLLM's shapes).
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
   void cors_routes();
   // The scheduler while serving or draining; null while the model loads.
   BatchScheduler* scheduler() const { return scheduler_.load(std::memory_order_acquire); }

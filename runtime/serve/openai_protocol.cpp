@@ -1,6 +1,9 @@
 #include "runtime/serve/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "runtime/serve/request_fields.h"
 
 namespace layerstream::serve {
 namespace {
@@ -74,33 +77,100 @@ std::optional<ApiError> parse_number(const json& j, const char* key, double lo, 
   return std::nullopt;
 }
 
-// max_tokens, temperature, top_p, seed (random when not given), n.
+// An integer field: absent or null leaves `value`; the type, then the range.
+std::optional<ApiError> parse_integer(const json& j, const char* key, int64_t lo, int64_t hi, int& value) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  if (!j[key].is_number_integer())
+    return bad(key, std::string("'") + key + "' must be an integer, not " + type_name(j[key]));
+  double v = 0;
+  if (auto e = parse_number(j, key, double(lo), double(hi), v)) return e;
+  value = static_cast<int>(v);
+  return std::nullopt;
+}
+
+// A float field of SamplingOptions.
+std::optional<ApiError> parse_float(const json& j, const char* key, double lo, double hi, float& value) {
+  double v = value;
+  if (auto e = parse_number(j, key, lo, hi, v)) return e;
+  value = static_cast<float>(v);
+  return std::nullopt;
+}
+
+// max_tokens, temperature, top_p, seed (random when not given), n, best_of.
 std::optional<ApiError> parse_sampling(const json& j, CompletionParams& out) {
-  double v = -1;
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    if (!j[key].is_number_integer())
-      return bad(key, std::string("'") + key + "' must be an integer, not " + type_name(j[key]));
-    if (auto e = parse_number(j, key, 0, 1 << 30, v)) return e;
-    out.max_tokens = static_cast<int>(v);
-  }
-  double t = 1.0, p = 1.0;
-  if (auto e = parse_number(j, "temperature", 0, 2, t)) return e;
-  if (auto e = parse_number(j, "top_p", 0, 1, p)) return e;
-  out.sampling.temperature = static_cast<float>(t);
-  out.sampling.top_p = static_cast<float>(p);
-  out.sampling.top_k = 0;  // OpenAI has no top-k or min-p
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (auto e = parse_integer(j, key, 0, 1 << 30, out.max_tokens)) return e;
+  // OpenAI's defaults: every filter off.
+  out.sampling.temperature = 1.0f;
+  out.sampling.top_p = 1.0f;
+  out.sampling.top_k = 0;
   out.sampling.min_p = 0;
+  if (auto e = parse_float(j, "temperature", 0, 2, out.sampling.temperature)) return e;
+  if (auto e = parse_float(j, "top_p", 0, 1, out.sampling.top_p)) return e;
   if (j.contains("seed") && !j["seed"].is_null()) {
     if (!j["seed"].is_number_integer()) return bad("seed", "'seed' must be an integer, not " + type_name(j["seed"]));
     out.sampling.seed = static_cast<uint64_t>(j["seed"].get<int64_t>());
-  } else {
-    static std::atomic<uint64_t> counter{0x5eed};
-    out.sampling.seed = counter.fetch_add(0x9E3779B97F4A7C15ull);
   }
-  if (j.contains("n") && !j["n"].is_null()) {
-    if (!j["n"].is_number_integer() || j["n"].get<int64_t>() != 1) return bad("n", "only 'n': 1 is supported");
+  if (auto e = parse_integer(j, "n", 1, 128, out.n)) return e;
+  int best_of = out.n;
+  if (auto e = parse_integer(j, "best_of", 1, 128, best_of)) return e;
+  if (best_of != out.n)
+    return bad("best_of", "'best_of' must equal n (" + std::to_string(out.n) + "): choices are not ranked");
+  return std::nullopt;
+}
+
+// OpenAI's penalties and logit_bias, and vLLM's top_k, min_p, typical_p,
+// repetition_penalty.
+std::optional<ApiError> parse_penalties(const json& j, CompletionParams& out) {
+  SamplingOptions& so = out.sampling;
+  if (auto e = parse_float(j, "presence_penalty", -2, 2, so.presence_penalty)) return e;
+  if (auto e = parse_float(j, "frequency_penalty", -2, 2, so.frequency_penalty)) return e;
+  if (auto e = parse_integer(j, "top_k", -1, 1 << 30, so.top_k)) return e;
+  so.top_k = std::max(so.top_k, 0);  // vLLM's -1: all
+  if (auto e = parse_float(j, "min_p", 0, 1, so.min_p)) return e;
+  if (auto e = parse_float(j, "typical_p", 0, 1, so.typical_p)) return e;
+  if (auto e = parse_float(j, "repetition_penalty", 0, 1e6, so.repeat_penalty)) return e;
+  if (!j.contains("logit_bias") || j["logit_bias"].is_null()) return std::nullopt;
+  const json& lb = j["logit_bias"];
+  if (!lb.is_object()) return bad("logit_bias", "'logit_bias' must be an object, not " + type_name(lb));
+  for (const auto& [key, value] : lb.items()) {
+    size_t used = 0;
+    long id = -1;
+    try {
+      id = std::stol(key, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != key.size() || id < 0 || id > INT32_MAX)
+      return bad("logit_bias", "'logit_bias' keys must be token ids, not '" + key + "'");
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+      return bad("logit_bias", "'logit_bias' of token " + key + " must be a number in [-100, 100]");
+    so.logit_bias[static_cast<int32_t>(id)] = value.get<float>();
   }
+  return std::nullopt;
+}
+
+// chat: logprobs (boolean) and top_logprobs; completions: logprobs (the
+// number of alternatives) and echo.
+std::optional<ApiError> parse_logprobs(const json& j, bool chat, CompletionParams& out) {
+  if (!chat) {
+    if (auto e = parse_integer(j, "logprobs", 0, 20, out.logprobs)) return e;
+    if (j.contains("echo") && !j["echo"].is_null()) {
+      if (!j["echo"].is_boolean()) return bad("echo", "'echo' must be a boolean, not " + type_name(j["echo"]));
+      out.echo = j["echo"].get<bool>();
+    }
+    return std::nullopt;
+  }
+  bool want = false;
+  if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+    if (!j["logprobs"].is_boolean())
+      return bad("logprobs", "'logprobs' must be a boolean, not " + type_name(j["logprobs"]));
+    want = j["logprobs"].get<bool>();
+  }
+  int top = 0;
+  if (auto e = parse_integer(j, "top_logprobs", 0, 20, top)) return e;
+  if (j.contains("top_logprobs") && !j["top_logprobs"].is_null() && !want)
+    return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (want) out.logprobs = top;
   return std::nullopt;
 }
 
@@ -154,9 +224,12 @@ std::optional<ApiError> parse_completion_request(const std::string& body, bool c
   }
   if (!j.is_object()) return bad("", "the body must be a JSON object, not " + type_name(j));
   out.chat = chat;
+  if (auto e = check_request_fields(j, chat)) return e;
   if (auto e = parse_model(j, served_model, out)) return e;
   if (auto e = parse_input(j, chat, out)) return e;
   if (auto e = parse_sampling(j, out)) return e;
+  if (auto e = parse_penalties(j, out)) return e;
+  if (auto e = parse_logprobs(j, chat, out)) return e;
   if (auto e = parse_stop(j, out)) return e;
   return parse_stream(j, out);
 }
@@ -172,25 +245,84 @@ namespace {
 const char* wire_reason(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
 }  // namespace
 
-json completion_response(const ResponseIds& ids, bool chat, const RequestState::Chunk& all) {
-  json choice = {{"index", 0}, {"finish_reason", wire_reason(all.reason)}, {"logprobs", nullptr}};
-  if (chat)
-    choice["message"] = {{"role", "assistant"}, {"content", all.text}};
-  else
-    choice["text"] = all.text;
+std::optional<ApiError> check_sampling(const SamplingOptions& sampling, int n_vocab) {
+  auto p = find_sampling_problem(sampling, n_vocab);
+  if (!p) return std::nullopt;
+  // The library's field names, as the request spells them.
+  const std::string field = p->field == "repeat_penalty" ? "repetition_penalty" : p->field;
+  return bad(field, p->message);
+}
+
+namespace {
+
+std::vector<int> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+json chat_logprobs(const std::vector<TokenLogprob>& lps, const TokenText& text_of) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    json top = json::array();
+    for (auto [id, v] : t.top) {
+      const std::string piece = text_of(id);
+      top.push_back({{"token", piece}, {"logprob", v}, {"bytes", bytes_of(piece)}});
+    }
+    const std::string piece = text_of(t.token);
+    content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+}  // namespace
+
+json logprobs_json(bool chat, const std::vector<TokenLogprob>& lps, const TokenText& text_of, const EchoedPrompt* echo,
+                   size_t text_offset) {
+  if (chat) return chat_logprobs(lps, text_of);
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  auto add = [&](int32_t token, json value, json top) {
+    const std::string piece = text_of(token);
+    tokens.push_back(piece);
+    values.push_back(std::move(value));
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += piece.size();
+  };
+  auto top_of = [&](const TokenLogprob& t) {
+    json top = json::object();
+    for (auto [id, v] : t.top) top[text_of(id)] = v;
+    return top;
+  };
+  if (echo) {
+    add(echo->first_token, nullptr, nullptr);  // nothing before it to predict it
+    for (const TokenLogprob& t : *echo->logprobs) add(t.token, t.logprob, top_of(t));
+  }
+  for (const TokenLogprob& t : lps) add(t.token, t.logprob, top_of(t));
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json completion_response(const ResponseIds& ids, bool chat, const std::vector<Choice>& choices,
+                         const RequestState::Chunk& usage) {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json choice = {{"index", i}, {"finish_reason", wire_reason(c.reason)}, {"logprobs", c.logprobs}};
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    out.push_back(std::move(choice));
+  }
   return {{"id", ids.id},
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
-          {"choices", json::array({choice})},
-          {"usage", usage_json(all)}};
+          {"choices", out},
+          {"usage", usage_json(usage)}};
 }
 
-json stream_chunk(const ResponseIds& ids, bool chat, const std::string& text, bool first,
-                  FinishReason reason) {
-  json choice = {{"index", 0},
+json stream_chunk(const ResponseIds& ids, bool chat, int index, const std::string& text, bool first,
+                  FinishReason reason, json logprobs) {
+  json choice = {{"index", index},
                  {"finish_reason", reason == FinishReason::kNone ? json() : json(wire_reason(reason))},
-                 {"logprobs", nullptr}};
+                 {"logprobs", std::move(logprobs)}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

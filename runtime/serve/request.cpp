@@ -23,10 +23,16 @@ void RequestState::set_cached_tokens(int n) {
   cached_tokens_ = n;
 }
 
-void RequestState::append(const std::string& text, int completion_tokens) {
+void RequestState::set_prompt_logprobs(std::vector<TokenLogprob> logprobs) {
+  std::lock_guard lock(mu_);
+  prompt_logprobs_ = std::move(logprobs);
+}
+
+void RequestState::append(const std::string& text, int completion_tokens, const TokenLogprob* logprob) {
   {
     std::lock_guard lock(mu_);
     unread_ += text;
+    if (logprob) unread_logprobs_.push_back(*logprob);
     completion_tokens_ = completion_tokens;
   }
   cv_.notify_all();
@@ -45,9 +51,14 @@ void RequestState::finish(FinishReason reason, std::string error) {
 
 bool RequestState::next(Chunk& out, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return done_ || !unread_.empty(); })) return false;
+  if (!cv_.wait_for(lock, timeout, [&] { return done_ || !unread_.empty() || !unread_logprobs_.empty(); }))
+    return false;
   out.text = std::move(unread_);
   unread_.clear();
+  out.logprobs = std::move(unread_logprobs_);
+  unread_logprobs_.clear();
+  out.prompt_logprobs = std::move(prompt_logprobs_);
+  prompt_logprobs_.clear();
   out.done = done_;
   out.reason = reason_;
   out.error = error_;
@@ -62,6 +73,8 @@ RequestState::Chunk RequestState::wait_all() {
   for (Chunk c; !all.done;) {
     if (!next(c, std::chrono::milliseconds(200))) continue;
     all.text += c.text;
+    all.logprobs.insert(all.logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+    if (!c.prompt_logprobs.empty()) all.prompt_logprobs = std::move(c.prompt_logprobs);
     all.done = c.done;
     all.reason = c.reason;
     all.error = c.error;

@@ -22,6 +22,8 @@ struct GenerationRequest {
   int max_tokens = 16;          // generated tokens at most (the context may stop it earlier)
   SamplingOptions sampling;
   std::vector<std::string> stop;  // stop strings: generation ends before the first match
+  int logprobs = -1;              // >= 0: each token's logprob and this many top alternatives
+  bool prompt_logprobs = false;   // also the prompt's (echo): its KV is prefilled, not reused
 };
 
 // Why a request ended (OpenAI's finish_reason for the first two).
@@ -41,13 +43,20 @@ class RequestState {
     std::string error;
     int prompt_tokens = 0, completion_tokens = 0;
     int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
+    // Per generated token (GenerationRequest::logprobs >= 0), in order; may
+    // run ahead of `text` while text that could begin a stop is held back.
+    std::vector<TokenLogprob> logprobs;
+    // GenerationRequest::prompt_logprobs: of prompt tokens 1.. (in the
+    // first chunk that has them).
+    std::vector<TokenLogprob> prompt_logprobs;
   };
 
   explicit RequestState(int prompt_tokens) : prompt_tokens_(prompt_tokens), created_(Clock::now()) {}
 
   // Scheduler side.
   void set_cached_tokens(int n);
-  void append(const std::string& text, int completion_tokens);
+  void append(const std::string& text, int completion_tokens, const TokenLogprob* logprob = nullptr);
+  void set_prompt_logprobs(std::vector<TokenLogprob> logprobs);
   void finish(FinishReason reason, std::string error = {});
 
   // Client side. Waits up to `timeout` for text or the end; false on timeout
@@ -64,6 +73,7 @@ class RequestState {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string unread_;
+  std::vector<TokenLogprob> unread_logprobs_, prompt_logprobs_;
   bool done_ = false, cancelled_ = false;
   FinishReason reason_ = FinishReason::kNone;
   std::string error_;

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -32,6 +34,13 @@ uint64_t fresh_seed() {
                   (static_cast<uint64_t>(getpid()) << 32);
   std::printf("[ seed     ] LAYERSTREAM_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
   return seed;
+}
+
+double log_softmax_at(std::span<const float> row, int32_t id) {
+  double max = -INFINITY, sum = 0;
+  for (float x : row) max = std::max(max, double(x));
+  for (float x : row) sum += std::exp(double(x) - max);
+  return double(row[id]) - max - std::log(sum);
 }
 
 std::vector<uint8_t> random_bytes(size_t n, std::mt19937_64& rng) {

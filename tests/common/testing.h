@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,9 @@ std::vector<uint8_t> read_file(const std::string& path);
 // Every one of `parts` occurs in `text` (an error message, a log, a
 // command's output); a failure names the missing parts and shows the text.
 ::testing::AssertionResult contains_all(std::string_view text, std::initializer_list<std::string_view> parts);
+
+// log-softmax of `row` at `id`, in double: the reference for logprobs.
+double log_softmax_at(std::span<const float> row, int32_t id);
 
 // 64-bit FNV-1a of n bytes: the checksum the streaming suites compare a
 // compute call's data with its layer's content by.

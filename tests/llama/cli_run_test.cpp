@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <span>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -27,7 +29,7 @@ TEST(CliRun, TokensJsonLogits) {
       model, "--layers 4 --hidden 64 --ffn 128 --heads 4 --kv-heads 2 --dtype f16 --seed " + std::to_string(seed)));
   const std::string json = dir.file("r.json"), npy = dir.file("l.npy");
   CliResult r = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --ignore-eog --temp 0 --backend host --vram 512KiB "
-                            "--ctx 64 --json " + json + " --logits " + npy);
+                            "--ctx 64 --logprobs 2 --json " + json + " --logits " + npy);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("overlap efficiency"));
   EXPECT_THAT(r.out, HasSubstr("disk"));
@@ -58,10 +60,23 @@ TEST(CliRun, TokensJsonLogits) {
       if (l[i] > l[arg]) arg = i;
     EXPECT_EQ(arg, j["generated_tokens"][row].get<int>()) << "row " << row;
     EXPECT_TRUE(std::isfinite(l[0]));
+    // --logprobs: the log-softmax of the same row, within 1e-4.
+    const std::span<const float> row_span(l, 512);
+    const nlohmann::json& lp = j["logprobs"][0][row];
+    EXPECT_EQ(lp["token"], j["generated_tokens"][row]);
+    EXPECT_NEAR(lp["logprob"].get<double>(), testing::log_softmax_at(row_span, arg), 1e-4) << "row " << row;
+    ASSERT_EQ(lp["top"].size(), 2u);
+    EXPECT_EQ(lp["top"][0][0].get<int>(), arg);
+    const int second = lp["top"][1][0].get<int>();
+    EXPECT_NEAR(lp["top"][1][1].get<double>(), testing::log_softmax_at(row_span, second), 1e-4) << "row " << row;
   }
+  EXPECT_EQ(j["finish_reason"], nlohmann::json({"length"}));
+  EXPECT_EQ(j["seeds"].size(), 1u);
   // Deterministic: a second run (everything resident) gives the same tokens.
   const std::string json2 = dir.file("r2.json");
-  CliResult r2 = run_cli("run " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
+  // Repeatable flags before the model take one value each (a stop that never
+  // matches, a bias of 0): the same tokens.
+  CliResult r2 = run_cli("run --stop NEVERSEEN -l 3+0 " + model + " --tokens 1,17,42,99 -n 5 --temp 0 --backend host --ctx 64 "
                              "--strategy resident --json " + json2);
   ASSERT_EQ(r2.exit_code, 0) << r2.err;
   std::ifstream jf2(json2);
@@ -114,6 +129,11 @@ TEST(CliRun, BadInputExitsWithError) {
       {"run " + model + " --tokens 1,100000 --backend host", "outside the vocabulary"},
       {"run " + model + " --tokens 1,2 --lookup --draft-max 9 --backend host", "--draft-max"},
       {"run " + model + " --tokens 1,2 --lookup --draft " + model + " --backend host", "one of --draft"},
+      {"run " + model + " --tokens 1,2 --top-p 1.5", "--top-p: top_p is 1.5; it must be in (0, 1]"},
+      {"run " + model + " --tokens 1,2 --repeat-penalty 0", "--repeat-penalty"},
+      {"run " + model + " --tokens 1,2 --repeat-last-n -5", "--repeat-last-n"},
+      {"run " + model + " --tokens 1,2 --logit-bias 5x", "--logit-bias: '5x'"},
+      {"run " + model + " --tokens 1,2 --logit-bias 100000+1 --backend host", "outside the vocabulary"},
   };
   for (const Case& c : cases) {
     CliResult r = run_cli(c.args);

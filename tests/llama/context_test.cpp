@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "layerstream/layerstream.h"
@@ -339,6 +340,146 @@ TEST_F(ContextTest, AbortCallbackStopsBetweenPassesAndKeepsNothing) {
   ASSERT_FALSE(gen.ok());
   EXPECT_TRUE(gen.status().IsCancelled()) << gen.status().ToString();
   EXPECT_EQ(asked, 4);
+}
+
+
+// Each generated token's logprob (and its top alternatives) is the
+// log-softmax of the logits it was sampled from; the prompt's are those of
+// one pass over it on a clean context.
+TEST_F(ContextTest, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
+  std::mt19937_64 rng(seed_);
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(3)));
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+  const auto prompt = random_tokens(rng, 9);
+  GenerateOptions g = greedy(6, true);
+  g.sampling = {.temperature = 0.9f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = rng()};
+  g.logprobs = 3;
+  g.prompt_logprobs = true;
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult r, ctx->generate(prompt, g));
+  const int V = model->n_vocab();
+  ASSERT_EQ(r.logprobs.size(), 1u);
+  ASSERT_EQ(r.logprobs[0].size(), r.generated[0].size());
+  for (size_t j = 0; j < r.generated[0].size(); ++j) {
+    const std::span<const float> row(r.logits.data() + j * V, V);
+    const TokenLogprob& lp = r.logprobs[0][j];
+    EXPECT_EQ(lp.token, r.generated[0][j]);
+    EXPECT_NEAR(lp.logprob, testing::log_softmax_at(row, lp.token), 1e-5) << "token " << j;
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].first, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    for (auto [id, v] : lp.top) EXPECT_NEAR(v, testing::log_softmax_at(row, id), 1e-5);
+    EXPECT_GE(lp.top[0].second, lp.top[1].second);
+  }
+  LS_ASSERT_OK_AND_ASSIGN(auto clean, model->create_context());
+  const auto rows = one_pass_logits(*clean, 0, prompt);
+  ASSERT_EQ(r.prompt_logprobs.size(), prompt.size() - 1);
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_EQ(r.prompt_logprobs[i - 1].token, prompt[i]);
+    EXPECT_NEAR(r.prompt_logprobs[i - 1].logprob, testing::log_softmax_at(rows[i - 1], prompt[i]), 1e-5) << i;
+  }
+  // Prompt logprobs with nothing to generate (what evaluation harnesses ask).
+  LS_ASSERT_OK_AND_ASSIGN(auto eval, model->create_context());
+  g.max_tokens = 0;
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult e, eval->generate(prompt, g));
+  ASSERT_EQ(e.prompt_logprobs.size(), prompt.size() - 1);
+  EXPECT_NEAR(e.prompt_logprobs.back().logprob, r.prompt_logprobs.back().logprob, 1e-6);
+  EXPECT_TRUE(e.generated[0].empty());
+}
+
+// A stop string ends the sequence before its first match, which is neither
+// returned nor streamed, even when it spans tokens; the text streamed is
+// the text returned.
+TEST_F(ContextTest, StopStringsEndTheTextBeforeTheMatch) {
+  std::mt19937_64 rng(seed_);
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(2)));
+  const auto prompt = random_tokens(rng, 5);
+  LS_ASSERT_OK_AND_ASSIGN(auto free_run, model->create_context());
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult all, free_run->generate(prompt, greedy(24, false)));
+  const std::string text = all.text[0];
+  EXPECT_EQ(all.finish[0], FinishReason::kLength);
+  if (text.size() < 8) GTEST_SKIP() << "this random model produced only " << text.size() << " bytes";
+  // A stop that starts inside one token's text and ends in a later one's.
+  std::string piece_of_first;
+  {
+    std::vector<int32_t> first{all.generated[0][0]};
+    piece_of_first = model->detokenize(first);
+  }
+  const size_t at = std::max<size_t>(1, piece_of_first.size()) - 1 + text.size() / 4;
+  const std::string stop = text.substr(std::min(at, text.size() - 4), 4);
+  const std::string want = text.substr(0, text.find(stop));
+  GenerateOptions g = greedy(24, false);
+  g.stop = {"\x01never", stop};
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+  std::string streamed;
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult r, ctx->generate(prompt, g, [&](const TokenEvent& e) {
+    streamed += e.piece;
+    return true;
+  }));
+  EXPECT_EQ(r.text[0], want) << "stop '" << stop << "' in '" << text << "'";
+  EXPECT_EQ(streamed, want);
+  EXPECT_EQ(r.finish[0], FinishReason::kStopString);
+  EXPECT_LT(r.generated[0].size(), all.generated[0].size());
+}
+
+// Why each sequence stopped: length, a full context, an end-of-generation
+// token (made certain with a logit bias), the callback.
+TEST_F(ContextTest, FinishReasonsSayWhyEachSequenceStopped) {
+  std::mt19937_64 rng(seed_);
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(4)));
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult len, ctx->generate(random_tokens(rng, 4), greedy(3, false)));
+  EXPECT_EQ(len.finish[0], FinishReason::kLength);
+  EXPECT_STREQ(finish_reason_name(len.finish[0]), "length");
+
+  LS_ASSERT_OK_AND_ASSIGN(auto full, model->create_context());
+  const int n_ctx = full->n_context();
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult f, full->generate(random_tokens(rng, n_ctx - 2), greedy(10, false)));
+  EXPECT_EQ(f.finish[0], FinishReason::kContextFull);
+  EXPECT_EQ(f.generated[0].size(), 3u);  // positions n-2 and n-1 decode two of them, the third stays pending
+
+  LS_ASSERT_OK_AND_ASSIGN(auto eog, model->create_context());
+  GenerateOptions g = greedy(10, false);
+  g.stop_at_eog = true;
+  g.sampling.logit_bias = {{model->token_eos(), 1e4f}};
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult e, eog->generate(random_tokens(rng, 4), g));
+  EXPECT_EQ(e.finish[0], FinishReason::kEndOfGeneration);
+  EXPECT_EQ(e.generated[0], std::vector<int32_t>{model->token_eos()});
+  EXPECT_EQ(e.text[0], "");
+
+  LS_ASSERT_OK_AND_ASSIGN(auto cb, model->create_context());
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult c, cb->generate(random_tokens(rng, 4), greedy(10, false),
+                                                          [](const TokenEvent&) { return false; }));
+  EXPECT_EQ(c.finish[0], FinishReason::kCallback);
+  EXPECT_EQ(c.generated[0].size(), 1u);
+}
+
+// Bad sampling values fail generate() before anything is decoded, naming
+// the field; so do empty stop strings and a logprobs count out of range.
+TEST_F(ContextTest, GenerateRefusesBadOptionsNamingThem) {
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(1)));
+  LS_ASSERT_OK_AND_ASSIGN(auto ctx, model->create_context());
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  auto refuses = [&](GenerateOptions g, const std::string& says) {
+    auto r = ctx->generate(prompt, g);
+    ASSERT_FALSE(r.ok()) << says;
+    EXPECT_TRUE(r.status().IsInvalidArgument());
+    EXPECT_THAT(r.status().message(), HasSubstr(says));
+    EXPECT_EQ(ctx->position(0), 0);
+  };
+  GenerateOptions g = greedy(4, false);
+  g.sampling.top_p = 1.5f;
+  refuses(g, "top_p");
+  g = greedy(4, false);
+  g.sampling.repeat_penalty = 0;
+  refuses(g, "repeat_penalty");
+  g = greedy(4, false);
+  g.sampling.logit_bias = {{model->n_vocab(), 1.0f}};
+  refuses(g, "logit_bias");
+  g = greedy(4, false);
+  g.stop = {""};
+  refuses(g, "stop");
+  g = greedy(4, false);
+  g.logprobs = -2;
+  refuses(g, "logprobs");
 }
 
 // NaN logits are never picked, and they do not break the ranking, on both of

@@ -9,7 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "layerstream/layerstream.h"
@@ -259,6 +262,83 @@ TEST_F(BatchSchedulerTest, OutputsMatchWithoutTheCacheUnderEviction) {
     states.push_back(*st);
   }
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(states[i]->wait_all().text, reference[i].text) << i;
+}
+
+// n choices share one prefill: the prompt is decoded once and copied; each
+// choice samples with seed + i and gets what a single request with that
+// seed gets.
+TEST_F(BatchSchedulerTest, ChoicesShareThePromptPrefillAndUseSeedPlusI) {
+  auto model = open(4);
+  ASSERT_TRUE(model);
+  auto sched = BatchScheduler::create(model, {.parallel = 3, .queue = 4, .prefix_cache = false});
+  ASSERT_TRUE(sched.ok()) << sched.status().ToString();
+  std::mt19937_64 rng(testing::fresh_seed());
+  GenerationRequest r = greedy({}, 8);
+  for (int i = 0; i < 9; ++i) r.prompt.push_back(static_cast<int32_t>(1 + rng() % 500));
+  r.sampling = {.temperature = 1.5f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = rng() % 1000};
+  std::vector<RequestState::Chunk> alone;
+  for (int i = 0; i < 3; ++i) {
+    GenerationRequest one = r;
+    one.sampling.seed += i;
+    auto st = (*sched)->submit(one);
+    ASSERT_TRUE(st.ok());
+    alone.push_back((*st)->wait_all());
+  }
+  const uint64_t before = (*sched)->metrics().prefill_tokens;
+  auto states = (*sched)->submit_n(r, 3);
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  ASSERT_EQ(states->size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const RequestState::Chunk c = (*states)[i]->wait_all();
+    EXPECT_EQ(c.text, alone[i].text) << "choice " << i;
+    EXPECT_EQ(c.completion_tokens, alone[i].completion_tokens) << "choice " << i;
+  }
+  EXPECT_EQ((*sched)->metrics().prefill_tokens - before, r.prompt.size());  // once, not three times
+  auto too_many = (*sched)->submit_n(r, 4);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("n is 4"), std::string::npos) << too_many.status().message();
+}
+
+
+// Logprobs of generated tokens, their top alternatives and the prompt's
+// equal the log-softmax of the logits one Context::decode over prompt and
+// answer gives, within 1e-4; with the prefix cache holding the prompt.
+TEST_F(BatchSchedulerTest, LogprobsEqualTheLogSoftmaxOfTheLogits) {
+  auto model = open(3);
+  ASSERT_TRUE(model);
+  auto sched = BatchScheduler::create(model, {.parallel = 2, .queue = 4});
+  ASSERT_TRUE(sched.ok()) << sched.status().ToString();
+  std::mt19937_64 rng(testing::fresh_seed());
+  GenerationRequest r = greedy({}, 6);
+  for (int i = 0; i < 7; ++i) r.prompt.push_back(static_cast<int32_t>(1 + rng() % 500));
+  r.sampling = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = rng()};
+  r.logprobs = 4;
+  ASSERT_TRUE((*sched)->submit(r).ok());  // leaves the prompt in the prefix cache
+  r.prompt_logprobs = true;
+  auto st = (*sched)->submit(r);
+  ASSERT_TRUE(st.ok());
+  const RequestState::Chunk c = (*st)->wait_all();
+  ASSERT_EQ(c.reason, FinishReason::kLength) << c.error;
+  ASSERT_EQ(c.logprobs.size(), 6u);
+  ASSERT_EQ(c.prompt_logprobs.size(), r.prompt.size() - 1);
+
+  auto ref = model->create_context();
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  std::vector<int32_t> all = r.prompt;
+  for (const TokenLogprob& t : c.logprobs) all.push_back(t.token);
+  Batch b;
+  for (size_t i = 0; i + 1 < all.size(); ++i) b.add(all[i], static_cast<int32_t>(i), 0, true);
+  ASSERT_TRUE((*ref)->decode(b).ok());
+  for (size_t i = 1; i < all.size(); ++i) {
+    const std::span<const float> row = (*ref)->logits(static_cast<int>(i) - 1);
+    const bool prompt = i < r.prompt.size();
+    const TokenLogprob& lp = prompt ? c.prompt_logprobs[i - 1] : c.logprobs[i - r.prompt.size()];
+    EXPECT_EQ(lp.token, all[i]);
+    EXPECT_NEAR(lp.logprob, testing::log_softmax_at(row, all[i]), 1e-4) << "token " << i;
+    ASSERT_EQ(lp.top.size(), 4u);
+    EXPECT_EQ(lp.top[0].first, static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    for (auto [id, v] : lp.top) EXPECT_NEAR(v, testing::log_softmax_at(row, id), 1e-4) << "token " << i;
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <thread>
 
 #include "layerstream/layerstream.h"
@@ -30,18 +32,25 @@ std::pair<std::shared_ptr<Model>, std::unique_ptr<BatchScheduler>> open_tiny(
   return {model, BatchScheduler::create(model, scheduling).value()};
 }
 
+// A server on a free port of 127.0.0.1 with ChatML, bound, not yet running.
+std::unique_ptr<HttpServer> bound_server(const SchedulerOptions& scheduling) {
+  auto tmpl = ChatTemplate::create("", "", "");
+  EXPECT_TRUE(tmpl.ok()) << tmpl.status().ToString();
+  ServerOptions so;
+  so.port = 0;
+  so.model_id = "tiny";
+  auto server = std::make_unique<HttpServer>(std::move(*tmpl), so, scheduling);
+  EXPECT_TRUE(server->bind().ok());
+  return server;
+}
+
 TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
   testing::TempDir dir;
   const std::string path = dir.file("tiny.gguf");
   ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(GgmlType::F32, 3, 128)).ok());
-  auto tmpl = ChatTemplate::create("", "", "");
-  ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
-  ServerOptions so;
-  so.port = 0;
-  so.model_id = "tiny";
   const SchedulerOptions sched_options{.parallel = 1, .queue = 2};
-  HttpServer server(std::move(*tmpl), so, sched_options);
-  ASSERT_TRUE(server.bind().ok());
+  auto owned = bound_server(sched_options);
+  HttpServer& server = *owned;
   std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
@@ -153,6 +162,113 @@ TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
   EXPECT_EQ(nlohmann::json::parse(required->body)["error"]["param"], "tool_choice") << required->body;
   server.shutdown(std::chrono::seconds(5));
   http.join();
+}
+
+// The sampling, logprobs and choice fields over HTTP on a tiny model: chat
+// logprobs with top_logprobs equal the log-softmax of the logits one
+// Context::decode over prompt and answer gives (<= 1e-4); n = 2 gives two
+// choices; completions echo the prompt with its logprobs; max_tokens past
+// the context is a 400 naming it; /tokenize and /detokenize round-trip.
+TEST(HttpServer, LogprobsChoicesEchoTokenize) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tiny.gguf");
+  ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(GgmlType::F32, 5, 128)).ok());
+  const SchedulerOptions sched_options{.parallel = 2, .queue = 2};
+  auto owned = bound_server(sched_options);
+  HttpServer& server = *owned;
+  std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
+  ModelOptions mo;
+  mo.backend = Backend::kHost;
+  mo.host_threads = 1;
+  mo.context = 256;
+  mo.sequences = sched_options.context_sequences() + 1;  // one more for the reference context
+  auto model = Model::open(path, mo);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto sched = BatchScheduler::create(*model, sched_options);
+  ASSERT_TRUE(sched.ok());
+  ASSERT_TRUE(server.serve_model(*model, **sched));
+  struct Stop {  // also when an assertion returns early
+    HttpServer& server;
+    std::thread& http;
+    ~Stop() {
+      server.shutdown(std::chrono::seconds(5));
+      http.join();
+    }
+  } stop{server, http};
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  auto post = [&](const char* route, const nlohmann::json& body) {
+    auto r = client.Post(route, body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, nlohmann::json::parse(r->body)) : std::make_pair(0, nlohmann::json());
+  };
+
+  // /tokenize of the chat prompt, to check the logprobs against.
+  const nlohmann::json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  auto [tst, tok] = post("/tokenize", {{"messages", messages}});
+  ASSERT_EQ(tst, 200) << tok.dump();
+  std::vector<int32_t> all = tok["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(tok["count"], all.size());
+  auto [st, chat] = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 5}, {"logprobs", true},
+                                                  {"top_logprobs", 3}, {"temperature", 0}});
+  ASSERT_EQ(st, 200) << chat.dump();
+  const nlohmann::json& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), chat["usage"]["completion_tokens"].get<size_t>());
+  // Greedy: the reference follows the argmax, one decode per token.
+  auto ref = (*model)->create_context();
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  Batch b;
+  b.add_sequence(all, 0, 0);
+  for (size_t j = 0; j < content.size(); ++j) {
+    ASSERT_TRUE((*ref)->decode(b).ok());
+    const std::span<const float> row = (*ref)->logits(static_cast<int>(b.size()) - 1);
+    const int32_t id = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    EXPECT_EQ(content[j]["token"], (*model)->detokenize({id})) << j;
+    EXPECT_NEAR(content[j]["logprob"].get<double>(), testing::log_softmax_at(row, id), 1e-4) << j;
+    ASSERT_EQ(content[j]["top_logprobs"].size(), 3u);
+    EXPECT_NEAR(content[j]["top_logprobs"][0]["logprob"].get<double>(), content[j]["logprob"].get<double>(), 1e-6);
+    b.clear();
+    b.add(id, static_cast<int32_t>(all.size() + j), 0, true);
+  }
+
+  auto [nst, two] = post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 3}, {"n", 2}, {"temperature", 0}});
+  ASSERT_EQ(nst, 200) << two.dump();
+  ASSERT_EQ(two["choices"].size(), 2u);
+  EXPECT_EQ(two["choices"][1]["index"], 1);
+  EXPECT_EQ(two["choices"][0]["text"], two["choices"][1]["text"]);  // greedy: the same text
+  EXPECT_EQ(post("/v1/completions", {{"prompt", "Hello"}, {"n", 3}}).second["error"]["param"], "n");
+
+  auto [est, echo] = post("/v1/completions", {{"prompt", "Hello there"}, {"max_tokens", 0}, {"echo", true},
+                                             {"logprobs", 1}});
+  ASSERT_EQ(est, 200) << echo.dump();
+  EXPECT_EQ(echo["choices"][0]["text"], "Hello there");
+  const nlohmann::json& lp = echo["choices"][0]["logprobs"];
+  auto [pst, ptok] = post("/tokenize", {{"prompt", "Hello there"}});
+  ASSERT_EQ(lp["token_logprobs"].size(), ptok["count"].get<size_t>());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_EQ(lp["text_offset"][0], 0);  // echo: offsets count from the prompt's start
+  auto [ost, offs] = post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 3}, {"logprobs", 0},
+                                             {"temperature", 0}});
+  ASSERT_EQ(ost, 200) << offs.dump();
+  const nlohmann::json& gen = offs["choices"][0]["logprobs"];
+  ASSERT_EQ(gen["tokens"].size(), offs["usage"]["completion_tokens"].get<size_t>());
+  EXPECT_EQ(gen["text_offset"][0], 5);  // after "Hello"
+  // Each token advances the offset by its bytes (the JSON text of a token
+  // that is part of a UTF-8 character is U+FFFD, so compare the order only).
+  for (size_t i = 1; i < gen["tokens"].size(); ++i)
+    EXPECT_GE(gen["text_offset"][i].get<size_t>(), gen["text_offset"][i - 1].get<size_t>()) << i;
+  EXPECT_LT(lp["token_logprobs"][1].get<double>(), 0);
+
+  auto [mst, too_long] = post("/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 300}});
+  EXPECT_EQ(mst, 400);
+  EXPECT_EQ(too_long["error"]["param"], "max_tokens");
+  EXPECT_EQ(too_long["error"]["code"], "context_length_exceeded");
+
+  auto [dst, text] = post("/detokenize", {{"tokens", ptok["tokens"]}});
+  ASSERT_EQ(dst, 200);
+  EXPECT_NE(text["prompt"].get<std::string>().find("Hello there"), std::string::npos) << text.dump();
+  EXPECT_EQ(post("/detokenize", {{"tokens", {1, -3}}}).second["error"]["param"], "tokens");
+  EXPECT_EQ(post("/tokenize", {{"prompt", 5}}).second["error"]["param"], "prompt");
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
   prefix_cache   the same prompt again prefills only its last token; each
                  chat turn prefills only its new tokens; outputs are those of
                  --no-prefix-cache, also when 2 sequences hold 10 prompts
+  sampling       the official client: logprobs with top_logprobs=5 (sorted,
+                 the token among them at temperature 0), n=3 (streamed and
+                 not), echo with logprobs, penalties and logit_bias change
+                 the text as they should, /tokenize and /detokenize
   router         /health, /load, /get_load, the vllm:* metrics (counters
                  rise), /health fast while 8 clients stream, 503 while
                  draining; --cors-origin headers and OPTIONS preflights
@@ -125,7 +129,12 @@ def case_bad_requests():
         expect_error(p, {"prompt": "hi", "stream": "yes"}, 400, param="stream")
         expect_error(p, {"prompt": "hi", "stop": 5}, 400, param="stop")
         expect_error(p, {"prompt": "hi", "seed": 1.5}, 400, param="seed")
-        expect_error(p, {"prompt": "hi", "n": 3}, 400, param="n")
+        expect_error(p, {"prompt": "hi", "n": 3}, 400, param="n")  # more than --parallel 2
+        expect_error(p, {"prompt": "hi", "frobnicate": 1}, 400, param="frobnicate")
+        expect_error(p, {"prompt": "hi", "logit_bias": [1]}, 400, param="logit_bias")
+        expect_error(p, {"prompt": "hi", "max_tokens": 500}, 400, param="max_tokens")  # past --ctx 64
+        expect_error(p, {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
+                     400, param="response_format", path="/v1/chat/completions")
         expect_error(p, {"messages": "hi"}, 400, param="messages", path="/v1/chat/completions")
         expect_error(p, {"messages": [{"role": "user", "content": 5}]}, 400, param="messages[0].content",
                      path="/v1/chat/completions")
@@ -364,6 +373,63 @@ def vllm(m, name, labels=""):
     key = f'{name}{{model_name="{model_id()}"{"," + labels if labels else ""}}}'
     check(key in m, f"{key} missing from /metrics")
     return m[key]
+
+
+def case_sampling():
+    import openai
+
+    with Server(ARGS.cli, ARGS.model, "--parallel", "3") as s:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{s.port}/v1", api_key="unused")
+        messages = [{"role": "user", "content": "Tell me a story"}]
+        r = client.chat.completions.create(model=model_id(), messages=messages, max_tokens=8, temperature=0,
+                                           logprobs=True, top_logprobs=5)
+        content = r.choices[0].logprobs.content
+        check(len(content) == r.usage.completion_tokens, f"a logprob per token: {len(content)}")
+        for t in content:
+            tops = [x.logprob for x in t.top_logprobs]
+            check(len(tops) == 5 and tops == sorted(tops, reverse=True), f"5 sorted alternatives: {tops}")
+            check(abs(tops[0] - t.logprob) < 1e-6 and t.logprob <= 0, "greedy: the token is the most likely")
+        # n=3, streamed and not: three choices, each ending with a reason.
+        many = client.completions.create(model=model_id(), prompt="Once upon a time", max_tokens=6, n=3,
+                                         temperature=1.0, seed=5)
+        check(sorted(c.index for c in many.choices) == [0, 1, 2], "three choices")
+        again = client.completions.create(model=model_id(), prompt="Once upon a time", max_tokens=6, n=3,
+                                          temperature=1.0, seed=5)
+        check([c.text for c in many.choices] == [c.text for c in again.choices], "a seed repeats every choice")
+        ended = {}
+        for chunk in client.completions.create(model=model_id(), prompt="Once upon a time", max_tokens=6, n=3,
+                                               stream=True):
+            for c in chunk.choices:
+                if c.finish_reason:
+                    ended[c.index] = c.finish_reason
+        check(sorted(ended) == [0, 1, 2], f"every streamed choice ended: {ended}")
+        # echo + logprobs: the prompt's tokens first, the first without a logprob.
+        e = client.completions.create(model=model_id(), prompt="Once upon a time", max_tokens=0, echo=True,
+                                      logprobs=2)
+        lp = e.choices[0].logprobs
+        check(e.choices[0].text == "Once upon a time", f"echo: {e.choices[0].text!r}")
+        check(lp.token_logprobs[0] is None and all(v <= 0 for v in lp.token_logprobs[1:]), "prompt logprobs")
+        _, toks = request(s.port, "POST", "/tokenize", {"prompt": "Once upon a time"})
+        check(len(lp.tokens) == toks["count"], f"one logprob per prompt token: {len(lp.tokens)} {toks}")
+        _, text = request(s.port, "POST", "/detokenize", {"tokens": toks["tokens"]})
+        check("Once upon a time" in text["prompt"], f"detokenize: {text}")
+        # logit_bias bans the greedy first token; a strong presence penalty
+        # against a repeating greedy text makes fewer repeats.
+        plain = client.completions.create(model=model_id(), prompt="la la la la la", max_tokens=12, temperature=0,
+                                          logprobs=0)
+        first = plain.choices[0].logprobs.tokens[0]
+        _, ids = request(s.port, "POST", "/tokenize", {"prompt": first, "add_special_tokens": False})
+        if len(ids["tokens"]) == 1:
+            banned = client.completions.create(model=model_id(), prompt="la la la la la", max_tokens=1,
+                                               temperature=0, logit_bias={str(ids["tokens"][0]): -100}, logprobs=0)
+            check(banned.choices[0].logprobs.tokens[0] != first, "logit_bias -100 bans the greedy token")
+        def distinct(text):
+            return len(set(text.split()))
+        penalised = client.completions.create(model=model_id(), prompt="la la la la la", max_tokens=12,
+                                              temperature=0, presence_penalty=2.0, frequency_penalty=2.0)
+        check(distinct(penalised.choices[0].text) >= distinct(plain.choices[0].text),
+              f"penalties: {penalised.choices[0].text!r} vs {plain.choices[0].text!r}")
+    print("sampling: logprobs, n=3, echo, logit_bias, penalties, tokenize")
 
 
 def case_router():

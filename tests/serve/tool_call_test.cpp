@@ -219,11 +219,16 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   all.text =
       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call><tool_call>{\"name\": "
       "\"g\"}</tool_call>";
-  json body = serve::completion_response({"chatcmpl-1", "m", 0}, true, all);
+  // Two choices (n = 2): the second's reply holds the calls.
+  const std::vector<serve::Choice> choices{{"plain text", serve::FinishReason::kStop, nullptr},
+                                           {all.text, all.reason, nullptr}};
+  json body = serve::completion_response({"chatcmpl-1", "m", 0}, true, choices, all);
   ChatOutput out = parse_tool_calls(ToolCallFormat::kHermes, all.text);
   serve::apply_rules({ToolCallFormat::kHermes, /*parallel=*/false}, out);
-  serve::set_chat_output(body, out);
-  const json& choice = body["choices"][0];
+  serve::set_chat_output(body, 1, out);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "plain text");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  const json& choice = body["choices"][1];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());
   ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);  // parallel_tool_calls false: the first
@@ -233,7 +238,7 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json({{"a", 1}}));
   EXPECT_TRUE(call["id"].get<std::string>().starts_with("call_"));
 
-  json chunk = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, "", false, serve::FinishReason::kNone);
+  json chunk = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, 0, "", false, serve::FinishReason::kNone);
   serve::set_tool_calls_delta(chunk, out.tool_calls);
   const json& delta = chunk["choices"][0]["delta"]["tool_calls"][0];
   EXPECT_EQ(delta["index"], 0);
@@ -245,13 +250,13 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   EXPECT_EQ(stream.feed("Sure. <tool"), "Sure. ");
   EXPECT_EQ(stream.feed("_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> done"), "");
   const serve::HeldReply held =
-      serve::finish_streamed_reply(stream, {ToolCallFormat::kHermes}, {"chatcmpl-1", "m", 0});
+      serve::finish_streamed_reply(stream, {ToolCallFormat::kHermes}, {"chatcmpl-1", "m", 0}, 0);
   ASSERT_EQ(held.chunks.size(), 2u);
   EXPECT_TRUE(held.has_calls);
   EXPECT_EQ(held.chunks[0]["choices"][0]["delta"]["content"], "done");
   EXPECT_EQ(held.chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
 
-  json end = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, "", false, serve::FinishReason::kLength);
+  json end = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, 0, "", false, serve::FinishReason::kLength);
   serve::finish_with_tool_calls(end);
   EXPECT_EQ(end["choices"][0]["finish_reason"], "length");  // cut off: not a finished call
 }

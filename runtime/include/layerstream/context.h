@@ -28,8 +28,30 @@ struct GenerateOptions {
   SamplingOptions sampling;   // sequence i samples with seed sampling.seed + i
   bool stop_at_eog = true;    // stop a sequence at an end-of-generation token
   bool keep_logits = false;   // GenerateResult::logits (sequence 0)
+  // Text stops: a sequence ends where one of these first appears in its
+  // text; the match and what follows are not returned (nor streamed: text
+  // that may begin a stop is held back until it cannot). Non-empty strings.
+  std::vector<std::string> stop;
+  // >= 0: GenerateResult::logprobs with this many top alternatives per
+  // token (0: the sampled token only); -1: none.
+  int logprobs = -1;
+  // GenerateResult::prompt_logprobs (with `logprobs` alternatives when >= 0):
+  // what evaluation harnesses score. Prefills even when max_tokens is 0.
+  bool prompt_logprobs = false;
   SpeculativeOptions speculative;  // a draft source: several tokens per pass (layerstream/speculative.h)
 };
+
+// Why a sequence of generate() stopped.
+enum class FinishReason {
+  kNone,             // max_tokens 0: nothing generated
+  kEndOfGeneration,  // an end-of-generation token (stop_at_eog)
+  kStopString,       // a GenerateOptions::stop string
+  kLength,           // max_tokens tokens
+  kContextFull,      // the sequence filled the context
+  kCallback,         // the TokenCallback returned false
+};
+// "none", "eog", "stop", "length", "context_full", "callback".
+const char* finish_reason_name(FinishReason reason);
 
 // One generated token. `piece` is the UTF-8 text it completes (may be empty
 // while a multibyte character is incomplete).
@@ -82,6 +104,14 @@ struct GenerateResult {
   std::vector<std::string> text;                // per sequence
   std::vector<float> logits;                    // [positions][vocab] of sequence 0 when keep_logits
   int vocab = 0;
+  std::vector<FinishReason> finish;             // per sequence
+  std::vector<uint64_t> seeds;                  // per sequence: the sampling seed used (drawn when random)
+  // Per sequence, per generated token when GenerateOptions::logprobs >= 0:
+  // log-softmax of the raw logits (before any sampling stage).
+  std::vector<std::vector<TokenLogprob>> logprobs;
+  // GenerateOptions::prompt_logprobs: of prompt_tokens[1..] (the first has
+  // no logits before it in this call), sequence 0.
+  std::vector<TokenLogprob> prompt_logprobs;
   Stats stats;
 };
 
@@ -120,7 +150,9 @@ class Context {
   // prefills it (with BOS; one sequence prefilled, the others copied), later
   // calls continue the conversation and prefill only the tokens that are
   // new (the last sampled token of the previous call, then the prompt).
-  // InvalidArgument when the prompt plus max_tokens passes the context.
+  // InvalidArgument when the prompt does not fit the context, or for
+  // sampling values validate_sampling() refuses (naming the field); a
+  // sequence that fills the context ends with FinishReason::kContextFull.
   Result<GenerateResult> generate(const std::string& prompt, const GenerateOptions& options,
                                   const TokenCallback& on_token = nullptr);
   Result<GenerateResult> generate(const std::vector<int32_t>& prompt_tokens, const GenerateOptions& options,

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace layerstream::serve {
+namespace layerstream {
 
 class TextStream {
  public:
@@ -24,4 +24,4 @@ class TextStream {
   bool stopped_ = false;
 };
 
-}  // namespace layerstream::serve
+}  // namespace layerstream

@@ -1,8 +1,8 @@
-#include "runtime/serve/text_stream.h"
+#include "runtime/llama/text_stream.h"
 
 #include <algorithm>
 
-namespace layerstream::serve {
+namespace layerstream {
 namespace {
 
 // The end of the last complete UTF-8 character in text[0, end).
@@ -64,4 +64,4 @@ std::string TextStream::finish(const std::string& text) {
   return out;
 }
 
-}  // namespace layerstream::serve
+}  // namespace layerstream
