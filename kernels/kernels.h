@@ -206,6 +206,8 @@ void moe_group_by_expert(const MoeWork& w, int64_t n_tokens, int64_t n_expert, i
 // The MatmulParams of expert e's slice of a 3-D expert tensor.
 MatmulParams moe_expert_matmul(const void* tensor, GgmlType type, int64_t e, int64_t n_out, int64_t n_in,
                                const float* x, float* y, int64_t n_tokens);
+// The router's logits [n_tokens][n_expert] of p.x into `logits`.
+MatmulParams moe_router_matmul(const MoeFfnParams& p, float* logits);
 
 // Picks one token from logits [n_vocab]. Deterministic given `seed`.
 //   temperature <= 0 or top_k == 1: greedy (argmax, lowest index on ties).

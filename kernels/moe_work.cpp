@@ -62,15 +62,13 @@ void moe_group_by_expert(const MoeWork& w, int64_t n_tokens, int64_t n_expert, i
 MatmulParams moe_expert_matmul(const void* tensor, GgmlType type, int64_t e, int64_t n_out, int64_t n_in,
                                const float* x, float* y, int64_t n_tokens) {
   const uint64_t slice = ggml_row_bytes(ggml_type_traits(type), n_in) * static_cast<uint64_t>(n_out);
-  MatmulParams p;
-  p.w = static_cast<const char*>(tensor) + static_cast<uint64_t>(e) * slice;
-  p.w_type = type;
-  p.n_out = n_out;
-  p.n_in = n_in;
-  p.x = x;
-  p.y = y;
-  p.n_tokens = n_tokens;
-  return p;
+  return {.w = static_cast<const char*>(tensor) + static_cast<uint64_t>(e) * slice,
+          .w_type = type, .n_out = n_out, .n_in = n_in, .x = x, .n_tokens = n_tokens, .y = y};
+}
+
+MatmulParams moe_router_matmul(const MoeFfnParams& p, float* logits) {
+  return {.w = p.router, .w_type = p.router_type, .n_out = p.n_expert, .n_in = p.n_embd, .x = p.x,
+          .n_tokens = p.n_tokens, .y = logits, .scratch = p.scratch, .scratch_bytes = p.scratch_bytes};
 }
 
 }  // namespace layerstream::kernels

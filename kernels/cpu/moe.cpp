@@ -15,15 +15,7 @@ namespace {
 
 // The chosen experts of every token into w.ids / w.weights.
 void route(const MoeFfnParams& p, const MoeWork& w, ThreadPool* pool) {
-  MatmulParams r;
-  r.w = p.router;
-  r.w_type = p.router_type;
-  r.n_out = p.n_expert;
-  r.n_in = p.n_embd;
-  r.x = p.x;
-  r.y = w.logits;
-  r.n_tokens = p.n_tokens;
-  matmul(r, pool);
+  matmul(moe_router_matmul(p, w.logits), pool);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     math::moe_route(w.logits + t * p.n_expert, static_cast<int>(p.n_expert), static_cast<int>(p.n_used),
                     w.ids + t * p.n_used, w.weights + t * p.n_used);

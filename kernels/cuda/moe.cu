@@ -93,17 +93,7 @@ Status run_expert(const MoeFfnParams& p, const MoeWork& w, const MoeHostRouting&
 
 Status launch_moe_ffn(const MoeFfnParams& p, MoeHostRouting& host, cublasHandle_t cublas, cudaStream_t s) {
   const MoeWork w = moe_work(p.work, p.n_tokens, p.n_embd, p.n_ff, p.n_expert, p.n_used);
-  MatmulParams r;
-  r.w = p.router;
-  r.w_type = p.router_type;
-  r.n_out = p.n_expert;
-  r.n_in = p.n_embd;
-  r.x = p.x;
-  r.y = w.logits;
-  r.n_tokens = p.n_tokens;
-  r.scratch = p.scratch;
-  r.scratch_bytes = p.scratch_bytes;
-  LS_RETURN_IF_ERROR(launch_matmul(r, cublas, s));
+  LS_RETURN_IF_ERROR(launch_matmul(moe_router_matmul(p, w.logits), cublas, s));
   LS_RETURN_IF_ERROR(route_on_host(p, w, host, s));
   LS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.out, 0, p.n_tokens * p.n_embd * sizeof(float), s));
   for (int64_t e = 0; e < p.n_expert; ++e) {
