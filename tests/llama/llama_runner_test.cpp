@@ -542,7 +542,10 @@ ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
   s.n_expert = c.n_expert;
   s.n_expert_used = c.n_expert_used;
   s.mix = c.mix;
-  if (c.mix != ExampleMix::kUniform) s.n_embd = s.n_ff = 256;  // rows the K types hold
+  if (c.mix != ExampleMix::kUniform) {  // rows the K types hold; 3 layers keep the K-quant encoding short
+    s.n_embd = s.n_ff = 256;
+    s.n_layers = 3;
+  }
   return s;
 }
 
