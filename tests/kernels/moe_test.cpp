@@ -1,6 +1,7 @@
 // The mixture-of-experts router and FFN (kernels.h: MoeFfnParams) against
 // float64 references on fresh random inputs.
-// Tolerances: router weights 1e-6 relative (f32 exp and sum of a handful of
+// Tolerances: router weights 1e-5 relative (f32 exp of logit differences up
+// to 12, whose rounding is ~1e-6 relative each, and a sum of up to 64
 // terms); the FFN's outputs 1e-4 x (1 + max |ref|) on the exact path (f32
 // accumulation of three matmuls), 3e-2 x (1 + max |ref|) on the int8 path
 // (activations quantised to 8 bits before each expert matmul).
@@ -56,7 +57,7 @@ TEST_F(MoeTest, RouterPicksTheMostProbableAndRenormalises) {
     double sum = 0;
     for (int k = 0; k < n_used; ++k) {
       ASSERT_EQ(ids[k], want_ids[k]) << "pick " << k << " of " << n_used << " from " << n_expert;
-      ASSERT_NEAR(w[k], want_w[k], 1e-6 * want_w[k] + 1e-12) << "pick " << k;
+      ASSERT_NEAR(w[k], want_w[k], 1e-5 * want_w[k] + 1e-12) << "pick " << k;
       sum += w[k];
     }
     EXPECT_NEAR(sum, 1.0, 1e-6);
