@@ -16,6 +16,7 @@
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 #include "tests/common/tiny_runner.h"
+#include "tests/gpu/gpu_parity.h"
 
 namespace layerstream {
 namespace {
@@ -38,25 +39,14 @@ TEST(MoeGpu, ResidentMatchesHostAndStreamedMatchesResident) {
     const std::string path = dir.file(arch + ".gguf");
     LS_ASSERT_OK(testing::write_scratch_model(path, spec));
 
-    RunnerOptions ro;
-    ro.n_ctx = 64;
-    ro.link_gbps = 20;
-    ro.strategy = Strategy::kResident;
+    RunnerOptions ro = testing::gpu_parity_options();
     auto host = testing::open_host_device(2);
-    LS_ASSERT_OK_AND_ASSIGN(auto hr, LlamaRunner::create(*host, path, ro));
-    const auto want = testing::runner_logits(*hr, prompt, next);
-    hr.reset();
-
-    DeviceOptions co;
-    co.backend = BackendKind::kCuda;
-    LS_ASSERT_OK_AND_ASSIGN(auto gpu, open_device(co));
+    LS_ASSERT_OK_AND_ASSIGN(const testing::ResidentRun host_run, testing::resident_run(*host, path, ro, prompt, next));
+    const auto& want = host_run.logits;
+    LS_ASSERT_OK_AND_ASSIGN(auto gpu, testing::open_cuda_device());
     ro.vram_budget = 256ull << 20;
-    LS_ASSERT_OK_AND_ASSIGN(auto gr, LlamaRunner::create(*gpu, path, ro));
-    const auto resident = testing::runner_logits(*gr, prompt, next);
-    uint64_t largest = 0;
-    for (uint64_t b : gr->executor().layer_bytes()) largest = std::max(largest, b);
-    const uint64_t reserve = gr->reserve().total();
-    gr.reset();
+    LS_ASSERT_OK_AND_ASSIGN(const testing::ResidentRun gpu_run, testing::resident_run(*gpu, path, ro, prompt, next));
+    const auto& resident = gpu_run.logits;
     double diff = 0, amax = 0;
     for (size_t i = 0; i < want.size(); ++i)
       for (size_t j = 0; j < want[i].size(); ++j) {
@@ -68,7 +58,7 @@ TEST(MoeGpu, ResidentMatchesHostAndStreamedMatchesResident) {
 
     RunnerOptions so = ro;
     so.strategy = Strategy::kPlanned;
-    so.vram_budget = reserve + 2 * (sched::round_up(largest, 4096) + 8192);
+    so.vram_budget = gpu_run.reserve + 2 * (sched::round_up(gpu_run.largest, 4096) + 8192);
     LS_ASSERT_OK_AND_ASSIGN(auto sr, LlamaRunner::create(*gpu, path, so));
     EXPECT_GT(sr->streamed_bytes_per_pass(), 0u);
     testing::expect_same_logits(testing::runner_logits(*sr, prompt, next), resident, "seed " + std::to_string(seed));
