@@ -141,6 +141,27 @@ Status validate(const SampleParams& p) {
   return Status::OK();
 }
 
+Status validate(const MoeFfnParams& p) {
+  const char* op = "moe_ffn";
+  LS_RETURN_IF_ERROR(check_fields(
+      op, {{"x", p.x}, {"router", p.router}, {"gate", p.gate}, {"up", p.up}, {"down", p.down}, {"out", p.out},
+           {"work", p.work}},
+      {{"n_tokens", p.n_tokens}, {"n_embd", p.n_embd}, {"n_ff", p.n_ff}, {"n_expert", p.n_expert},
+       {"n_used", p.n_used}}));
+  if (p.n_used > p.n_expert) return bad(op, "n_used = " + num(p.n_used) + " exceeds n_expert = " + num(p.n_expert));
+  if (p.n_tokens * p.n_used > INT32_MAX) return bad(op, "n_tokens x n_used exceeds int32");
+  if (static_cast<const void*>(p.x) == static_cast<const void*>(p.out)) return bad(op, "out aliases x");
+  LS_RETURN_IF_ERROR(row_type(op, "router", p.router_type, p.n_embd, "n_embd"));
+  LS_RETURN_IF_ERROR(row_type(op, "gate", p.gate_type, p.n_embd, "n_embd"));
+  LS_RETURN_IF_ERROR(row_type(op, "up", p.up_type, p.n_embd, "n_embd"));
+  LS_RETURN_IF_ERROR(row_type(op, "down", p.down_type, p.n_ff, "n_ff"));
+  const uint64_t need = moe_work_bytes(p.n_tokens, p.n_embd, p.n_ff, p.n_expert, p.n_used);
+  if (p.work_bytes < need) {
+    return bad(op, "work_bytes = " + std::to_string(p.work_bytes) + " is below moe_work_bytes = " + std::to_string(need));
+  }
+  return Status::OK();
+}
+
 Result<std::unique_ptr<Kernels>> make_kernels(BackendKind backend, const KernelsOptions& options) {
   switch (backend) {
     case BackendKind::kHost:

@@ -155,6 +155,66 @@ struct AddParams {
   int64_t n = 0;
 };
 
+// Mixture-of-experts FFN (qwen3moe, Mixtral). Per token t:
+//   ids, weights = math::moe_route(router . x[t])   (moe_router.h: softmax,
+//                  top n_used, weights renormalised over them)
+//   out[t] = sum over the chosen experts e, in increasing e, of
+//            weight_e * down_e(act(gate_e . x[t]) * (up_e . x[t]))
+// router is [n_expert][n_embd]; gate/up/down are the 3-D expert tensors as
+// GGUF stores them: expert e's matrix is the contiguous slice at e x (the
+// tensor's bytes / n_expert), gate_e/up_e [n_ff][n_embd], down_e
+// [n_embd][n_ff]. Tokens are gathered per expert: each chosen expert's
+// matrices are multiplied once per call, by the rows of the tokens routed
+// to it, with the same matmul kernels as a dense matrix (the CPU's exact or
+// int8 path; the router always with f32 activations, so the choice of
+// experts does not depend on the path's rounding of x). work is this
+// backend's memory of moe_work_bytes(...) bytes (gathered rows, the
+// router's logits, the routing); scratch as MatmulParams'.
+struct MoeFfnParams {
+  const float* x = nullptr;  // [n_tokens][n_embd]
+  int64_t n_tokens = 0, n_embd = 0, n_ff = 0, n_expert = 0, n_used = 0;
+  const void* router = nullptr;
+  GgmlType router_type = GgmlType::F32;
+  const void* gate = nullptr;
+  GgmlType gate_type = GgmlType::F32;
+  const void* up = nullptr;
+  GgmlType up_type = GgmlType::F32;
+  const void* down = nullptr;
+  GgmlType down_type = GgmlType::F32;
+  GatedActivation act = GatedActivation::kSilu;
+  float* out = nullptr;  // [n_tokens][n_embd]; must not alias x
+  void* work = nullptr;
+  uint64_t work_bytes = 0;
+  void* scratch = nullptr;
+  uint64_t scratch_bytes = 0;
+};
+
+// The work buffer of a MoeFfnParams call, carved from its start: router
+// logits [T][n_expert], the routing ([T][n_used] ids and weights; per
+// expert, the start of its rows, and the rows' tokens and weights grouped by
+// expert), then the gathered activations [T][n_embd], gate and up
+// [T][n_ff] and the expert's output [T][n_embd] (an expert gets at most
+// every token once).
+struct MoeWork {
+  float* logits;
+  int32_t* ids;
+  float* weights;
+  int32_t* expert_start;  // [n_expert + 1]
+  int32_t* rows;          // [T * n_used]
+  float* row_weights;     // [T * n_used]
+  float *xg, *gate, *up, *y;
+};
+MoeWork moe_work(void* base, int64_t n_tokens, int64_t n_embd, int64_t n_ff, int64_t n_expert, int64_t n_used);
+uint64_t moe_work_bytes(int64_t n_tokens, int64_t n_embd, int64_t n_ff, int64_t n_expert, int64_t n_used);
+// Groups the routing of n_tokens tokens (w.ids, w.weights) by expert into
+// w.expert_start, w.rows and w.row_weights (token order within an expert).
+void moe_group_by_expert(const MoeWork& w, int64_t n_tokens, int64_t n_expert, int64_t n_used);
+// The MatmulParams of expert e's slice of a 3-D expert tensor.
+MatmulParams moe_expert_matmul(const void* tensor, GgmlType type, int64_t e, int64_t n_out, int64_t n_in,
+                               const float* x, float* y, int64_t n_tokens);
+// The router's logits [n_tokens][n_expert] of p.x into `logits`.
+MatmulParams moe_router_matmul(const MoeFfnParams& p, float* logits);
+
 // Picks one token from logits [n_vocab]. Deterministic given `seed`.
 //   temperature <= 0 or top_k == 1: greedy (argmax, lowest index on ties).
 //   otherwise: softmax(logits / temperature), keep the top_k most likely
@@ -197,6 +257,7 @@ class Kernels {
   virtual Status scale(const ScaleParams& p, Stream& stream) = 0;
   virtual Status add(const AddParams& p, Stream& stream) = 0;
   virtual Status sample(const SampleParams& p, Stream& stream) = 0;
+  virtual Status moe_ffn(const MoeFfnParams& p, Stream& stream) = 0;
 
   // Scratch bytes matmul would use for these shapes to take its fastest path
   // (0 when none is needed). Less scratch is never an error, only slower.
@@ -246,5 +307,6 @@ Status validate(const GeluMulParams& p);
 Status validate(const ScaleParams& p);
 Status validate(const AddParams& p);
 Status validate(const SampleParams& p);
+Status validate(const MoeFfnParams& p);
 
 }  // namespace layerstream::kernels

@@ -17,6 +17,7 @@ set(LS_KERNELS_HOT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cpu/matmul_fast.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/gemm_f32.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/elementwise.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/cpu/moe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/activation_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/simd_fallback.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu/attention.cpp
@@ -29,6 +30,7 @@ layerstream_add_area(NAME ls_kernels
     ${CMAKE_CURRENT_LIST_DIR}/math/kquant_encode.cpp
     ${CMAKE_CURRENT_LIST_DIR}/math/scale_search.cpp
     ${CMAKE_CURRENT_LIST_DIR}/kernels.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/moe_work.cpp
     ${CMAKE_CURRENT_LIST_DIR}/cpu/thread_pool.cpp
     ${LS_KERNELS_HOT_SOURCES}
     ${CMAKE_CURRENT_LIST_DIR}/cpu/sampling.cpp
@@ -41,6 +43,7 @@ layerstream_add_area(NAME ls_kernels
     ${CMAKE_CURRENT_LIST_DIR}/cuda/elementwise.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/attention.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda/sampling.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda/moe.cu
   DEPS ls_core)
 set_source_files_properties(${LS_KERNELS_HOT_SOURCES}
   TARGET_DIRECTORY ls_kernels

@@ -388,7 +388,10 @@ class BenchCommand : public Command {
     r.model.weight_bytes = weight_bytes;
     r.model.layers = static_cast<int>(model.layers.size());
     r.model.blocks = static_cast<int>(model.blocks.size());
-    r.model.dtype = model.blocks.empty() ? "" : ggml_type_name(static_cast<uint32_t>(model.blocks[0].ffn_up.type));
+    if (!model.blocks.empty()) {  // the type of the FFN's up matrix (a mixture of experts': its experts')
+      const LlamaBlock& b0 = model.blocks[0];
+      r.model.dtype = ggml_type_name(static_cast<uint32_t>(b0.moe ? b0.moe->up_exps.type : b0.ffn_up.type));
+    }
     r.vram_budget = vram;
     r.ram_budget = f.ram;
     r.workload.mode = mode_;

@@ -34,7 +34,10 @@ class ExampleModelCommand : public Command {
                    "general.alignment: 4096 (to stream) or 32 (input for llama.cpp's llama-quantize)")
         ->capture_default_str();
     sub.add_option("--seed", spec_.seed, "Seed of the weights")->capture_default_str();
-    sub.add_option("--arch", spec_.arch, "Architecture: llama, qwen3 or gemma3")->capture_default_str();
+    sub.add_option("--arch", spec_.arch, "Architecture: llama, qwen3, gemma3, or the mixtures of experts qwen3moe, mixtral")
+        ->capture_default_str();
+    sub.add_option("--experts", spec_.n_expert, "qwen3moe, mixtral: experts per block (each --ffn wide)");
+    sub.add_option("--experts-used", spec_.n_expert_used, "qwen3moe, mixtral: experts per token");
     sub.add_option("--head-dim", spec_.head_dim, "Attention head width (0: hidden / heads)");
     sub.add_flag("--rope-freqs", spec_.rope_freqs, "llama: add Llama 3.1 RoPE frequency factors");
     sub.add_option("--sliding-window", spec_.sliding_window, "gemma3: sliding-window width of the local layers");
@@ -65,6 +68,8 @@ class ExampleModelCommand : public Command {
       if (!s.ok()) return fail(s.status());
       if (sub_->count("--ctx")) s->n_ctx = spec_.n_ctx;
       s->arch = spec_.arch;
+      s->n_expert = spec_.n_expert;
+      s->n_expert_used = spec_.n_expert_used;
       s->rope_freqs = spec_.rope_freqs;
       s->sliding_window = spec_.sliding_window;
       s->alignment = spec.alignment;
@@ -103,6 +108,9 @@ class ExampleModelCommand : public Command {
     std::cout << "wrote " << out_ << ": " << format_bytes(bytes) << " (" << bytes << " bytes), " << spec.n_layers
               << " layers, hidden " << spec.n_embd << ", ffn " << spec.n_ff << ", heads " << spec.n_head << "/"
               << spec.n_head_kv << ", vocab " << spec.n_vocab << ", "
+              << (spec.n_expert ? std::to_string(spec.n_expert) + " experts (" + std::to_string(spec.n_expert_used) +
+                                      " used), "
+                                : std::string())
               << (spec.mix != ExampleMix::kUniform ? example_mix_name(spec.mix) : ggml_type_name(static_cast<uint32_t>(spec.dtype)))
               << "\n";
     if (!json_path_.empty()) {
@@ -111,7 +119,8 @@ class ExampleModelCommand : public Command {
                           {"kv_heads", spec.n_head_kv}, {"vocab", spec.n_vocab}, {"ctx", spec.n_ctx},
                           {"dtype", spec.mix != ExampleMix::kUniform ? std::string(example_mix_name(spec.mix))
                                                         : ggml_type_name(static_cast<uint32_t>(spec.dtype))},
-                          {"alignment", spec.alignment}, {"seed", spec.seed}};
+                          {"alignment", spec.alignment}, {"seed", spec.seed}, {"arch", spec.arch},
+                          {"experts", spec.n_expert}, {"experts_used", spec.n_expert_used}};
       if (Status s = write_json_file(json_path_, j); !s.ok()) return fail(s);
     }
     return kExitOk;

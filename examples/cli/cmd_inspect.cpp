@@ -3,6 +3,7 @@
 // A well-formed file that layerstream cannot run (a tensor type it does not
 // compute with, an architecture it does not know) is still shown, with what
 // is unsupported, and exits 0; `run` refuses it with the same reason.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -16,6 +17,13 @@
 
 namespace layerstream::cli {
 namespace {
+
+// Bytes of one expert of a mixture-of-experts block: its gate, up and down slices (0 for a dense block).
+uint64_t expert_bytes(const LlamaBlock& b) {
+  if (!b.moe) return 0;
+  return expert_slice(b.moe->gate_exps, 0).bytes + expert_slice(b.moe->up_exps, 0).bytes +
+         expert_slice(b.moe->down_exps, 0).bytes;
+}
 
 const char* kind_name(LayerKind k) {
   switch (k) {
@@ -66,6 +74,18 @@ class InspectCommand : public Command {
     std::printf("architecture:  %s%s\n", h.arch.c_str(), h.rope_neox ? " (rope neox)" : "");
     std::printf("layers:        %u   hidden: %u   ffn: %u   heads: %u   kv heads: %u   head dim: %u\n", h.n_layers,
                 h.n_embd, h.n_ff, h.n_head, h.n_head_kv, h.head_dim);
+    if (h.is_moe()) {
+      // One expert's gate, up and down slices: the unit a token's routing reads.
+      uint64_t lo = UINT64_MAX, hi = 0, all = 0;
+      for (const LlamaBlock& b : model->blocks) {
+        lo = std::min(lo, expert_bytes(b));
+        hi = std::max(hi, expert_bytes(b));
+        all += expert_bytes(b) * h.n_expert;
+      }
+      std::printf("experts:       %u per block, %u used per token, width %u; %s per expert%s (%s of experts in all)\n",
+                  h.n_expert, h.n_expert_used, h.n_ff_exp, format_bytes(lo).c_str(),
+                  hi != lo ? (" to " + format_bytes(hi)).c_str() : "", format_bytes(all).c_str());
+    }
     std::printf("vocab:         %u   context: %u   rms eps: %g   rope base: %g   rope scaling: %s x%g\n", h.n_vocab,
                 h.n_ctx_train, h.rms_eps, h.rope_freq_base, h.rope_scaling_type.c_str(), h.rope_scaling_factor);
     {
@@ -135,6 +155,14 @@ class InspectCommand : public Command {
                     {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},
                     {"embed_scale", h.traits.embed_scale}, {"rope_freqs", m.rope_freqs.has_value()},
                     {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh ? "gelu_tanh" : "silu"}};
+    if (h.is_moe()) {
+      nlohmann::json per_block = nlohmann::json::array();
+      for (const LlamaBlock& b : m.blocks) per_block.push_back(expert_bytes(b));
+      j["experts"] = {{"count", h.n_expert},
+                      {"used", h.n_expert_used},
+                      {"n_ff_exp", h.n_ff_exp},
+                      {"bytes_per_expert", per_block}};  // per block: one expert's gate + up + down slices
+    }
     j["tokenizer"] = {{"model", tokenizer_kind}, {"tokens", n_tokens}};
     j["output_tied"] = m.output_tied;
     j["tensor_count"] = file.tensors().size();

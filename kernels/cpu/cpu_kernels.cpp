@@ -68,6 +68,14 @@ Status CpuKernels::sample(const SampleParams& p, Stream& stream) {
   });
 }
 
+Status CpuKernels::moe_ffn(const MoeFfnParams& p, Stream& stream) {
+  LS_RETURN_IF_ERROR(validate(p));
+  return stream.host_func([p, pool = pool(), exact = exact_] {
+    cpu::moe_ffn(p, pool, exact);
+    return Status::OK();
+  });
+}
+
 uint64_t CpuKernels::packed_weight_bytes(GgmlType w_type, int64_t n_out, int64_t n_in) const {
   // The exact path never reads a packed copy; only Q4_1 has a layout (the
   // row-major kernels of the other types measured close to their bandwidth).

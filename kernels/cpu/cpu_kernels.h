@@ -32,6 +32,7 @@ class CpuKernels final : public Kernels {
   Status scale(const ScaleParams& p, Stream& stream) override;
   Status add(const AddParams& p, Stream& stream) override;
   Status sample(const SampleParams& p, Stream& stream) override;
+  Status moe_ffn(const MoeFfnParams& p, Stream& stream) override;
   uint64_t packed_weight_bytes(GgmlType w_type, int64_t n_out, int64_t n_in) const override;
   Status pack_weight(const MatmulParams& p, void* out, Stream& stream) override;
 

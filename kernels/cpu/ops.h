@@ -36,6 +36,9 @@ void silu_mul(const SiluMulParams& p, ThreadPool* pool);
 void gelu_mul(const GeluMulParams& p, ThreadPool* pool);
 void scale(const ScaleParams& p, ThreadPool* pool);
 void add(const AddParams& p, ThreadPool* pool);
+// The mixture-of-experts FFN (moe.cpp); exact: the experts' matmuls take
+// matmul, else matmul_fast (the router always takes matmul).
+void moe_ffn(const MoeFfnParams& p, ThreadPool* pool, bool exact);
 
 // The sampler of SampleParams (temperature / top_k / top_p / seed), on a
 // host copy of the logits. Returns the token id.

@@ -63,6 +63,10 @@ class CudaKernels final : public Kernels {
   Status gelu_mul(const GeluMulParams& p, Stream& stream) override { return launch(p, launch_gelu_mul, stream); }
   Status scale(const ScaleParams& p, Stream& stream) override { return launch(p, launch_scale, stream); }
   Status add(const AddParams& p, Stream& stream) override { return launch(p, launch_add, stream); }
+  Status moe_ffn(const MoeFfnParams& p, Stream& stream) override {
+    LS_RETURN_IF_ERROR(validate(p));
+    return launch_moe_ffn(p, moe_host_, cublas_.get(), handle(stream));
+  }
   uint64_t matmul_scratch_bytes(GgmlType w_type, int64_t n_out, int64_t n_in, int64_t n_tokens) const override {
     return cuda::matmul_scratch_bytes(w_type, n_out, n_in, n_tokens);
   }
@@ -134,6 +138,7 @@ class CudaKernels final : public Kernels {
   layerstream::cuda::PinnedBuffer argmax_host_;    // one int32_t
   layerstream::cuda::PinnedBuffer logits_host_;    // logits_capacity_ floats
   int64_t logits_capacity_ = 0;
+  MoeHostRouting moe_host_;  // moe_ffn's routing on the host
 };
 
 }  // namespace

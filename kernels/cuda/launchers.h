@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "kernels/kernels.h"
 
 namespace layerstream::kernels::cuda {
@@ -35,6 +37,13 @@ Status launch_matvec_quarter(const MatmulParams& p, int64_t first_token, int n_t
 // The lane-per-block matvec for any n_tokens (launch_matmul's fallback), for
 // benchmarks that compare it with the coalesced one in the same binary.
 Status launch_matvec_lane_per_block(const MatmulParams& p, cudaStream_t s);
+// The host side of a MoE FFN's routing (moe.cu): reused between calls.
+struct MoeHostRouting {
+  std::vector<float> logits, weights, row_weights;
+  std::vector<int32_t> ids, expert_start, rows;
+};
+// The mixture-of-experts FFN (moe.cu); synchronises s once to route on the host.
+Status launch_moe_ffn(const MoeFfnParams& p, MoeHostRouting& host, cublasHandle_t cublas, cudaStream_t s);
 // Greedy: index of the largest logit (lowest on ties) into *out_device.
 Status launch_argmax(const float* logits, int64_t n, int32_t* out_device, cudaStream_t s);
 

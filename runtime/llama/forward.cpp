@@ -174,7 +174,41 @@ Status LlamaRunner::Impl::attend(const Pass& p, const LayerRun& run, Stream& s, 
   return Status::OK();
 }
 
-// x += ffn_down(act(ffn_gate(norm(x))) * ffn_up(norm(x))).
+// tmp := the mixture of experts of xb (kernels.h: MoeFfnParams). The
+// experts are whole in the block's bytes on every site (a split block
+// splits only Q, K, V and O), so the site's kernels compute all of it.
+Status LlamaRunner::Impl::moe_ffn(const Pass& p, const LayerRun& run, Stream& s, int b) {
+  const LlamaHparams& h = m.hparams;
+  const MoeTensors& w = *m.blocks[b].moe;
+  const SiteView S = site_view(run.site);
+  kernels::MoeFfnParams mp;
+  mp.x = S.f(lay.xb);
+  mp.n_tokens = p.n_tokens;
+  mp.n_embd = h.n_embd;
+  mp.n_ff = h.n_ff_exp;
+  mp.n_expert = h.n_expert;
+  mp.n_used = h.n_expert_used;
+  mp.router = tensor(run, w.router);
+  mp.router_type = w.router.type;
+  mp.gate = tensor(run, w.gate_exps);
+  mp.gate_type = w.gate_exps.type;
+  mp.up = tensor(run, w.up_exps);
+  mp.up_type = w.up_exps.type;
+  mp.down = tensor(run, w.down_exps);
+  mp.down_type = w.down_exps.type;
+  mp.act = h.traits.ffn == FfnActivation::kGeluTanh ? kernels::GatedActivation::kGelu : kernels::GatedActivation::kSilu;
+  mp.out = S.f(lay.tmp);
+  mp.work = S.base + lay.moe_work;
+  mp.work_bytes = lay.moe_work_bytes;
+  if (lay.scratch_bytes) {
+    mp.scratch = S.base + lay.scratch;
+    mp.scratch_bytes = lay.scratch_bytes;
+  }
+  return S.k.moe_ffn(mp, s);
+}
+
+// x += ffn_down(act(ffn_gate(norm(x))) * ffn_up(norm(x))), or of the
+// block's mixture of experts.
 Status LlamaRunner::Impl::ffn(const Pass& p, const LayerRun& run, Stream& s, int b) {
   const LlamaHparams& h = m.hparams;
   const LlamaBlock& w = m.blocks[b];
@@ -183,6 +217,11 @@ Status LlamaRunner::Impl::ffn(const Pass& p, const LayerRun& run, Stream& s, int
   float *x = S.f(lay.x), *xb = S.f(lay.xb), *tmp = S.f(lay.tmp), *gate = S.f(lay.gate), *up = S.f(lay.up);
   kernels::RmsNormParams n2{x, static_cast<const float*>(tensor(run, w.ffn_norm)), xb, T, h.n_embd, h.rms_eps};
   LS_RETURN_IF_ERROR(S.k.rmsnorm(n2, s));
+  if (w.moe) {
+    LS_RETURN_IF_ERROR(moe_ffn(p, run, s, b));
+    LS_RETURN_IF_ERROR(post_norm(p, run, s, w.ffn_post_norm));
+    return S.k.add({x, tmp, x, int64_t{T} * h.n_embd}, s);
+  }
   LS_RETURN_IF_ERROR(observe_inputs(run, s, xb, T, {&w.ffn_gate, &w.ffn_up}));
   if (run.site == sched::Site::kSplit) {  // one join for both
     LS_RETURN_IF_ERROR(split_matmuls(run, s, xb, T, {{&w.ffn_gate, gate}, {&w.ffn_up, up}}));

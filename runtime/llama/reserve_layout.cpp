@@ -51,10 +51,18 @@ Layout reserve_layout(const LlamaModel& m, int n_ctx, int n_seq, int t_max, Ggml
   auto need = [&](const GgufTensorInfo& t, int64_t n_tok) {
     scratch = std::max(scratch, k.matmul_scratch_bytes(t.type, t.dims.size() > 1 ? t.dims[1] : 1, t.dims[0], n_tok));
   };
-  for (const LlamaBlock& b : m.blocks)
-    for (const GgufTensorInfo* t : b.matrices())
-      need(*t, T);
+  for (const LlamaBlock& b : m.blocks) {
+    for (const GgufTensorInfo* t : b.matrices()) need(*t, T);
+    if (b.moe) {  // the router and an expert's slices see at most every token of the pass
+      for (const GgufTensorInfo* t : {&b.moe->router, &b.moe->gate_exps, &b.moe->up_exps, &b.moe->down_exps})
+        scratch = std::max(scratch, k.matmul_scratch_bytes(t->type, t->dims[1], t->dims[0], int64_t(T)));
+    }
+  }
   need(m.output, R);
+  if (h.is_moe()) {
+    L.moe_work_bytes = kernels::moe_work_bytes(int64_t(T), e, h.n_ff_exp, h.n_expert, h.n_expert_used);
+    L.moe_work = take(L.moe_work_bytes);
+  }
   L.scratch_bytes = scratch;
   L.scratch = scratch ? take(scratch) : off;
   L.total = off;

@@ -27,6 +27,7 @@ struct Layout {
   uint64_t out_norm = 0, rope_freqs = 0, tokens = 0, positions = 0;
   uint64_t emb_rows = 0;  // the pass's token_embd rows, gathered on the host [T][row bytes]
   uint64_t scratch = 0, scratch_bytes = 0;
+  uint64_t moe_work = 0, moe_work_bytes = 0;  // a mixture of experts' FFN work (kernels::moe_work_bytes), else 0 bytes
   uint64_t kv_bytes = 0, total = 0;
 };
 

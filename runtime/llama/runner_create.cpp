@@ -209,7 +209,15 @@ Result<RunnerFootprint> LlamaRunner::footprint(const GgufFile& file, const Runne
     list.specs[i].compute = [](const sched::LayerRun&, Stream&) { return Status::OK(); };
     std::vector<RunnerFootprint::Matmul> mats;
     if (list.block[i] >= 0) {
-      for (const GgufTensorInfo* t : m.blocks[list.block[i]].matrices()) mats.push_back(matmul(*t));
+      const LlamaBlock& b = m.blocks[list.block[i]];
+      for (const GgufTensorInfo* t : b.matrices()) mats.push_back(matmul(*t));
+      if (b.moe) {  // the router, and the experts a token uses: n_expert_used slices of each
+        mats.push_back(matmul(b.moe->router));
+        const uint32_t used = m.hparams.n_expert_used;
+        for (const GgufTensorInfo* t : {&b.moe->gate_exps, &b.moe->up_exps, &b.moe->down_exps}) {
+          mats.push_back({t->type, int64_t(t->dims[1]) * used, int64_t(t->dims[0]), expert_slice(*t, 0).bytes * used});
+        }
+      }
     } else {
       mats.push_back(matmul(m.output));
     }

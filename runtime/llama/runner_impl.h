@@ -128,6 +128,7 @@ struct LlamaRunner::Impl {
   Status rope_qk(const Pass& p, const sched::LayerRun& run, Stream& s, int b);
   Status attend(const Pass& p, const sched::LayerRun& run, Stream& s, int b);
   Status ffn(const Pass& p, const sched::LayerRun& run, Stream& s, int b);
+  Status moe_ffn(const Pass& p, const sched::LayerRun& run, Stream& s, int b);
   Status post_norm(const Pass& p, const sched::LayerRun& run, Stream& s, const std::optional<GgufTensorInfo>& norm);
   Status head(const Pass& p, const sched::LayerRun& run, Stream& s);
   // One matmul of a block's pass: split by rows on a split site, else with

@@ -93,8 +93,8 @@ void apply_mix(const ExampleModelSpec& s, std::vector<TensorDecl>& decls) {
     infos[i].dims = decls[i].dims;
     infos[i].type = decls[i].type;
   }
-  const QuantModelFacts facts{s.arch, static_cast<int>(s.n_layers), static_cast<int>(s.n_head),
-                              static_cast<int>(s.n_head_kv), 0};
+  const QuantModelFacts facts{example_file_arch(s), static_cast<int>(s.n_layers), static_cast<int>(s.n_head),
+                              static_cast<int>(s.n_head_kv), static_cast<int>(s.n_expert)};
   // Every mix is a llama.cpp file type, and the spec's widths are multiples
   // of 32, which every fallback holds: the plan cannot fail.
   auto plan = plan_quantization(facts, infos, *parse_quant_target(example_mix_name(s.mix)), PlanOptions{});
@@ -102,9 +102,12 @@ void apply_mix(const ExampleModelSpec& s, std::vector<TensorDecl>& decls) {
   for (size_t i = 0; i < decls.size(); ++i) decls[i].type = (*plan)[i].type;
 }
 
+bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe" || arch == "mixtral"; }
+
 std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
   const uint64_t e = s.n_embd, hd = head_dim(s), q = uint64_t{s.n_head} * hd, kv = uint64_t{s.n_head_kv} * hd;
-  const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3", post_norms = s.arch == "gemma3";
+  const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3" || s.arch == "qwen3moe";
+  const bool post_norms = s.arch == "gemma3";
   std::vector<TensorDecl> out;
   // Uniform: dtype, or llama.cpp's fallback where its block does not divide
   // the rows. A mix's types come from the quantiser's rules (apply_mix).
@@ -114,6 +117,11 @@ std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
       t = ne0 % ggml_type_traits(s.dtype).block_elems == 0 ? s.dtype : quant_fallback_type(s.dtype, ne0);
     }
     out.push_back({std::move(name), {ne0, ne1}, t});
+  };
+  // A 3-D expert tensor: n_expert matrices [ne0, ne1], one contiguous slice each.
+  auto experts = [&](std::string name, uint64_t ne0, uint64_t ne1) {
+    matrix(std::move(name), ne0, ne1);
+    out.back().dims.push_back(s.n_expert);
   };
   matrix("token_embd.weight", e, s.n_vocab);
   if (s.rope_freqs) out.push_back({"rope_freqs.weight", {hd / 2}, GgmlType::F32});
@@ -130,9 +138,16 @@ std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
     matrix(n("attn_output.weight"), q, e);
     if (post_norms) out.push_back({n("post_attention_norm.weight"), {e}, GgmlType::F32});
     out.push_back({n("ffn_norm.weight"), {e}, GgmlType::F32});
-    matrix(n("ffn_gate.weight"), e, s.n_ff);
-    matrix(n("ffn_up.weight"), e, s.n_ff);
-    matrix(n("ffn_down.weight"), s.n_ff, e);
+    if (s.n_expert > 0) {
+      out.push_back({n("ffn_gate_inp.weight"), {e, s.n_expert}, GgmlType::F32});
+      experts(n("ffn_gate_exps.weight"), e, s.n_ff);
+      experts(n("ffn_down_exps.weight"), s.n_ff, e);
+      experts(n("ffn_up_exps.weight"), e, s.n_ff);
+    } else {
+      matrix(n("ffn_gate.weight"), e, s.n_ff);
+      matrix(n("ffn_up.weight"), e, s.n_ff);
+      matrix(n("ffn_down.weight"), s.n_ff, e);
+    }
     if (post_norms) out.push_back({n("post_ffw_norm.weight"), {e}, GgmlType::F32});
   }
   out.push_back({"output_norm.weight", {e}, GgmlType::F32});
@@ -204,6 +219,8 @@ ExampleModelSpec shape_for_width(uint32_t h, GgmlType dtype, uint64_t target, ui
 }
 
 }  // namespace
+
+std::string example_file_arch(const ExampleModelSpec& spec) { return spec.arch == "mixtral" ? "llama" : spec.arch; }
 
 GgmlType example_mix_base(ExampleMix mix) {
   switch (mix) {
@@ -291,8 +308,16 @@ Status validate_example_spec(const ExampleModelSpec& s) {
     return bad("kv-heads", s.n_head_kv, fmt::format("must divide heads {}", s.n_head));
   }
   if (head_dim(s) % 2 || head_dim(s) == 0) return bad("head dim", head_dim(s), "must be even and > 0");
-  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "gemma3") {
-    return Status::InvalidArgument(fmt::format("example model: arch '{}' is not one of llama, qwen3, gemma3", s.arch));
+  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "gemma3" && !is_moe_arch(s.arch)) {
+    return Status::InvalidArgument(
+        fmt::format("example model: arch '{}' is not one of llama, qwen3, gemma3, qwen3moe, mixtral", s.arch));
+  }
+  if (is_moe_arch(s.arch) != (s.n_expert > 0)) {
+    return bad("experts", s.n_expert, fmt::format("must be {} for arch {}", is_moe_arch(s.arch) ? "> 0" : "0", s.arch));
+  }
+  if (s.n_expert > 512) return bad("experts", s.n_expert, "exceeds llama.cpp's limit 512");
+  if (s.n_expert > 0 && (s.n_expert_used == 0 || s.n_expert_used > s.n_expert)) {
+    return bad("experts-used", s.n_expert_used, fmt::format("must be in 1..{} (experts)", s.n_expert));
   }
   if (s.rope_freqs && s.arch != "llama") {
     return Status::InvalidArgument("example model: rope_freqs (Llama 3.1 frequency factors) needs arch llama");
@@ -335,7 +360,7 @@ Result<ExampleModelSpec> example_spec_for_size(uint64_t target, GgmlType dtype, 
 Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(validate_example_spec(s));
   GgufWriter w(s.alignment);
-  const std::string& a = s.arch;
+  const std::string a = example_file_arch(s);
   auto u32 = [&](const std::string& k, uint32_t v) { return w.add(k, GgufValue::u32(v)); };
   LS_RETURN_IF_ERROR(w.add("general.architecture", GgufValue::string(a)));
   LS_RETURN_IF_ERROR(w.add("general.name", GgufValue::string("layerstream example model")));
@@ -346,6 +371,11 @@ Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(u32(a + ".embedding_length", s.n_embd));
   LS_RETURN_IF_ERROR(u32(a + ".block_count", s.n_layers));
   LS_RETURN_IF_ERROR(u32(a + ".feed_forward_length", s.n_ff));
+  if (s.n_expert > 0) {
+    LS_RETURN_IF_ERROR(u32(a + ".expert_count", s.n_expert));
+    LS_RETURN_IF_ERROR(u32(a + ".expert_used_count", s.n_expert_used));
+    if (a == "qwen3moe") LS_RETURN_IF_ERROR(u32(a + ".expert_feed_forward_length", s.n_ff));
+  }
   LS_RETURN_IF_ERROR(u32(a + ".rope.dimension_count", head_dim(s)));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count", s.n_head));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count_kv", s.n_head_kv));

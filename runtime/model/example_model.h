@@ -2,7 +2,9 @@
 // pseudo-random weights and the example tokenizer, of any size. Used by the
 // demo, the benchmarks and the tests as a stand-in for a real model. The
 // architecture is llama by default; qwen3 and gemma3 (and llama with Llama 3.1
-// RoPE frequency factors) give the tests tiny models of those too.
+// RoPE frequency factors) give the tests tiny models of those too, and the
+// mixtures of experts qwen3moe and mixtral (a llama file with
+// llama.expert_count) the keys, tensor names and shapes llama.cpp reads.
 #pragma once
 
 #include <atomic>
@@ -43,7 +45,14 @@ struct ExampleModelSpec {
   ExampleMix mix = ExampleMix::kUniform;  // not kUniform: dtype is the mix's base type
   uint64_t seed = 1;
   bool tied_output = false; // no output.weight: the head reuses token_embd (as SmolLM2 does)
-  std::string arch = "llama";  // llama, qwen3 (QK-norm, neox RoPE) or gemma3
+  // llama, qwen3 (QK-norm, neox RoPE), gemma3, or a mixture of experts:
+  // qwen3moe, mixtral (general.architecture "llama" with expert keys).
+  std::string arch = "llama";
+  // Mixture of experts (qwen3moe, mixtral only): experts per block, experts
+  // per token; each expert is n_ff wide. The router is F32, as llama.cpp's
+  // converter and quantiser keep it.
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
   uint32_t head_dim = 0;       // attention.key_length; 0 = n_embd / n_head
   bool rope_freqs = false;     // llama: write a rope_freqs tensor (Llama 3.1 frequency factors)
   // gemma3: attention.sliding_window and attention.sliding_window_pattern
@@ -58,7 +67,8 @@ struct ExampleModelSpec {
 // InvalidArgument naming the field when the spec is not a valid Llama model
 // (zero sizes, heads not dividing, odd head dim, widths not a multiple of the
 // dtype's block size, vocab < 512, an unknown arch, rope_freqs or a sliding
-// window on an arch without them) or the dtype is not supported.
+// window on an arch without them, experts on a dense arch or none on a
+// mixture, experts_used not in 1..experts) or the dtype is not supported.
 Status validate_example_spec(const ExampleModelSpec& spec);
 
 // Picks layers and widths so the file lands within 5% of `target_bytes`
@@ -88,5 +98,8 @@ Status write_example_model(const std::string& path, const ExampleModelSpec& spec
 uint32_t llama_file_type(GgmlType dtype);
 // ... for a spec (a mix's own file type, e.g. 15 for Q4_K_M).
 uint32_t llama_file_type(const ExampleModelSpec& spec);
+
+// general.architecture of the spec's file ("llama" for mixtral).
+std::string example_file_arch(const ExampleModelSpec& spec);
 
 }  // namespace layerstream

@@ -22,14 +22,23 @@ const ArchTraits* arch_traits(const std::string& arch) {
                                   .swa_pattern = 6};
   if (arch == "llama" || arch == "mistral") return &kLlama;
   if (arch == "qwen2") return &kQwen2;
-  if (arch == "qwen3") return &kQwen3;
+  if (arch == "qwen3" || arch == "qwen3moe") return &kQwen3;
   if (arch == "gemma3") return &kGemma3;
   return nullptr;
 }
 
 bool is_llama_family(const std::string& arch) { return arch_traits(arch) != nullptr; }
 
+ExpertSlice expert_slice(const GgufTensorInfo& t, uint32_t e) {
+  const uint64_t n_expert = t.dims.size() > 2 ? t.dims[2] : 1;
+  const uint64_t bytes = t.n_bytes / n_expert;  // the loader checked the shape: a whole number of rows each
+  return {t.offset + e * bytes, bytes};
+}
+
 namespace {
+
+// llama.cpp's LLAMA_MAX_EXPERTS.
+constexpr uint32_t kMaxExperts = 512;
 
 class LlamaLoader {
  public:
@@ -54,7 +63,7 @@ class LlamaLoader {
     LS_ASSIGN_OR_RETURN(h.arch, f_.get_string("general.architecture"));
     if (!is_llama_family(h.arch)) {
       return Status::Unsupported(fmt::format(
-          "{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3, gemma3)", f_.path(), h.arch));
+          "{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma3)", f_.path(), h.arch));
     }
     h.traits = *arch_traits(h.arch);
     h.rope_neox = h.traits.rope_neox;
@@ -120,7 +129,51 @@ class LlamaLoader {
     h.rope_scaling_factor = static_cast<float>(factor);
     LS_ASSIGN_OR_RETURN(h.rope_scaling_orig_ctx,
                         f_.get_u32_or(key("rope.scaling.original_context_length"), h.n_ctx_train));
+    LS_RETURN_IF_ERROR(read_moe_hparams());
     return read_arch_hparams();
+  }
+
+  // A mixture of experts: qwen3moe always, llama when <arch>.expert_count > 0
+  // (Mixtral). llama.cpp reads a llama file with expert_count 0 as dense.
+  Status read_moe_hparams() {
+    LlamaHparams& h = m_.hparams;
+    const bool moe_arch = h.arch == "qwen3moe";
+    const bool has_router = f_.find_tensor("blk.0.ffn_gate_inp.weight") != nullptr;
+    if (!moe_arch && !f_.has(key("expert_count"))) {
+      if (!has_router) return Status::OK();
+      return Status::NotFound(fmt::format("{}: key '{}' is missing but the file has expert tensors "
+                                          "(blk.0.ffn_gate_inp.weight)", f_.path(), key("expert_count")));
+    }
+    LS_ASSIGN_OR_RETURN(h.n_expert, f_.get_u32(key("expert_count")));
+    if (h.n_expert == 0) {
+      if (moe_arch) return bad_hparam(key("expert_count"), 0, "must be > 0 (qwen3moe is a mixture of experts)");
+      if (has_router) return bad_hparam(key("expert_count"), 0, "but the file has expert tensors: must be > 0");
+      return Status::OK();
+    }
+    if (h.n_expert > kMaxExperts) return bad_hparam(key("expert_count"), h.n_expert, fmt::format("exceeds the limit {}", kMaxExperts));
+    LS_ASSIGN_OR_RETURN(h.n_expert_used, f_.get_u32(key("expert_used_count")));
+    if (h.n_expert_used == 0 || h.n_expert_used > h.n_expert) {
+      return bad_hparam(key("expert_used_count"), h.n_expert_used,
+                        fmt::format("must be in 1..{} (expert_count)", h.n_expert));
+    }
+    // llama.cpp: qwen3moe's experts are expert_feed_forward_length wide (else
+    // n_ff / n_expert_used); Mixtral's are feed_forward_length wide.
+    h.n_ff_exp = h.n_ff;
+    if (moe_arch) {
+      LS_ASSIGN_OR_RETURN(h.n_ff_exp, f_.get_u32_or(key("expert_feed_forward_length"), h.n_ff / h.n_expert_used));
+    }
+    if (h.n_ff_exp == 0) return bad_hparam(key("expert_feed_forward_length"), 0, "must be > 0");
+    LS_ASSIGN_OR_RETURN(uint32_t shared, f_.get_u32_or(key("expert_shared_count"), 0));
+    if (shared != 0) {
+      return Status::Unsupported(fmt::format("{}: {} = {} (shared experts) is not supported for architecture '{}'",
+                                             f_.path(), key("expert_shared_count"), shared, h.arch));
+    }
+    LS_ASSIGN_OR_RETURN(uint32_t gating, f_.get_u32_or(key("expert_gating_func"), 1));
+    if (gating != 1) {  // llama.cpp: 1 softmax, 2 sigmoid
+      return Status::Unsupported(fmt::format("{}: {} = {} is not supported (only 1, softmax)", f_.path(),
+                                             key("expert_gating_func"), gating));
+    }
+    return Status::OK();
   }
 
   // The hyper-parameters only some architectures have.
@@ -235,9 +288,13 @@ class LlamaLoader {
       LS_ASSIGN_OR_RETURN(b.attn_v, tensor(n("attn_v.weight"), {e, kv}, false));
       LS_ASSIGN_OR_RETURN(b.attn_output, tensor(n("attn_output.weight"), {q, e}, false));
       LS_ASSIGN_OR_RETURN(b.ffn_norm, tensor(n("ffn_norm.weight"), {e}, true));
-      LS_ASSIGN_OR_RETURN(b.ffn_gate, tensor(n("ffn_gate.weight"), {e, h.n_ff}, false));
-      LS_ASSIGN_OR_RETURN(b.ffn_up, tensor(n("ffn_up.weight"), {e, h.n_ff}, false));
-      LS_ASSIGN_OR_RETURN(b.ffn_down, tensor(n("ffn_down.weight"), {h.n_ff, e}, false));
+      if (h.is_moe()) {
+        LS_RETURN_IF_ERROR(read_experts(i, b));
+      } else {
+        LS_ASSIGN_OR_RETURN(b.ffn_gate, tensor(n("ffn_gate.weight"), {e, h.n_ff}, false));
+        LS_ASSIGN_OR_RETURN(b.ffn_up, tensor(n("ffn_up.weight"), {e, h.n_ff}, false));
+        LS_ASSIGN_OR_RETURN(b.ffn_down, tensor(n("ffn_down.weight"), {h.n_ff, e}, false));
+      }
       LS_ASSIGN_OR_RETURN(b.attn_q_bias, optional_tensor(n("attn_q.bias"), {q}));
       LS_ASSIGN_OR_RETURN(b.attn_k_bias, optional_tensor(n("attn_k.bias"), {kv}));
       LS_ASSIGN_OR_RETURN(b.attn_v_bias, optional_tensor(n("attn_v.bias"), {kv}));
@@ -251,6 +308,21 @@ class LlamaLoader {
       }
     }
     LS_ASSIGN_OR_RETURN(m_.rope_freqs, optional_tensor("rope_freqs.weight", {h.n_rot / 2}));
+    return Status::OK();
+  }
+
+  // A mixture-of-experts block's router and expert tensors (GGUF's 3-D layout:
+  // ne2 = the expert, so each expert's matrix is one contiguous slice).
+  Status read_experts(uint32_t i, LlamaBlock& b) {
+    const LlamaHparams& h = m_.hparams;
+    auto n = [i](const char* part) { return fmt::format("blk.{}.{}", i, part); };
+    const uint64_t e = h.n_embd, ff = h.n_ff_exp, ne = h.n_expert;
+    MoeTensors t;
+    LS_ASSIGN_OR_RETURN(t.router, tensor(n("ffn_gate_inp.weight"), {e, ne}, false));
+    LS_ASSIGN_OR_RETURN(t.gate_exps, tensor(n("ffn_gate_exps.weight"), {e, ff, ne}, false));
+    LS_ASSIGN_OR_RETURN(t.up_exps, tensor(n("ffn_up_exps.weight"), {e, ff, ne}, false));
+    LS_ASSIGN_OR_RETURN(t.down_exps, tensor(n("ffn_down_exps.weight"), {ff, e, ne}, false));
+    b.moe = std::move(t);
     return Status::OK();
   }
 
@@ -292,8 +364,12 @@ class LlamaLoader {
                             (m_.rope_freqs ? m_.rope_freqs->n_bytes : 0);
     for (size_t i = 0; i < m_.blocks.size(); ++i) {
       const LlamaBlock& b = m_.blocks[i];
-      std::vector<GgufTensorInfo> ts = {b.attn_norm, b.attn_q, b.attn_k, b.attn_v, b.attn_output,
-                                        b.ffn_norm,  b.ffn_gate, b.ffn_up, b.ffn_down};
+      std::vector<GgufTensorInfo> ts = {b.attn_norm, b.attn_q, b.attn_k, b.attn_v, b.attn_output, b.ffn_norm};
+      if (b.moe) {  // the experts are part of the block: placed, streamed and computed with it
+        ts.insert(ts.end(), {b.moe->router, b.moe->gate_exps, b.moe->up_exps, b.moe->down_exps});
+      } else {
+        ts.insert(ts.end(), {b.ffn_gate, b.ffn_up, b.ffn_down});
+      }
       for (const auto* opt : {&b.attn_q_bias, &b.attn_k_bias, &b.attn_v_bias, &b.attn_q_norm, &b.attn_k_norm,
                               &b.attn_post_norm, &b.ffn_post_norm}) {
         if (*opt) ts.push_back(**opt);

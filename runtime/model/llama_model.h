@@ -1,5 +1,6 @@
 // The Llama-family view of a GGUF file (architectures llama, mistral,
-// qwen2, qwen3, gemma3): validated hyper-parameters, the tensors of every
+// qwen2, qwen3, gemma3, and the mixtures of experts qwen3moe and llama with
+// <arch>.expert_count, i.e. Mixtral): validated hyper-parameters, the tensors of every
 // block, and the file as a sequence of *layers* (embedding, block 0..n-1,
 // head) each with the byte span the runtime reads to load it. What an
 // architecture does differently from llama is one ArchTraits value plus a
@@ -18,6 +19,10 @@
 //   attn_q_norm, attn_k_norm [head_dim]   (qk_norm: qwen3, gemma3)
 //   post_attention_norm, post_ffw_norm [n_embd]  (post_norms: gemma3)
 //   rope_freqs   [n_rot/2]                (optional, global: Llama 3.1 RoPE frequency factors)
+// Mixture-of-experts blocks (n_expert > 0) have, instead of ffn_gate/up/down:
+//   ffn_gate_inp       [n_embd, n_expert]            (the router)
+//   ffn_gate/up_exps   [n_embd, n_ff_exp, n_expert]  ffn_down_exps [n_ff_exp, n_embd, n_expert]
+// Each expert's matrix is one contiguous slice of its 3-D tensor (expert_slice).
 // Norms and biases are F32; matrices any supported type. Norm weights are
 // used as stored (Gemma's converter already folded its "1 + w").
 #pragma once
@@ -82,19 +87,44 @@ struct LlamaHparams {
   uint32_t n_swa = 0;
   std::vector<bool> swa_layers;
   float rope_freq_base_swa = 10000.0f;
+  // Mixture of experts: every block's FFN is n_expert experts of width
+  // n_ff_exp (<arch>.expert_count, expert_used_count; qwen3moe's
+  // expert_feed_forward_length, llama's feed_forward_length), of which each
+  // token uses n_expert_used. 0 experts: a dense model.
+  uint32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  bool is_moe() const { return n_expert > 0; }
   bool is_swa(uint32_t layer) const { return n_swa > 0 && layer < swa_layers.size() && swa_layers[layer]; }
   float rope_base(uint32_t layer) const { return is_swa(layer) ? rope_freq_base_swa : rope_freq_base; }
 };
 
+// The FFN of a mixture-of-experts block: the router and the experts' three
+// matrices, each a 3-D tensor with one contiguous slice per expert.
+struct MoeTensors {
+  GgufTensorInfo router;                         // ffn_gate_inp
+  GgufTensorInfo gate_exps, up_exps, down_exps;  // ffn_{gate,up,down}_exps
+};
+
+// Where expert e's matrix lies in a 3-D expert tensor (dims[2] experts, one
+// [dims[0], dims[1]] matrix each, contiguous): its file offset and bytes.
+// The unit a per-expert placement reads. REQUIRES e < t.dims[2].
+struct ExpertSlice {
+  uint64_t offset = 0, bytes = 0;
+};
+ExpertSlice expert_slice(const GgufTensorInfo& t, uint32_t e);
+
 struct LlamaBlock {
   GgufTensorInfo attn_norm, attn_q, attn_k, attn_v, attn_output;
-  GgufTensorInfo ffn_norm, ffn_gate, ffn_up, ffn_down;
+  GgufTensorInfo ffn_norm;
+  GgufTensorInfo ffn_gate, ffn_up, ffn_down;  // dense blocks only (empty when moe is set)
+  std::optional<MoeTensors> moe;              // mixture-of-experts blocks only
   std::optional<GgufTensorInfo> attn_q_bias, attn_k_bias, attn_v_bias;
   std::optional<GgufTensorInfo> attn_q_norm, attn_k_norm;       // traits.qk_norm
   std::optional<GgufTensorInfo> attn_post_norm, ffn_post_norm;  // traits.post_norms
 
-  // The seven weight matrices, in pass order: Q, K, V, O, gate, up, down.
-  std::array<const GgufTensorInfo*, 7> matrices() const {
+  // The dense weight matrices, in pass order: Q, K, V, O, then gate, up,
+  // down of a dense FFN (a mixture of experts' matrices are in `moe`).
+  std::vector<const GgufTensorInfo*> matrices() const {
+    if (moe) return {&attn_q, &attn_k, &attn_v, &attn_output};
     return {&attn_q, &attn_k, &attn_v, &attn_output, &ffn_gate, &ffn_up, &ffn_down};
   }
 };

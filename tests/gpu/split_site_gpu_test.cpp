@@ -16,6 +16,7 @@
 #include "tests/common/runner_logits.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
+#include "tests/gpu/gpu_parity.h"
 
 namespace layerstream {
 namespace {
@@ -45,23 +46,15 @@ TEST(SplitSiteGpu, SplitBlocksMatchHostResident) {
   LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   std::vector<int32_t> prompt = {1, 17, 250, 3, 99, 400, 7}, next = {5, 311, 42};
 
-  RunnerOptions ro;
-  ro.n_ctx = 64;
-  ro.link_gbps = 20;
-  ro.strategy = Strategy::kResident;
+  RunnerOptions ro = testing::gpu_parity_options();
   auto host = testing::open_host_device(2);
-  LS_ASSERT_OK_AND_ASSIGN(auto hr, LlamaRunner::create(*host, path, ro));
-  const auto want = testing::runner_logits(*hr, prompt, next);
-  const int n = static_cast<int>(hr->executor().layer_bytes().size());
-  hr.reset();
-
-  DeviceOptions co;
-  co.backend = BackendKind::kCuda;
-  LS_ASSERT_OK_AND_ASSIGN(auto gpu, open_device(co));
+  LS_ASSERT_OK_AND_ASSIGN(const testing::ResidentRun host_run, testing::resident_run(*host, path, ro, prompt, next));
+  const auto& want = host_run.logits;
+  const int n = host_run.n_layers;
+  LS_ASSERT_OK_AND_ASSIGN(auto gpu, testing::open_cuda_device());
   ro.vram_budget = 256ull << 20;
-  LS_ASSERT_OK_AND_ASSIGN(auto gr, LlamaRunner::create(*gpu, path, ro));
-  const auto gpu_resident = testing::runner_logits(*gr, prompt, next);
-  gr.reset();
+  LS_ASSERT_OK_AND_ASSIGN(const testing::ResidentRun gpu_run, testing::resident_run(*gpu, path, ro, prompt, next));
+  const auto& gpu_resident = gpu_run.logits;
   double amax = 0;
   const double backends = max_diff(gpu_resident, want, amax);
 

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <limits>
 
+#include <tuple>
+
+#include "kernels/cpu/ops.h"
 #include "tests/common/gpu.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -413,6 +416,66 @@ TEST_F(CudaKernelsTest, AttentionMoreThan65535Tokens) {
         // f32 running sums over up to 65636 positions: ~sqrt(n) roundings of |v| <= 2.
         ASSERT_LE(std::fabs(out[(t * n_head + h) * d + i] - o[i]), 1e-3) << "token " << t << " head " << h;
       }
+    }
+  }
+}
+
+// The mixture-of-experts FFN on the device (router logits to the host,
+// routing there, tokens gathered per expert, the matmul kernels on each
+// expert's slice) against the CPU's exact path on the same inputs: the same
+// experts, outputs within 1e-4 x (1 + max |cpu|).
+TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
+  const int64_t n_embd = 64, n_ff = 96, n_expert = 6, n_used = 2;
+  for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0}) {
+    for (int64_t n_tokens : {1, 9}) {
+      const Weight router = random_weight(GgmlType::F32, n_expert, n_embd, rng_);
+      std::vector<uint8_t> gate, up, down;
+      for (int64_t e = 0; e < n_expert; ++e) {
+        for (auto [bytes, rows, cols] : {std::tuple{&gate, n_ff, n_embd}, {&up, n_ff, n_embd}, {&down, n_embd, n_ff}}) {
+          const Weight w = random_weight(type, rows, cols, rng_, 0.3f);
+          bytes->insert(bytes->end(), w.bytes.begin(), w.bytes.end());
+        }
+      }
+      const std::vector<float> x = random_floats(n_tokens * n_embd, rng_, -1, 1);
+      const uint64_t work_bytes = moe_work_bytes(n_tokens, n_embd, n_ff, n_expert, n_used);
+      MoeFfnParams p{nullptr, n_tokens, n_embd, n_ff, n_expert, n_used};
+      p.router_type = GgmlType::F32;
+      p.gate_type = p.up_type = p.down_type = type;
+      p.work_bytes = work_bytes;
+      // The CPU's exact path on host copies.
+      std::vector<float> want(n_tokens * n_embd);
+      std::vector<uint8_t> host_work(work_bytes);
+      MoeFfnParams hp = p;
+      hp.x = x.data();
+      hp.router = router.bytes.data();
+      hp.gate = gate.data();
+      hp.up = up.data();
+      hp.down = down.data();
+      hp.out = want.data();
+      hp.work = host_work.data();
+      cpu::moe_ffn(hp, nullptr, /*exact=*/true);
+      // The device.
+      Dev dx = Dev::from(x), dr = Dev::from(router.bytes), dg = Dev::from(gate), du = Dev::from(up),
+          dd = Dev::from(down), dout = Dev::from(poisoned(n_tokens * n_embd)),
+          dwork = Dev::from(std::vector<uint8_t>(work_bytes));
+      MoeFfnParams dp = p;
+      dp.x = dx.f();
+      dp.router = dr.p;
+      dp.gate = dg.p;
+      dp.up = du.p;
+      dp.down = dd.p;
+      dp.out = dout.f();
+      dp.work = dwork.p;
+      LS_ASSERT_OK(k_->moe_ffn(dp, s_));
+      LS_ASSERT_OK(s_.synchronize());
+      const std::vector<float> got = dout.get<float>();
+      float amax = 0, diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        amax = std::max(amax, std::fabs(want[i]));
+        diff = std::max(diff, std::fabs(got[i] - want[i]));
+      }
+      EXPECT_GT(amax, 1e-3f);
+      EXPECT_LE(diff, 1e-4f * (1 + amax)) << ggml_type_traits(type).name << ", " << n_tokens << " tokens";
     }
   }
 }

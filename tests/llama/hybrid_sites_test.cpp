@@ -67,14 +67,25 @@ sched::Plan random_plan(std::mt19937_64& rng, int n_layers) {
   return p;
 }
 
-class HybridSites : public ::testing::TestWithParam<GgmlType> {};
+// A model type, and an architecture (the mixtures of experts: their expert
+// tensors are part of the block wherever it runs).
+struct HybridCase {
+  GgmlType dtype;
+  std::string arch = "llama";
+  uint32_t n_expert = 0;
+};
+
+class HybridSites : public ::testing::TestWithParam<HybridCase> {};
 
 TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
   const uint64_t seed = testing::fresh_seed();
   std::mt19937_64 rng(seed);
   testing::TempDir dir;
-  ExampleModelSpec spec = testing::tiny_llama_spec(GetParam(), seed, /*n_ctx=*/256);
+  ExampleModelSpec spec = testing::tiny_llama_spec(GetParam().dtype, seed, /*n_ctx=*/256);
   spec.n_layers = 6;
+  spec.arch = GetParam().arch;
+  spec.n_expert = GetParam().n_expert;
+  spec.n_expert_used = GetParam().n_expert ? 2 : 0;
   const std::string path = dir.file("m.gguf");
   LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
@@ -151,8 +162,14 @@ TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites, ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0),
-                         [](const auto& info) { return ggml_type_name(static_cast<uint32_t>(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites,
+                         ::testing::Values(HybridCase{GgmlType::F32}, HybridCase{GgmlType::Q8_0},
+                                           HybridCase{GgmlType::Q4_0}, HybridCase{GgmlType::F32, "qwen3moe", 8},
+                                           HybridCase{GgmlType::Q8_0, "qwen3moe", 8},
+                                           HybridCase{GgmlType::Q8_0, "mixtral", 4}),
+                         [](const auto& info) {
+                           return info.param.arch + "_" + ggml_type_name(static_cast<uint32_t>(info.param.dtype));
+                         });
 
 }  // namespace
 }  // namespace layerstream

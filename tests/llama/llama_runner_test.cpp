@@ -7,12 +7,14 @@
 // for a small random GQA model, over a prefill and several decode steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <random>
 
 #include "runtime/device/device.h"
@@ -261,6 +263,9 @@ struct RefModel {
   struct Block {
     std::vector<double> an, wq, wk, wv, wo, fn, wg, wu, wd;
     std::vector<double> qn, kn, post_attn, post_ffn;  // empty when the arch has none
+    // Mixture of experts (wg/wu/wd empty): the router [n_expert][n_embd] and
+    // the experts' matrices, expert e's at e x (n_ff_exp x n_embd).
+    std::vector<double> router, ge, ue, de;
   };
   std::vector<Block> blocks;
 };
@@ -359,9 +364,7 @@ class RefRunner {
       if (!B.post_attn.empty()) o = rmsnorm(o, B.post_attn, h.rms_eps);
       for (int i = 0; i < e; ++i) x[i] += o[i];
       auto xf = rmsnorm(x, B.fn, h.rms_eps);
-      auto g = mv(B.wg, xf, h.n_ff), u = mv(B.wu, xf, h.n_ff);
-      for (uint32_t i = 0; i < h.n_ff; ++i) g[i] = (gemma ? gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
-      auto d = mv(B.wd, g, e);
+      std::vector<double> d = B.router.empty() ? dense_ffn(B.wg, B.wu, B.wd, xf, h.n_ff, gemma) : experts(B, xf);
       if (!B.post_ffn.empty()) d = rmsnorm(d, B.post_ffn, h.rms_eps);
       for (int i = 0; i < e; ++i) x[i] += d[i];
     }
@@ -370,6 +373,43 @@ class RefRunner {
   }
 
  private:
+  static std::vector<double> dense_ffn(const std::vector<double>& wg, const std::vector<double>& wu,
+                                       const std::vector<double>& wd, const std::vector<double>& x, size_t n_ff,
+                                       bool gelu) {
+    auto g = mv(wg, x, n_ff), u = mv(wu, x, n_ff);
+    for (size_t i = 0; i < n_ff; ++i) g[i] = (gelu ? gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
+    return mv(wd, g, x.size());
+  }
+
+  // qwen3moe / Mixtral: softmax over the router's logits, the n_expert_used
+  // most probable experts, their probabilities renormalised to sum to 1,
+  // the weighted sum of those experts' SwiGLU FFNs.
+  std::vector<double> experts(const RefModel::Block& B, const std::vector<double>& x) const {
+    const LlamaHparams& h = m_.h;
+    const size_t E = h.n_expert, ff = h.n_ff_exp, e = x.size(), slice = ff * e;
+    const std::vector<double> logits = mv(B.router, x, E);
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    std::vector<double> p(E);
+    double z = 0;
+    for (size_t i = 0; i < E; ++i) z += p[i] = std::exp(logits[i] - mx);
+    for (double& v : p) v /= z;
+    std::vector<size_t> order(E);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+    double chosen = 0;
+    for (size_t k = 0; k < h.n_expert_used; ++k) chosen += p[order[k]];
+    std::vector<double> out(e, 0);
+    for (size_t k = 0; k < h.n_expert_used; ++k) {
+      const size_t ex = order[k];
+      auto part = [&](const std::vector<double>& w) {
+        return std::vector<double>(w.begin() + ex * slice, w.begin() + (ex + 1) * slice);
+      };
+      const std::vector<double> y = dense_ffn(part(B.ge), part(B.ue), part(B.de), x, ff, false);
+      for (size_t i = 0; i < e; ++i) out[i] += p[ex] / chosen * y[i];
+    }
+    return out;
+  }
+
   const RefModel& m_;
   int pos_ = 0;
   std::vector<std::vector<std::vector<double>>> kc_, vc_;
@@ -386,12 +426,19 @@ RefModel load_reference(const std::string& path, const LlamaModel& lm) {
   m.out_norm = decode_tensor(bytes, lm.output_norm);
   m.out = decode_tensor(bytes, lm.output);
   m.rope_freqs = opt(lm.rope_freqs);
+  auto dense = [&](const LlamaBlock& b, const GgufTensorInfo& t) {
+    return b.moe ? std::vector<double>() : decode_tensor(bytes, t);
+  };
+  auto moe = [&](const LlamaBlock& b, const GgufTensorInfo MoeTensors::*t) {
+    return b.moe ? decode_tensor(bytes, (*b.moe).*t) : std::vector<double>();
+  };
   for (const LlamaBlock& b : lm.blocks)
     m.blocks.push_back({decode_tensor(bytes, b.attn_norm), decode_tensor(bytes, b.attn_q), decode_tensor(bytes, b.attn_k),
                         decode_tensor(bytes, b.attn_v), decode_tensor(bytes, b.attn_output),
-                        decode_tensor(bytes, b.ffn_norm), decode_tensor(bytes, b.ffn_gate),
-                        decode_tensor(bytes, b.ffn_up), decode_tensor(bytes, b.ffn_down), opt(b.attn_q_norm),
-                        opt(b.attn_k_norm), opt(b.attn_post_norm), opt(b.ffn_post_norm)});
+                        decode_tensor(bytes, b.ffn_norm), dense(b, b.ffn_gate), dense(b, b.ffn_up),
+                        dense(b, b.ffn_down), opt(b.attn_q_norm), opt(b.attn_k_norm), opt(b.attn_post_norm),
+                        opt(b.ffn_post_norm), moe(b, &MoeTensors::router), moe(b, &MoeTensors::gate_exps),
+                        moe(b, &MoeTensors::up_exps), moe(b, &MoeTensors::down_exps)});
   return m;
 }
 
@@ -481,6 +528,8 @@ struct ArchCase {
   bool rope_freqs = false;
   uint32_t head_dim = 0, sliding_window = 0, swa_pattern = 6;
   GgmlType dtype = GgmlType::F32;
+  uint32_t n_expert = 0, n_expert_used = 0;  // qwen3moe, mixtral
+  ExampleMix mix = ExampleMix::kUniform;     // a mix: dtype is its base type, widths of 256
 };
 
 ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
@@ -490,6 +539,13 @@ ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
   s.head_dim = c.head_dim;
   s.sliding_window = c.sliding_window;
   s.swa_pattern = c.swa_pattern;
+  s.n_expert = c.n_expert;
+  s.n_expert_used = c.n_expert_used;
+  s.mix = c.mix;
+  if (c.mix != ExampleMix::kUniform) {  // rows the K types hold; 3 layers keep the K-quant encoding short
+    s.n_embd = s.n_ff = 256;
+    s.n_layers = 3;
+  }
   return s;
 }
 
@@ -501,6 +557,14 @@ const ArchCase kArchCases[] = {
     {"gemma3", "gemma3", false, 32, 5, 2},
     {"gemma3_q8_0", "gemma3", false, 32, 5, 2, GgmlType::Q8_0},
     {"gemma3_no_window", "gemma3", false, 0, 0, 6, GgmlType::F16},
+    // Mixtures of experts: 8 experts, 2 per token (qwen3moe: QK-norm, neox
+    // RoPE; mixtral: a llama file with expert keys).
+    {"qwen3moe", "qwen3moe", false, 0, 0, 6, GgmlType::F32, 8, 2},
+    {"qwen3moe_q8_0", "qwen3moe", false, 0, 0, 6, GgmlType::Q8_0, 8, 2},
+    {"mixtral", "mixtral", false, 0, 0, 6, GgmlType::F32, 4, 2},
+    {"mixtral_q8_0", "mixtral", false, 0, 0, 6, GgmlType::Q8_0, 4, 2},
+    {"qwen3moe_q4_k_m", "qwen3moe", false, 0, 0, 6, GgmlType::Q4_K, 8, 2, ExampleMix::kQ4_K_M},
+    {"mixtral_q4_k_m", "mixtral", false, 0, 0, 6, GgmlType::Q4_K, 8, 2, ExampleMix::kQ4_K_M},
 };
 
 // Each test starts from the case's model written at `path`, seeded `seed`.
@@ -518,7 +582,9 @@ TEST_P(ArchReference, PrefillAndDecodeMatchFloat64) {
   const ArchCase& c = GetParam();
   LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
   LS_ASSERT_OK_AND_ASSIGN(LlamaModel lm, load_llama_model(f));
-  EXPECT_EQ(lm.hparams.arch, c.arch);
+  EXPECT_EQ(lm.hparams.arch, c.arch == "mixtral" ? "llama" : c.arch);
+  EXPECT_EQ(lm.hparams.n_expert, c.n_expert);
+  EXPECT_EQ(lm.hparams.n_expert_used, c.n_expert_used);
   EXPECT_EQ(lm.rope_freqs.has_value(), c.rope_freqs);
   if (c.sliding_window) {
     ASSERT_EQ(lm.hparams.n_swa, c.sliding_window);

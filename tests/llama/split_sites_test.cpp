@@ -69,6 +69,8 @@ sched::Plan random_plan(std::mt19937_64& rng, int n_layers) {
 struct Case {
   GgmlType dtype;
   bool exact;
+  std::string arch = "llama";  // or a mixture of experts: Q, K, V, O split, the experts whole on the device
+  uint32_t n_expert = 0;
 };
 
 class SplitSites : public ::testing::TestWithParam<Case> {};
@@ -81,6 +83,11 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
   ExampleModelSpec spec = testing::tiny_llama_spec(c.dtype, seed, /*n_ctx=*/256);
   spec.n_layers = 5;
   spec.n_ff = 192;  // rows of 32: 0.2..0.8 of 192 splits inside the matrix, of 32 (K/V) at an end
+  spec.arch = c.arch;
+  // A mixture of experts splits only Q, K, V and O: 128 rows, so 0.2..0.8 of them (in rows of 32) never all.
+  if (c.n_expert) spec.n_embd = 128;
+  spec.n_expert = c.n_expert;
+  spec.n_expert_used = c.n_expert ? 2 : 0;
   const std::string path = dir.file("m.gguf");
   LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
@@ -163,9 +170,11 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
 INSTANTIATE_TEST_SUITE_P(Paths, SplitSites,
                          ::testing::Values(Case{GgmlType::F32, true}, Case{GgmlType::Q8_0, true},
                                            Case{GgmlType::Q4_0, true}, Case{GgmlType::Q8_0, false},
-                                           Case{GgmlType::Q4_1, false}),
+                                           Case{GgmlType::Q4_1, false}, Case{GgmlType::Q8_0, true, "qwen3moe", 8},
+                                           Case{GgmlType::Q8_0, false, "mixtral", 4}),
                          [](const auto& info) {
-                           return std::string(ggml_type_name(static_cast<uint32_t>(info.param.dtype))) +
+                           return (info.param.n_expert ? info.param.arch + "_" : std::string()) +
+                                  std::string(ggml_type_name(static_cast<uint32_t>(info.param.dtype))) +
                                   (info.param.exact ? "_exact" : "_fast");
                          });
 

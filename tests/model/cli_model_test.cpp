@@ -67,6 +67,33 @@ TEST(CliModel, ExampleModelThenInspectJson) {
   EXPECT_EQ(sum, j["total_tensor_bytes"].get<uint64_t>());
 }
 
+// A mixture of experts written and inspected: the experts' count, used count
+// and bytes per expert (one expert's gate, up and down slices of Q8_0 rows).
+TEST(CliModel, ExampleMoeModelThenInspectShowsExperts) {
+  testing::TempDir dir;
+  const std::string model = dir.file("moe.gguf");
+  CliResult w = run_cli("example-model " + model +
+                        " --arch qwen3moe --experts 8 --experts-used 2 --layers 2 --hidden 64 --ffn 96 --heads 4"
+                        " --kv-heads 2 --vocab 512 --ctx 256 --dtype q8_0");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  EXPECT_NE(w.out.find("8 experts (2 used)"), std::string::npos) << w.out;
+  CliResult r = run_cli("inspect " + model + " --json " + dir.file("inspect.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const uint64_t per_expert = 2 * 96 * 68 + 64 * 102;  // gate, up: 96 rows of 64 (68 B); down: 64 rows of 96 (102 B)
+  EXPECT_NE(r.out.find("experts:       8 per block, 2 used per token, width 96"), std::string::npos) << r.out;
+  const auto j = load_json(dir.file("inspect.json"));
+  EXPECT_EQ(j["architecture"], "qwen3moe");
+  EXPECT_EQ(j["experts"]["count"], 8);
+  EXPECT_EQ(j["experts"]["used"], 2);
+  EXPECT_EQ(j["experts"]["n_ff_exp"], 96);
+  ASSERT_EQ(j["experts"]["bytes_per_expert"].size(), 2u);
+  EXPECT_EQ(j["experts"]["bytes_per_expert"][1].get<uint64_t>(), per_expert);
+  // Bad expert counts are usage errors naming the flag's rule.
+  CliResult bad = run_cli("example-model " + dir.file("bad.gguf") + " --arch mixtral --experts 4 --experts-used 5");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("experts-used = 5 must be in 1..4"), std::string::npos) << bad.out;
+}
+
 TEST(CliModel, SizeFlagLandsWithinFivePercent) {
   testing::TempDir dir;
   const std::string model = dir.file("sized.gguf");

@@ -206,3 +206,68 @@ TEST(ExampleModel, MixesPickTypesPerTensorAndFallBackForShortRows) {
 
 }  // namespace
 }  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// The mixtures of experts: llama.cpp's keys, tensor names and shapes
+// (qwen3moe; Mixtral as a llama file with expert keys), and in a Q4_K_M mix
+// the types llama.cpp's quantiser gives expert models.
+TEST(ExampleMoeModel, WritesLlamaCppsExpertKeysTensorsAndMixTypes) {
+  testing::TempDir dir;
+  for (const std::string arch : {"qwen3moe", "mixtral"}) {
+    SCOPED_TRACE(arch);
+    ExampleModelSpec s{.n_layers = 4, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+                       .n_ctx = 256, .dtype = GgmlType::Q4_K, .mix = ExampleMix::kQ4_K_M, .seed = 7};
+    s.arch = arch;
+    s.n_expert = 8;
+    s.n_expert_used = 2;
+    const std::string path = dir.file(arch + ".gguf");
+    LS_ASSERT_OK(write_example_model(path, s));
+    LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
+    const std::string a = arch == "mixtral" ? "llama" : arch;
+    EXPECT_EQ(f.get_string("general.architecture").value(), a);
+    EXPECT_EQ(f.get_u32(a + ".expert_count").value(), 8u);
+    EXPECT_EQ(f.get_u32(a + ".expert_used_count").value(), 2u);
+    EXPECT_EQ(f.has(a + ".expert_feed_forward_length"), arch == "qwen3moe");
+    EXPECT_EQ(f.get_u32("general.file_type").value(), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight"), nullptr);
+    const GgufTensorInfo* router = f.find_tensor("blk.0.ffn_gate_inp.weight");
+    ASSERT_NE(router, nullptr);
+    EXPECT_EQ(router->dims, (std::vector<uint64_t>{256, 8}));
+    EXPECT_EQ(router->type, GgmlType::F32);  // llama.cpp never quantises the router
+    for (int i = 0; i < 4; ++i) {
+      auto t = [&](const char* part) { return f.find_tensor(fmt::format("blk.{}.{}", i, part)); };
+      ASSERT_NE(t("ffn_up_exps.weight"), nullptr);
+      EXPECT_EQ(t("ffn_gate_exps.weight")->dims, (std::vector<uint64_t>{256, 256, 8}));
+      EXPECT_EQ(t("ffn_down_exps.weight")->dims, (std::vector<uint64_t>{256, 256, 8}));
+      EXPECT_EQ(t("ffn_gate_exps.weight")->type, GgmlType::Q4_K);
+      EXPECT_EQ(t("ffn_up_exps.weight")->type, GgmlType::Q4_K);
+      // Q4_K_M: ffn_down of the layers use_more_bits picks (of 4: 2 and 3) at Q6_K;
+      // 8 experts: attn_k and attn_v at Q8_0.
+      EXPECT_EQ(t("ffn_down_exps.weight")->type, i >= 2 ? GgmlType::Q6_K : GgmlType::Q4_K);
+      EXPECT_EQ(t("attn_v.weight")->type, GgmlType::Q8_0);
+      EXPECT_EQ(t("attn_k.weight")->type, GgmlType::Q8_0);
+    }
+    LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+    EXPECT_EQ(m.hparams.n_ff_exp, 256u);
+  }
+}
+
+TEST(ExampleMoeModel, ExpertCountsAreChecked) {
+  ExampleModelSpec s;
+  s.arch = "qwen3moe";
+  Status st = validate_example_spec(s);
+  EXPECT_NE(st.message().find("experts = 0 must be > 0 for arch qwen3moe"), std::string::npos) << st.ToString();
+  s.n_expert = 4;
+  s.n_expert_used = 5;
+  st = validate_example_spec(s);
+  EXPECT_NE(st.message().find("experts-used = 5 must be in 1..4"), std::string::npos) << st.ToString();
+  s.arch = "llama";
+  s.n_expert_used = 2;
+  st = validate_example_spec(s);
+  EXPECT_NE(st.message().find("experts = 4 must be 0 for arch llama"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace layerstream

@@ -182,4 +182,35 @@ inline GgufBuilder llama_builder(uint32_t n_layers = 2, uint32_t e = 64, uint32_
   return b;
 }
 
+// A mixture of experts (arch qwen3moe, or llama for Mixtral): llama_builder's
+// file with each block's dense FFN replaced by a router and 3-D expert
+// tensors of n_expert experts, ff wide, and the expert keys (qwen3moe: and
+// its QK norms).
+inline GgufBuilder moe_builder(const std::string& arch, uint32_t n_expert, uint32_t n_used, uint32_t n_layers = 2,
+                               uint32_t e = 64, uint32_t ff = 32, uint32_t vocab = 512) {
+  GgufBuilder b = llama_builder(n_layers, e, ff, 4, 2, vocab, arch);
+  b.add_u32(arch + ".expert_count", n_expert);
+  b.add_u32(arch + ".expert_used_count", n_used);
+  if (arch == "qwen3moe") b.add_u32(arch + ".expert_feed_forward_length", ff);
+  std::vector<RawTensor> ts;
+  for (const RawTensor& t : b.tensors) {
+    const bool dense_ffn = t.name.find(".ffn_gate.") != std::string::npos ||
+                           t.name.find(".ffn_up.") != std::string::npos || t.name.find(".ffn_down.") != std::string::npos;
+    if (!dense_ffn) ts.push_back(t);
+  }
+  for (uint32_t i = 0; i < n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    if (arch == "qwen3moe") {
+      ts.push_back({p + "attn_q_norm.weight", {e / 4}, 0});
+      ts.push_back({p + "attn_k_norm.weight", {e / 4}, 0});
+    }
+    ts.push_back({p + "ffn_gate_inp.weight", {e, n_expert}, 0});
+    ts.push_back({p + "ffn_gate_exps.weight", {e, ff, n_expert}, 8});  // Q8_0
+    ts.push_back({p + "ffn_up_exps.weight", {e, ff, n_expert}, 8});
+    ts.push_back({p + "ffn_down_exps.weight", {ff, e, n_expert}, 8});
+  }
+  b.tensors = std::move(ts);
+  return b;
+}
+
 }  // namespace layerstream::testing

@@ -2,6 +2,8 @@
 // tied output, and the tokenizer glue.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/llama_model.h"
 #include "runtime/model/tokenizer_gguf.h"
@@ -163,6 +165,111 @@ TEST(TokenizerGguf, ReadsTokensAndSpecialIds) {
   b.set("tokenizer.ggml.model", 8, testing::GgufBuilder::str("bert"));
   LS_ASSERT_OK_AND_ASSIGN(GgufFile g, parse(b.build(rng)));
   EXPECT_TRUE(read_tokenizer_vocab(g).status().IsUnsupported());
+}
+
+}  // namespace
+}  // namespace layerstream
+
+namespace layerstream {
+namespace {
+
+// ---- mixtures of experts -----------------------------------------------------
+
+Result<GgufFile> parse_moe(const testing::GgufBuilder& b) {
+  std::mt19937_64 rng(1);
+  MemoryByteSource src(b.build(rng), "moe.gguf");
+  return read_gguf(src);
+}
+
+// The loader's error for a built file: its code, and that its message names `what`.
+void expect_refused(const testing::GgufBuilder& b, const std::string& what, bool (Status::*is)() const) {
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse_moe(b));
+  const Status s = load_llama_model(f).status();
+  EXPECT_TRUE((s.*is)()) << s.ToString();
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+}
+
+TEST(MoeModel, ExpertsAreReadAndEachExpertSliceIsAddressable) {
+  for (const std::string arch : {"qwen3moe", "llama"}) {
+    SCOPED_TRACE(arch);
+    LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse_moe(testing::moe_builder(arch, 8, 2)));
+    LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+    EXPECT_TRUE(m.hparams.is_moe());
+    EXPECT_EQ(m.hparams.n_expert, 8u);
+    EXPECT_EQ(m.hparams.n_expert_used, 2u);
+    EXPECT_EQ(m.hparams.n_ff_exp, 32u);
+    EXPECT_EQ(m.hparams.rope_neox, arch == "qwen3moe");
+    ASSERT_TRUE(m.blocks[1].moe.has_value());
+    const MoeTensors& x = *m.blocks[1].moe;
+    EXPECT_EQ(x.gate_exps.name, "blk.1.ffn_gate_exps.weight");
+    EXPECT_EQ(m.blocks[1].matrices().size(), 4u);  // Q, K, V, O: the FFN is the experts
+    // The expert tensors are part of the block's layer (placed and streamed with it).
+    const ModelLayer& l = m.layers[2];
+    for (const GgufTensorInfo* t : {&x.router, &x.gate_exps, &x.up_exps, &x.down_exps}) {
+      EXPECT_NE(std::find(l.tensors.begin(), l.tensors.end(), *t), l.tensors.end()) << t->name;
+      EXPECT_GE(t->offset, l.span_begin);
+      EXPECT_LE(t->end(), l.span_end);
+    }
+    // Expert e's matrix: the e-th of 8 equal, contiguous slices (Q8_0 rows of 64: 68 bytes).
+    const uint64_t slice = 32 * 68;
+    EXPECT_EQ(x.gate_exps.n_bytes, 8 * slice);
+    for (uint32_t e = 0; e < 8; ++e) {
+      const ExpertSlice s = expert_slice(x.gate_exps, e);
+      EXPECT_EQ(s.offset, x.gate_exps.offset + e * slice);
+      EXPECT_EQ(s.bytes, slice);
+    }
+  }
+}
+
+TEST(MoeModel, BadExpertKeysAreNamed) {
+  auto zero = testing::moe_builder("qwen3moe", 8, 2);
+  zero.set("qwen3moe.expert_count", 4, {0, 0, 0, 0});
+  expect_refused(zero, "qwen3moe.expert_count = 0", &Status::IsCorruption);
+
+  auto zero_llama = testing::moe_builder("llama", 8, 2);
+  zero_llama.set("llama.expert_count", 4, {0, 0, 0, 0});
+  expect_refused(zero_llama, "llama.expert_count = 0", &Status::IsCorruption);
+
+  auto missing = testing::moe_builder("llama", 8, 2);
+  missing.erase_kv("llama.expert_count");
+  expect_refused(missing, "key 'llama.expert_count' is missing", &Status::IsNotFound);
+
+  auto too_many_used = testing::moe_builder("qwen3moe", 8, 9);
+  expect_refused(too_many_used, "qwen3moe.expert_used_count = 9 must be in 1..8", &Status::IsCorruption);
+
+  auto none_used = testing::moe_builder("llama", 8, 0);
+  expect_refused(none_used, "llama.expert_used_count = 0", &Status::IsCorruption);
+
+  auto shared = testing::moe_builder("qwen3moe", 8, 2);
+  shared.add_u32("qwen3moe.expert_shared_count", 1);
+  expect_refused(shared, "qwen3moe.expert_shared_count", &Status::IsUnsupported);
+}
+
+TEST(MoeModel, BadExpertTensorsAreNamed) {
+  auto shape = testing::moe_builder("qwen3moe", 8, 2);
+  shape.tensor("blk.1.ffn_up_exps.weight")->dims = {64, 32, 7};
+  expect_refused(shape, "tensor 'blk.1.ffn_up_exps.weight' has shape [64, 32, 7]; expected [64, 32, 8]",
+                 &Status::IsCorruption);
+
+  auto flat = testing::moe_builder("llama", 4, 2);
+  flat.tensor("blk.0.ffn_down_exps.weight")->dims = {32, 64};
+  expect_refused(flat, "blk.0.ffn_down_exps.weight", &Status::IsCorruption);
+
+  auto router = testing::moe_builder("llama", 4, 2);
+  router.tensor("blk.0.ffn_gate_inp.weight")->dims = {64, 5};
+  expect_refused(router, "blk.0.ffn_gate_inp.weight", &Status::IsCorruption);
+
+  auto missing = testing::moe_builder("qwen3moe", 4, 2);
+  missing.erase_tensor("blk.1.ffn_gate_exps.weight");
+  expect_refused(missing, "tensor 'blk.1.ffn_gate_exps.weight' is missing", &Status::IsNotFound);
+
+  // An expert type layerstream does not compute (gpt-oss's MXFP4): the reader names the tensor.
+  auto mxfp4 = testing::moe_builder("qwen3moe", 4, 2);
+  mxfp4.tensor("blk.0.ffn_down_exps.weight")->type = static_cast<uint32_t>(GgmlType::MXFP4);
+  const Status s = parse_moe(mxfp4).status();
+  EXPECT_TRUE(s.IsUnsupported()) << s.ToString();
+  EXPECT_NE(s.message().find("tensor 'blk.0.ffn_down_exps.weight': unsupported tensor type MXFP4"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace
