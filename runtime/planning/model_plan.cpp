@@ -373,11 +373,12 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   if (host_box) record_host_estimates(cost, fp, *host_box, decode_cls, prefill_cls);
 
   // Each budget is planned as the runner's executor would plan it under the
-  // planned strategy: the host site considered when the box has host figures.
+  // planned strategy, sites included: host costs from the box's host figures
+  // when given, else predicted as the executor predicts them before it
+  // measures (sched::host_factor_before_measurement).
   llama::RunnerOptions planned = ro;
   planned.strategy = llama::Strategy::kPlanned;
   planned.ram_budget = o.ram_budget;
-  planned.host_compute_factor = host_box ? 1 : 0;
   const DeviceInfo device = sched::device_info_for(backend);
   for (uint64_t b : plan_budgets(plan, o)) {
     if (b < plan.min_vram_bytes) {
@@ -391,6 +392,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     }
     planned.vram_budget = b;
     LS_ASSIGN_OR_RETURN(const planning::RunnerExecutorView view, planning::runner_executor_view(fp, planned, device));
+    cost.set_host_factor(sched::host_factor_before_measurement(view.options, device));
     plan.budgets.push_back(plan_budget_row(view, fp, cost, decode_cls, prefill_cls, has_prefill_rates));
   }
   return plan;
