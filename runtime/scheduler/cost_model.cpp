@@ -35,13 +35,23 @@ double nearest_class(const std::map<int, double>& m, int cls) {
 }
 }  // namespace
 
-void CostModel::record_host_compute(int layer, int cls, double s) { fold_ema(host_ema_.at(layer), cls, s); }
+// Shared cores (the host backend): both sites run the same kernels on the
+// same cores, so a sample of either site is a sample of the layer's one
+// compute cost, and the sites differ only by the link and the crossings.
+// Kept apart, each site's samples carry whatever else ran beside them (a
+// streamed layer's copy beside a host-site layer, a noisy neighbour), and
+// that noise alone would move layers between sites.
+void CostModel::record_host_compute(int layer, int cls, double s) {
+  fold_ema(host_ema_.at(layer), cls, s);
+  if (shared_compute_) fold_ema(ema_.at(layer), cls, s);
+}
 
 bool CostModel::host_known(int layer, int cls) const {
   return !host_ema_.at(layer).empty() || host_factor_ > 0;
 }
 
 double CostModel::host_compute_s(int layer, int cls) const {
+  if (shared_compute_ && !ema_.at(layer).empty()) return compute_s(layer, cls);  // one cost for both sites
   const auto& m = host_ema_.at(layer);
   if (m.count(cls)) return m.at(cls);
   // Another class's host sample scaled by this class's device estimate

@@ -65,7 +65,9 @@ class CostModel {
   void record_split(int layer, int batch_class, double device_fraction, double device_half_s, double host_half_s);
   // Split layers (Site::kSplit): whether the device and the host lane
   // compute at the same time on separate hardware (a GPU) or share the same
-  // cores (the host backend: its "device" is the CPU), and the compute time
+  // cores (the host backend: its "device" is the CPU; set it before recording:
+  // then a host sample is a device sample too, and host_compute_s is
+  // compute_s once the layer has one: one cost for both sites), and the compute time
   // of a split layer at device fraction f: max(f x device, (1 - f) x host)
   // when concurrent, their sum when shared.
   void set_shared_compute(bool shared) { shared_compute_ = shared; }

@@ -163,22 +163,36 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites, ::testing::Values(GgmlType::F32, G
 namespace layerstream {
 namespace {
 
+constexpr int kBlocks = 6;
+
+// A Q8_0 example model of kBlocks blocks, a host device, and runner options
+// with a 64 MiB RAM tier.
+class HybridBlocks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed_, /*n_ctx=*/256);
+    spec.n_layers = kBlocks;
+    LS_ASSERT_OK(testing::write_scratch_model(path_, spec));
+    dev_ = testing::open_host_device(2);
+    options_.ram_budget = 64ull << 20;
+  }
+  const uint64_t seed_ = testing::fresh_seed();
+  std::mt19937_64 rng_{seed_};
+  testing::TempDir dir_;
+  const std::string path_ = dir_.file("m.gguf");
+  std::unique_ptr<Device> dev_;
+  RunnerOptions options_ = base_options();
+};
+
 // The `host` strategy needs VRAM only for what stays on the device (the
 // head, next to the reserve), not for a window of blocks: it runs at its own
-// minimum (`planned`'s too), below the device-only strategies', and one byte less fails before
-// anything runs with an error naming the bytes needed and what fits.
-TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
-  const uint64_t seed = testing::fresh_seed();
-  std::mt19937_64 rng(seed);
-  testing::TempDir dir;
-  ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/256);
-  spec.n_layers = 6;
-  const std::string path = dir.file("m.gguf");
-  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
-  auto dev = testing::open_host_device(2);
-
-  RunnerOptions o = base_options();
-  o.ram_budget = 64ull << 20;
+// minimum (`planned`'s too), below the device-only strategies', and one byte
+// less fails before anything runs with an error naming the bytes needed and
+// what fits.
+TEST_F(HybridBlocks, HostStrategyRunsAtItsSmallerMinimum) {
+  const std::string& path = path_;
+  Device& dev = *dev_;
+  RunnerOptions o = options_;
   o.strategy = Strategy::kSerial;  // a device-only strategy: a window of blocks
   LS_ASSERT_OK_AND_ASSIGN(auto serial_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
   o.strategy = Strategy::kHost;
@@ -200,24 +214,24 @@ TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
   // All-resident logits to compare with.
   RunnerOptions ro = base_options();
   ro.strategy = Strategy::kResident;
-  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-  const auto prompt = random_tokens(rng, 5, 512);
-  const auto next = random_tokens(rng, 2, 512);
+  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(dev, path, ro));
+  const auto prompt = random_tokens(rng_, 5, 512);
+  const auto next = random_tokens(rng_, 2, 512);
   auto want = prefill_logits(*resident, prompt);
   decode_logits(*resident, next, want);
   resident.reset();
 
   o.vram_budget = host_fp.min_vram_budget;
   {
-    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(dev, path, o));
     EXPECT_FALSE(r->plan().streams_anything()) << sched::site_map(r->plan());
-    EXPECT_EQ(r->plan().count_site(Site::kHost), spec.n_layers) << sched::site_map(r->plan());
+    EXPECT_EQ(r->plan().count_site(Site::kHost), kBlocks) << sched::site_map(r->plan());
     auto got = prefill_logits(*r, prompt);
     decode_logits(*r, next, got);
-    expect_same(got, want, seed);  // the same CPU kernels on either site
+    expect_same(got, want, seed_);  // the same CPU kernels on either site
   }
   o.vram_budget = host_fp.min_vram_budget - 1;
-  auto r = LlamaRunner::create(*dev, path, o);
+  auto r = LlamaRunner::create(dev, path, o);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsOutOfBudget()) << r.status().ToString();
   const std::string msg = r.status().message();
@@ -230,12 +244,6 @@ TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
               static_cast<unsigned long long>(serial_fp.min_vram_budget), msg.c_str());
 }
 
-}  // namespace
-}  // namespace layerstream
-
-namespace layerstream {
-namespace {
-
 // `planned` with its defaults (no host factor) against the fixed strategies
 // on a link slow enough that streaming a block costs more than computing it
 // on the host: after warm-up, each strategy's plan is simulated under the
@@ -243,18 +251,10 @@ namespace {
 // wall clock compared), and `planned`'s is no slower than the best of
 // overlap, host and serial (up to the gain a re-plan needs to move bytes),
 // with blocks on the host site.
-TEST(HybridDefaultSites, PlannedIsNoSlowerThanTheBestFixedStrategy) {
-  const uint64_t seed = testing::fresh_seed();
-  std::mt19937_64 rng(seed);
-  testing::TempDir dir;
-  ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/64);
-  spec.n_layers = 6;
-  const std::string path = dir.file("m.gguf");
-  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
-  auto dev = testing::open_host_device(2);
-
-  RunnerOptions o = base_options();
-  o.ram_budget = 64ull << 20;
+TEST_F(HybridBlocks, PlannedWithDefaultsIsNoSlowerThanTheBestFixedStrategy) {
+  const std::string& path = path_;
+  Device& dev = *dev_;
+  RunnerOptions o = options_;
   o.link_gbps = 0.01;  // a block of tens of KiB: milliseconds over the link
   const std::vector<Strategy> strategies = {Strategy::kOverlap, Strategy::kHost, Strategy::kSerial, Strategy::kPlanned};
   // One budget every strategy runs at, below all resident.
@@ -263,12 +263,12 @@ TEST(HybridDefaultSites, PlannedIsNoSlowerThanTheBestFixedStrategy) {
     LS_ASSERT_OK_AND_ASSIGN(auto fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
     o.vram_budget = std::max(o.vram_budget, fp.min_vram_budget);
   }
-  const auto prompt = random_tokens(rng, 4, 512);
-  const auto next = random_tokens(rng, 4, 512);  // decode passes: warm-up, re-plan, then steady
+  const auto prompt = random_tokens(rng_, 4, 512);
+  const auto next = random_tokens(rng_, 4, 512);  // decode passes: warm-up, re-plan, then steady
   std::map<Strategy, std::unique_ptr<LlamaRunner>> runners;
   for (Strategy s : strategies) {
     o.strategy = s;
-    LS_ASSERT_OK_AND_ASSIGN(runners[s], LlamaRunner::create(*dev, path, o));
+    LS_ASSERT_OK_AND_ASSIGN(runners[s], LlamaRunner::create(dev, path, o));
     std::vector<std::vector<float>> logits = prefill_logits(*runners[s], prompt);
     decode_logits(*runners[s], next, logits);
   }

@@ -165,7 +165,34 @@ TEST(SplitPlanner, NoSplitWhenHalvesShareTheCores) {
   auto p = make_plan(s.in);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->count_site(Site::kSplit), 0) << site_map(*p);
-  EXPECT_NEAR(s.cost.split_compute_s(3, 0, 0.25), 0.25 * 0.1e-3 + 0.75 * link_ms * 1e-3, 1e-12);
+  // The halves run one after the other on the same cores: their sum. And a
+  // layer has one compute cost there, whichever site measured it.
+  EXPECT_NEAR(s.cost.split_compute_s(3, 0, 0.25), 0.1e-3, 1e-12);
+  EXPECT_EQ(s.cost.host_compute_s(3, 0), s.cost.compute_s(3, 0));
+}
+
+// Shared cores (the host backend): a sample of either site is a sample of
+// the layer's one compute cost, so noise on one site's samples (a copy beside
+// a host-site layer, a busy neighbour) cannot by itself move layers between
+// sites: they differ only by the link and the crossings.
+TEST(HybridCosts, SharedCoresPoolBothSitesSamples) {
+  CostModel c(2);
+  c.set_shared_compute(true);
+  c.record_compute(0, 0, 2e-3);
+  c.record_host_compute(0, 0, 4e-3);  // the same layer, measured slower on the host lane
+  EXPECT_GT(c.compute_s(0, 0), 2e-3);
+  EXPECT_LT(c.compute_s(0, 0), 4e-3);
+  EXPECT_EQ(c.host_compute_s(0, 0), c.compute_s(0, 0));
+  c.record_host_compute(1, 0, 3e-3);  // measured on the host site only
+  EXPECT_EQ(c.compute_s(1, 0), 3e-3);
+  EXPECT_EQ(c.host_compute_s(1, 0), 3e-3);
+  EXPECT_TRUE(c.host_measured(1, 0));
+  // Separate hardware (a GPU): each site keeps its own.
+  CostModel g(1);
+  g.record_compute(0, 0, 2e-3);
+  g.record_host_compute(0, 0, 4e-3);
+  EXPECT_EQ(g.compute_s(0, 0), 2e-3);
+  EXPECT_EQ(g.host_compute_s(0, 0), 4e-3);
 }
 
 }  // namespace
