@@ -165,10 +165,7 @@ TEST(SplitPlanner, NoSplitWhenHalvesShareTheCores) {
   auto p = make_plan(s.in);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->count_site(Site::kSplit), 0) << site_map(*p);
-  // The halves run one after the other on the same cores: their sum. And a
-  // layer has one compute cost there, whichever site measured it.
-  EXPECT_NEAR(s.cost.split_compute_s(3, 0, 0.25), 0.1e-3, 1e-12);
-  EXPECT_EQ(s.cost.host_compute_s(3, 0), s.cost.compute_s(3, 0));
+  EXPECT_NEAR(s.cost.split_compute_s(3, 0, 0.25), 0.25 * 0.1e-3 + 0.75 * link_ms * 1e-3, 1e-12);
 }
 
 // Shared cores (the host backend): a sample of either site is a sample of
@@ -187,6 +184,14 @@ TEST(HybridCosts, SharedCoresPoolBothSitesSamples) {
   EXPECT_EQ(c.compute_s(1, 0), 3e-3);
   EXPECT_EQ(c.host_compute_s(1, 0), 3e-3);
   EXPECT_TRUE(c.host_measured(1, 0));
+  // A split layer's halves stay samples of their own site.
+  c.record_split(0, 1, 0.5, 1e-3, 3e-3);
+  EXPECT_EQ(c.host_compute_s(0, 1), c.compute_s(0, 1));  // the pool (class 0) still answers
+  CostModel split(1);
+  split.set_shared_compute(true);
+  split.record_split(0, 0, 0.5, 1e-3, 3e-3);
+  EXPECT_EQ(split.compute_s(0, 0), 2e-3);
+  EXPECT_EQ(split.host_compute_s(0, 0), 6e-3);
   // Separate hardware (a GPU): each site keeps its own.
   CostModel g(1);
   g.record_compute(0, 0, 2e-3);
