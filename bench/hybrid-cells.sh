@@ -2,7 +2,9 @@
 # Issue 16, must-show 2: `planned` against `overlap`, `host` and `serial` on
 # the host backend, 768 MiB example model, --vram 256MiB --ram 1GiB, with the
 # link throttled to 0.5, 2 and 16 GB/s, decode (1 token) and prefill (512
-# tokens). Six `layerstream bench` runs (four strategies side by side each),
+# tokens), at `bench`'s default settings (no --host-factor: `planned` chooses
+# sites from its own cost predictions and measurements), two warm-up passes.
+# Six `layerstream bench` runs (four strategies side by side each),
 # then one Markdown table: each strategy's median pass, planned / best of the
 # others (must be <= 1.05), planned's sites (R resident, S streamed,
 # H host site, X split by rows) and the measured per-block costs that explain
@@ -14,9 +16,9 @@
 # Environment: MODEL (default /tmp/m768.gguf, made with
 #   `layerstream example-model /tmp/m768.gguf --size 768MiB --dtype q8_0` when missing),
 #   LINKS (default "0.5 2 16"), MODES (default "decode prefill"),
-#   DECODE_PASSES/DECODE_WARMUP (5/3), PREFILL_PASSES/PREFILL_WARMUP (2/1), PROMPT_LEN (512).
+#   DECODE_PASSES/DECODE_WARMUP (5/2), PREFILL_PASSES/PREFILL_WARMUP (2/2), PROMPT_LEN (512).
 # Time: ~15 minutes on an idle 2-core box (prefill-512 dominates: ~0.8 TFLOP
-# per pass; 4 strategies x 3 passes x 3 links).
+# per pass; 4 strategies x 4 passes x 3 links).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/dev}
@@ -36,14 +38,14 @@ fi
 for mode in $MODES; do
   for link in $LINKS; do
     if [[ $mode == decode ]]; then
-      extra=(--passes "${DECODE_PASSES:-5}" --warmup "${DECODE_WARMUP:-3}")
+      extra=(--passes "${DECODE_PASSES:-5}" --warmup "${DECODE_WARMUP:-2}")
     else
-      extra=(--prompt-len "$PROMPT_LEN" --passes "${PREFILL_PASSES:-2}" --warmup "${PREFILL_WARMUP:-1}")
+      extra=(--prompt-len "$PROMPT_LEN" --passes "${PREFILL_PASSES:-2}" --warmup "${PREFILL_WARMUP:-2}")
     fi
     cell=$OUT/$mode-$link
     echo "== $mode, link $link GB/s ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
     "$BIN" bench "$MODEL" --vram 256MiB --ram 1GiB --sim-link "$link" --mode "$mode" \
-      --strategies overlap,host,serial,planned --host-factor 1 "${extra[@]}" --json "$cell.json" \
+      --strategies overlap,host,serial,planned "${extra[@]}" --json "$cell.json" \
       | tee "$cell.txt" >&2
   done
 done

@@ -115,13 +115,13 @@ void ModelFlags::add_to(CLI::App& sub, const std::string& ctx_help) {
   sub.add_option("--ctx", options.context, ctx_help);
   sub.add_option("--host-threads", options.host_threads, "Host backend compute threads (0 = all cores)");
   sub.add_option("--host-factor", options.host_compute_factor,
-                 "Hybrid execution: a block's host compute time before measurement, as a multiple of its device "
-                 "time (1 on the host backend; 0 = planned keeps blocks on the device)");
+                 "Hybrid execution: override a block's host compute time before measurement, as a multiple of "
+                 "its device time (0 = predicted: equal on the host backend, unknown on a GPU until measured)");
   add_exact_flag(sub, options.exact);
   add_kv_type_flag(sub, kv_type);
   sub.add_option("--strategy", strategy,
-                 "resident, serial, overlap, planned or host (planned also chooses host / split sites with "
-                 "--host-factor)")
+                 "resident, serial, overlap, planned or host (planned also chooses each block's site: device, "
+                 "host or split)")
       ->capture_default_str();
 }
 

@@ -64,10 +64,10 @@ class BenchCommand : public Command {
                    "Comma-separated subset of resident,serial,overlap,planned,host,uvm (uvm: cuda backend only)")
         ->capture_default_str();
     sub.add_option("--host-factor", host_factor_,
-                   "Hybrid execution: a block's host compute time before it is measured, relative to its device "
-                   "time; > 0 lets `planned` choose each block's site: device, host or split by rows (1 on the host "
-                   "backend, where both are the same CPU kernels). 0 = `planned` keeps every block on the device "
-                   "(unless --box has host figures: then their ratio to the device's); `host` uses max(1, this)")
+                   "Hybrid execution: override a block's host compute time before it is measured, relative to its "
+                   "device time (`planned` chooses each block's site, device, host or split by rows, either way). "
+                   "0 = predicted: with --box host figures their ratio to the device's, else equal on the host "
+                   "backend (the same CPU kernels) and unknown on a GPU until measured; `host` uses max(1, this)")
         ->capture_default_str();
     sub.add_option("--overlap-slots", overlap_slots_, "Window slots of the overlap strategy")->capture_default_str();
     sub.add_flag("--blocks", force_blocks_, "Run strategy-by-strategy blocks even when all runners fit together");

@@ -109,19 +109,20 @@ StrategyPrediction predict_strategy(const std::string& name, llama::Strategy str
   sp.name = name;
   llama::RunnerOptions so = ro;
   so.strategy = strategy;
-  // A profile with host figures makes host costs known, as measuring them would.
-  if (strategy == llama::Strategy::kPlanned && so.host_compute_factor <= 0 && box.has_host()) so.host_compute_factor = 1;
   if (strategy == llama::Strategy::kHost && !box.has_host() && backend != BackendKind::kHost) {
     sp.error = "the profile has no host figures (\"host\": RAM bandwidth, CPU matmul rates), so the host site "
                "cannot be predicted (probe it again, or add them: docs/BOX_PROFILE.md)";
     return sp;
   }
   const int cls = sched::batch_class(tokens);
-  auto view = runner_executor_view(fp, so, sched::device_info_for(backend));
+  const DeviceInfo device = sched::device_info_for(backend);
+  auto view = runner_executor_view(fp, so, device);
   Result<sched::Plan> plan = view.ok() ? Result<sched::Plan>(sched::Plan{}) : Result<sched::Plan>(view.status());
   if (view.ok()) {
     sched::CostModel c = cost;
-    c.set_host_factor(view->options.host_compute_factor);
+    // The profile's host rates are the host costs (prediction_cost); the
+    // factor covers what they leave out, as in the executor.
+    c.set_host_factor(sched::host_factor_before_measurement(view->options, device));
     const sched::PlannerInput in = view->planner_input(c, cls);
     if (view->options.plan) {
       sched::Plan p = *view->options.plan;

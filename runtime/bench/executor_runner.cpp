@@ -56,7 +56,7 @@ std::string ExecutorRunner::plan_description() const {
       "\n     costs (class {}, mean of {} {}): device compute {:.2f} ms ({} measured), host compute {:.2f} ms ({} "
       "measured{}), link {:.2f} ms at {:.2f} GB/s{}",
       cls, n, in.host_ok.empty() ? "layers" : "blocks", dev / n * 1e3, dev_measured, host / n * 1e3, host_measured,
-      c.host_factor() > 0 ? fmt::format(", else {} x device", c.host_factor()) : std::string(", unknown: never chosen"),
+      c.host_factor() > 0 ? fmt::format(", else {} x device", c.host_factor()) : std::string(", unknown until measured"),
       link / n * 1e3, c.link_bw() / 1e9,
       c.shared_compute() ? "; device and host share the cores (no split gain)" : "");
   // The activation crossing around host-site and split blocks (timed where it happens).

@@ -103,10 +103,10 @@ struct RunnerOptions {
     std::function<Status(int layer, Stream& compute)> before_layer;
   };
   std::optional<ExternalWeights> external_weights;
-  // Hybrid execution: a block's host compute time before it is measured, as a
-  // multiple of its device estimate (1 on the host backend: the same CPU
-  // kernels). 0 = unknown: kPlanned keeps every layer on the device (today's
-  // behaviour). kHost uses max(1, this).
+  // Hybrid execution: overrides a block's host compute time before it is
+  // measured, as a multiple of its device estimate (ModelOptions::
+  // host_compute_factor). 0 = predicted (sched::host_factor_before_measurement).
+  // kPlanned chooses sites either way; kHost uses max(1, this).
   double host_compute_factor = 0;
   // Called for each group of a block's matmuls that share an input (Q/K/V,
   // O, gate/up, down) with their weights and that input x [n_tokens][n_in],

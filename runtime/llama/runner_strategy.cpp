@@ -26,8 +26,11 @@ StrategyPlacement strategy_placement(const RunnerOptions& o) {
       p.auto_replan = false;
       break;
     case Strategy::kPlanned:
+      // Sites chosen from costs whatever the options: host costs as measured,
+      // predicted before that (sched::host_factor_before_measurement), or
+      // overridden by host_compute_factor.
       p.host_compute_factor = o.host_compute_factor;
-      p.host_policy = o.host_compute_factor > 0 ? sched::HostPolicy::kChoose : sched::HostPolicy::kNever;
+      p.host_policy = sched::HostPolicy::kChoose;
       break;
     case Strategy::kHost:
       p.host_compute_factor = std::max(1.0, o.host_compute_factor);

@@ -24,7 +24,7 @@ struct StrategyPlacement {
   bool first_fit = false;     // the fixed first-fit plan (overlap_slots slots)
   bool auto_replan = true;    // the planner re-plans after warm-up and on drift
   sched::HostPolicy host_policy = sched::HostPolicy::kNever;
-  double host_compute_factor = 0;  // ExecutorOptions::host_compute_factor
+  double host_compute_factor = 0;  // ExecutorOptions::host_compute_factor (0: predicted)
 };
 StrategyPlacement strategy_placement(const RunnerOptions& o);
 

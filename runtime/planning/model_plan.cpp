@@ -59,6 +59,7 @@ struct Figures {
   Rates rates;
   std::string source;
   std::optional<planning::BlockTimes> block;  // one block and the head, run now (host backend)
+  std::optional<BackendKind> box_backend;     // a box profile's: the machine planned for
 };
 
 // The figures of a box profile (box_profile.h: hand-written points may give
@@ -70,6 +71,7 @@ Result<Figures> figures_from_box(const std::string& path, io::IoPath io) {
   fig.link_gbps = box.link_gbps;
   fig.disk_gbps = box.disk_gbps;
   fig.source = box.source;
+  fig.box_backend = box.backend == "cuda" ? BackendKind::kCuda : BackendKind::kHost;
   fig.rates.points = box.device_rates().points;
   if (fig.rates.points.empty())
     return Status::Corruption("box file " + path + " has no compute figures (run `layerstream probe --json` with compute)");
@@ -369,16 +371,19 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     auto hb = planning::load_box_figures(o.box, ro.reader.path);
     if (hb.ok() && hb->has_host()) host_box = std::move(*hb);
   }
-  cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores on the host backend
   if (host_box) record_host_estimates(cost, fp, *host_box, decode_cls, prefill_cls);
+  cost.set_shared_compute(backend == BackendKind::kHost);  // split halves share the cores on the host backend
 
   // Each budget is planned as the runner's executor would plan it under the
-  // planned strategy: the host site considered when the box has host figures.
+  // planned strategy, sites included: host costs from the box's host figures
+  // when given, else predicted as the executor predicts them before it
+  // measures (sched::host_factor_before_measurement).
   llama::RunnerOptions planned = ro;
   planned.strategy = llama::Strategy::kPlanned;
   planned.ram_budget = o.ram_budget;
-  planned.host_compute_factor = host_box ? 1 : 0;
   const DeviceInfo device = sched::device_info_for(backend);
+  // The host-cost prediction follows the machine planned for (as `bench --box`).
+  const DeviceInfo planned_for = sched::device_info_for(fig.box_backend.value_or(backend));
   for (uint64_t b : plan_budgets(plan, o)) {
     if (b < plan.min_vram_bytes) {
       BudgetPlan row;
@@ -391,6 +396,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     }
     planned.vram_budget = b;
     LS_ASSIGN_OR_RETURN(const planning::RunnerExecutorView view, planning::runner_executor_view(fp, planned, device));
+    cost.set_host_factor(sched::host_factor_before_measurement(view.options, planned_for));
     plan.budgets.push_back(plan_budget_row(view, fp, cost, decode_cls, prefill_cls, has_prefill_rates));
   }
   return plan;

@@ -17,7 +17,7 @@ int batch_class(int t) {
   return 4;
 }
 
-CostModel::CostModel(int n, double alpha) : alpha_(alpha), hint_s_(n, 0.0), ema_(n), host_ema_(n) {
+CostModel::CostModel(int n, double alpha) : alpha_(alpha), hint_s_(n, 0.0), ema_(n), host_ema_(n), pooled_ema_(n) {
   LS_CHECK(alpha > 0 && alpha <= 1);
 }
 
@@ -35,13 +35,24 @@ double nearest_class(const std::map<int, double>& m, int cls) {
 }
 }  // namespace
 
-void CostModel::record_host_compute(int layer, int cls, double s) { fold_ema(host_ema_.at(layer), cls, s); }
+// Shared cores (the host backend): both sites run the same kernels on the
+// same cores, so a whole-layer sample of either site is a sample of the
+// layer's one compute cost (pooled_ema_, which compute_s and host_compute_s
+// then both return), and the sites differ only by the link and the crossings.
+// Kept apart, each site's samples carry whatever else ran beside them (a
+// streamed layer's copy beside a host-site layer, a noisy neighbour), and
+// that noise alone would move layers between sites.
+void CostModel::record_host_compute(int layer, int cls, double s) {
+  fold_ema(host_ema_.at(layer), cls, s);
+  if (shared_compute_) fold_ema(pooled_ema_.at(layer), cls, s);
+}
 
 bool CostModel::host_known(int layer, int cls) const {
   return !host_ema_.at(layer).empty() || host_factor_ > 0;
 }
 
 double CostModel::host_compute_s(int layer, int cls) const {
+  if (shared_compute_ && !pooled_ema_.at(layer).empty()) return nearest_class(pooled_ema_[layer], cls);
   const auto& m = host_ema_.at(layer);
   if (m.count(cls)) return m.at(cls);
   // Another class's host sample scaled by this class's device estimate
@@ -71,8 +82,9 @@ void CostModel::record_crossing(int cls, double s) {
 
 void CostModel::record_split(int layer, int cls, double f, double device_half_s, double host_half_s) {
   if (!(f > 0 && f < 1)) return;
-  if (device_half_s > 0) record_compute(layer, cls, device_half_s / f);
-  if (host_half_s > 0) record_host_compute(layer, cls, host_half_s / (1 - f));
+  // Each half normalised is a sample of its site only (never pooled).
+  if (device_half_s > 0) fold_ema(ema_.at(layer), cls, device_half_s / f);
+  if (host_half_s > 0) fold_ema(host_ema_.at(layer), cls, host_half_s / (1 - f));
 }
 
 double CostModel::split_compute_s(int layer, int cls, double f) const {
@@ -80,7 +92,10 @@ double CostModel::split_compute_s(int layer, int cls, double f) const {
   return shared_compute_ ? d + h : std::max(d, h);
 }
 
-void CostModel::record_compute(int layer, int cls, double s) { fold_ema(ema_.at(layer), cls, s); }
+void CostModel::record_compute(int layer, int cls, double s) {
+  fold_ema(ema_.at(layer), cls, s);
+  if (shared_compute_) fold_ema(pooled_ema_.at(layer), cls, s);
+}
 
 // The first sample of a class is taken as is; later ones are folded in with
 // weight alpha (one rule for device and host compute times).
@@ -91,6 +106,7 @@ void CostModel::fold_ema(std::map<int, double>& per_class, int cls, double s) co
 }
 
 double CostModel::compute_s(int layer, int cls) const {
+  if (shared_compute_ && !pooled_ema_.at(layer).empty()) return nearest_class(pooled_ema_[layer], cls);
   const auto& m = ema_.at(layer);
   if (m.empty() && !host_ema_.at(layer).empty() && host_factor_ > 0)
     return nearest_class(host_ema_[layer], cls) / host_factor_;

@@ -65,7 +65,10 @@ class CostModel {
   void record_split(int layer, int batch_class, double device_fraction, double device_half_s, double host_half_s);
   // Split layers (Site::kSplit): whether the device and the host lane
   // compute at the same time on separate hardware (a GPU) or share the same
-  // cores (the host backend: its "device" is the CPU), and the compute time
+  // cores (the host backend: its "device" is the CPU; set it before recording:
+  // then whole-layer samples of either site are pooled, and compute_s and
+  // host_compute_s both return the pool once a layer has one: one cost for
+  // both sites; split halves stay per site), and the compute time
   // of a split layer at device fraction f: max(f x device, (1 - f) x host)
   // when concurrent, their sum when shared.
   void set_shared_compute(bool shared) { shared_compute_ = shared; }
@@ -98,6 +101,7 @@ class CostModel {
   std::vector<double> hint_s_;
   std::vector<std::map<int, double>> ema_;  // per layer: class -> seconds
   std::vector<std::map<int, double>> host_ema_;  // per layer: class -> seconds
+  std::vector<std::map<int, double>> pooled_ema_;  // shared cores: either site's whole-layer samples
   double host_factor_ = 0;
   std::map<int, double> crossing_s_;
   std::map<int, bool> crossing_measured_;

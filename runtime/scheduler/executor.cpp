@@ -57,7 +57,7 @@ Status Executor::init() {
   disk_direct_ = disk_reads_direct(dev_.info(), opt_.force_staging);
   cost_ = CostModel(n_);
   for (int i = 0; i < n_; ++i) cost_.set_hint(i, layers_[i].compute_hint_s);
-  cost_.set_host_factor(opt_.host_compute_factor);
+  cost_.set_host_factor(host_factor_before_measurement(opt_, dev_.info()));
   cost_.set_shared_compute(dev_.info().backend == BackendKind::kHost);  // split halves share the cores
   std::vector<std::string> names;
   for (auto& l : layers_) names.push_back(l.name);

@@ -54,9 +54,10 @@ struct ExecutorOptions {
   // bytes loaded so far and the bytes this placement loads; returning false
   // cancels (create/apply_plan return Cancelled).
   std::function<bool(uint64_t loaded, uint64_t total)> load_progress;
-  // Hybrid execution (host_lane.cpp). The planner's site policy, and the host
-  // compute estimate before measurement (CostModel::set_host_factor; 0 =
-  // unknown: only a given plan or a measured host cost puts a layer there).
+  // Hybrid execution (host_lane.cpp). The planner's site policy, and an
+  // override of the host compute estimate before measurement, as a multiple
+  // of the device estimate (0 = none: host_factor_before_measurement in
+  // planner_input.h says what the executor predicts instead).
   HostPolicy host_policy = HostPolicy::kNever;
   double host_compute_factor = 0;
   // Enqueue on the device compute stream the copy of the pass's activations

@@ -222,12 +222,19 @@ Result<Plan> make_plan(const PlannerInput& in) {
   if (in.host_policy == HostPolicy::kNever || in.serial) return make_plan_sites(in, false);
   if (in.host_policy == HostPolicy::kAll) return make_plan_sites(in, true);
   // No device-only plan fits (the budget holds no window): the host site's
-  // plans may still (they need VRAM only for the layers that stay on the device).
+  // plans may still (they need VRAM only for the layers that stay on the
+  // device). The host site is then the only placement, so a layer whose host
+  // cost is not known yet goes there at its device estimate until measured
+  // (what min_vram_budget assumes).
   Result<Plan> dev = make_plan_sites(in, false);
   if (!dev.ok()) {
-    Result<Plan> host = make_plan_sites(in, true);
+    CostModel cost = *in.cost;
+    if (cost.host_factor() <= 0) cost.set_host_factor(1.0);
+    PlannerInput host_in = in;
+    host_in.cost = &cost;
+    Result<Plan> host = make_plan_sites(host_in, true);
     if (!host.ok()) return dev.status();
-    return refine_sites(in, std::move(*host));
+    return refine_sites(host_in, std::move(*host));
   }
   Plan best = refine_sites(in, std::move(*dev));
   if (auto host = make_plan_sites(in, true); host.ok()) {

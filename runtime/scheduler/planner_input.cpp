@@ -20,6 +20,11 @@ bool may_use_host_site(const ExecutorOptions& o) {
          (o.plan && o.plan->count_site(Site::kHost) + o.plan->count_site(Site::kSplit) > 0);
 }
 
+double host_factor_before_measurement(const ExecutorOptions& o, const DeviceInfo& device) {
+  if (o.host_compute_factor > 0) return o.host_compute_factor;
+  return device.backend == BackendKind::kHost ? 1.0 : 0.0;
+}
+
 PlannerInput layer_planner_input(const std::vector<LayerSpec>& layers) {
   PlannerInput in;
   for (const LayerSpec& l : layers) {

@@ -35,6 +35,16 @@ DeviceInfo device_info_for(BackendKind backend, bool copies_only = false);
 // then marked LayerSpec::host_ok by their owner before the executor starts.
 bool may_use_host_site(const ExecutorOptions& options);
 
+// A block's host compute estimate before it is measured on the host lane,
+// as a multiple of its device estimate (CostModel::set_host_factor), for an
+// executor with `options` on `device`: ExecutorOptions::host_compute_factor
+// when above 0 (the user's override); else 1 on the host backend, where both
+// sites run the same CPU kernels on the same cores (the box's host rates are
+// its device rates); else 0: unknown until measured, or given per layer from
+// a box profile's host rates (runtime/bench/box_predict.h). Every planner of
+// an executor (the executor itself, `plan`, `bench --box`) starts from this.
+double host_factor_before_measurement(const ExecutorOptions& options, const DeviceInfo& device);
+
 // The per-layer part: bytes, slot spans, file-backed, pins, host_ok, and the
 // splittable bytes (the sum of split_tensors) of host_ok layers. Budgets,
 // costs and options stay at their defaults.

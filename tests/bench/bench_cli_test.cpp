@@ -197,7 +197,11 @@ void check_bench_outputs(const std::string& json_path, const std::string& trace_
     EXPECT_LE(med, mx);
     EXPECT_NEAR(s["tokens_per_s"].get<double>(), tokens_per_pass / (med * 1e-3), 1e-6 * s["tokens_per_s"].get<double>());
     EXPECT_GE(s["stall_ms"].get<double>(), 0);
-    EXPECT_GT(s["streamed_bytes"].get<uint64_t>(), 0u);  // nothing fits resident entirely
+    // Nothing fits resident entirely: blocks stream, or (planned, choosing
+    // sites) compute on the host from the file.
+    int host_site = 0;
+    for (const auto& l : s["layers"]) host_site += l["site"] == "host";
+    EXPECT_TRUE(s["streamed_bytes"].get<uint64_t>() > 0 || host_site > 0) << s.dump();
     EXPECT_LE(s["streamed_bytes"].get<uint64_t>(), j["model"]["weight_bytes"].get<uint64_t>());
     // The lower bound uses the scheduler's moving-average link and disk
     // rates, so a pass that ran faster than that average can score above 1;
@@ -246,7 +250,9 @@ void check_bench_outputs(const std::string& json_path, const std::string& trace_
     const size_t end = html.find("</svg>", at);
     const std::string svg = html.substr(at, end - at);
     EXPECT_NE(svg.find("class=\"ev compute\""), std::string::npos) << s;
-    EXPECT_NE(svg.find("<rect class=\"ev disk\""), std::string::npos) << s;  // streamed from the file
+    // Streamed from the file, or read by the host site (planned's choice).
+    const bool from_file = svg.find("<rect class=\"ev disk\"") != std::string::npos;
+    EXPECT_TRUE(from_file || (std::string(s) == "planned" && svg.find("class=\"ev host") != std::string::npos)) << s;
   }
   EXPECT_NE(html.find("class=\"layer-bars\""), std::string::npos);
   EXPECT_NE(html.find("skipped"), std::string::npos);  // resident

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/llama/llama_runner.h"
 #include "runtime/scheduler/executor.h"
 #include "runtime/scheduler/planner_input.h"
@@ -78,6 +80,91 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{llama::Strategy::kPlanned, 1.5, false}, Case{llama::Strategy::kHost, 0, false},
                       Case{llama::Strategy::kSerial, 0, true}, Case{llama::Strategy::kOverlap, 0, false},
                       Case{llama::Strategy::kResident, 0, false}));
+
+}  // namespace
+}  // namespace layerstream::planning
+
+namespace layerstream::planning {
+namespace {
+
+// `planned` with its default options (no host factor) chooses sites from the
+// cost inputs, as its executor would (the view's input, the executor's
+// factor rule): blocks go to the host when their host compute is cheaper
+// than streaming them over the link and stay on the device when the link is
+// fast. Before a host cost is measured the host backend predicts it (the
+// same CPU kernels on the same cores); on a GPU it is unknown until measured
+// or given (a box profile's rates, or the --host-factor override).
+class DefaultSitesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LS_ASSERT_OK(write_example_model(dir_.file("tiny.gguf"),
+                                     testing::tiny_llama_spec(GgmlType::Q8_0, testing::fresh_seed(), 64)));
+    ro_.n_ctx = 64;
+    LS_ASSERT_OK_AND_ASSIGN(fp_, llama::LlamaRunner::footprint(dir_.file("tiny.gguf"), ro_, BackendKind::kHost));
+    uint64_t layers = 0;
+    for (const sched::LayerSpec& l : fp_.layers) layers += sched::round_up(l.bytes, sched::kSlotAlignment);
+    ro_.vram_budget = std::max(fp_.min_vram_budget, sched::round_up(fp_.reserve.total(), sched::kSlotAlignment) + layers / 2);
+    ro_.ram_budget = 2 * layers;
+  }
+
+  // The plan for a link of `link_bytes_per_s`, device compute `device_s` per
+  // layer and, when > 0, a measured host compute `host_s` per block.
+  sched::Plan plan(BackendKind backend, double link_bytes_per_s, double device_s, double host_s) {
+    const DeviceInfo device = sched::device_info_for(backend);
+    auto view = runner_executor_view(fp_, ro_, device);
+    EXPECT_TRUE(view.ok()) << view.status().ToString();
+    if (!view.ok()) return {};
+    EXPECT_EQ(view->options.host_policy, sched::HostPolicy::kChoose);
+    const int n = static_cast<int>(fp_.layers.size());
+    sched::CostModel cost(n);
+    for (int i = 0; i < n; ++i) {
+      cost.record_compute(i, 0, device_s);
+      if (host_s > 0 && i != fp_.head_layer) cost.record_host_compute(i, 0, host_s);
+    }
+    cost.set_link_bw(link_bytes_per_s);
+    cost.set_host_factor(sched::host_factor_before_measurement(view->options, device));
+    auto p = sched::make_plan(view->planner_input(cost, 0));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return p.ok() ? *p : sched::Plan{};
+  }
+
+  testing::TempDir dir_;
+  llama::RunnerOptions ro_;  // the defaults: strategy planned, no host factor
+  llama::RunnerFootprint fp_;
+};
+
+constexpr double kSlowLink = 1e6, kFastLink = 1e12;  // bytes/s: a block streams in ms, or in ns
+
+TEST_F(DefaultSitesTest, HostWhenCheaperThanStreaming) {
+  // 1 ms of host compute against tens of ms of link per block.
+  const sched::Plan p = plan(BackendKind::kCuda, kSlowLink, 1e-4, 1e-3);
+  EXPECT_GT(p.count_site(sched::Site::kHost), 0) << sched::site_map(p);
+  EXPECT_FALSE(p.streams_anything()) << sched::site_map(p);
+}
+
+TEST_F(DefaultSitesTest, DeviceWhenTheLinkIsFast) {
+  // The link hides behind the device compute; the host is 100x slower.
+  const sched::Plan p = plan(BackendKind::kCuda, kFastLink, 1e-4, 1e-2);
+  EXPECT_EQ(p.count_site(sched::Site::kHost), 0) << sched::site_map(p);
+  EXPECT_TRUE(p.streams_anything()) << sched::site_map(p);
+}
+
+TEST_F(DefaultSitesTest, HostBackendPredictsHostCostsBeforeMeasuring) {
+  const sched::Plan p = plan(BackendKind::kHost, kSlowLink, 1e-4, /*host_s=*/0);
+  EXPECT_GT(p.count_site(sched::Site::kHost), 0) << sched::site_map(p);
+  EXPECT_FALSE(p.streams_anything()) << sched::site_map(p);
+}
+
+TEST_F(DefaultSitesTest, UnknownHostCostsOnAGpuWaitForAMeasurementOrTheOverride) {
+  sched::Plan p = plan(BackendKind::kCuda, kSlowLink, 1e-4, /*host_s=*/0);
+  EXPECT_EQ(p.count_site(sched::Site::kHost), 0) << sched::site_map(p);
+  ro_.host_compute_factor = 10;  // the override: host = 10 x device, still far below the link
+  p = plan(BackendKind::kCuda, kSlowLink, 1e-4, /*host_s=*/0);
+  EXPECT_GT(p.count_site(sched::Site::kHost), 0) << sched::site_map(p);
+  ro_.host_compute_factor = 1e6;  // a host that slow loses to the link
+  p = plan(BackendKind::kCuda, kSlowLink, 1e-4, /*host_s=*/0);
+  EXPECT_EQ(p.count_site(sched::Site::kHost), 0) << sched::site_map(p);
+}
 
 }  // namespace
 }  // namespace layerstream::planning

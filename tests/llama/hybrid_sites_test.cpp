@@ -8,8 +8,11 @@
 // follows the block), and with the `host` and `planned` strategies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "runtime/device/device.h"
@@ -177,58 +180,75 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites,
 namespace layerstream {
 namespace {
 
+constexpr int kBlocks = 6;
+
+// A Q8_0 example model of kBlocks blocks, a host device, and runner options
+// with a 64 MiB RAM tier.
+class HybridBlocks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed_, /*n_ctx=*/256);
+    spec.n_layers = kBlocks;
+    LS_ASSERT_OK(testing::write_scratch_model(path_, spec));
+    dev_ = testing::open_host_device(2);
+    options_.ram_budget = 64ull << 20;
+  }
+  const uint64_t seed_ = testing::fresh_seed();
+  std::mt19937_64 rng_{seed_};
+  testing::TempDir dir_;
+  const std::string path_ = dir_.file("m.gguf");
+  std::unique_ptr<Device> dev_;
+  RunnerOptions options_ = base_options();
+};
+
 // The `host` strategy needs VRAM only for what stays on the device (the
 // head, next to the reserve), not for a window of blocks: it runs at its own
-// minimum, below the device strategies', and one byte less fails before
-// anything runs with an error naming the bytes needed and what fits.
-TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
-  const uint64_t seed = testing::fresh_seed();
-  std::mt19937_64 rng(seed);
-  testing::TempDir dir;
-  ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed, /*n_ctx=*/256);
-  spec.n_layers = 6;
-  const std::string path = dir.file("m.gguf");
-  LS_ASSERT_OK(testing::write_scratch_model(path, spec));
-  auto dev = testing::open_host_device(2);
-
-  RunnerOptions o = base_options();
-  o.ram_budget = 64ull << 20;
-  o.strategy = Strategy::kPlanned;
-  LS_ASSERT_OK_AND_ASSIGN(auto planned_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+// minimum (`planned`'s too), below the device-only strategies', and one byte
+// less fails before anything runs with an error naming the bytes needed and
+// what fits.
+TEST_F(HybridBlocks, HostStrategyRunsAtItsSmallerMinimum) {
+  const std::string& path = path_;
+  Device& dev = *dev_;
+  RunnerOptions o = options_;
+  o.strategy = Strategy::kSerial;  // a device-only strategy: a window of blocks
+  LS_ASSERT_OK_AND_ASSIGN(auto serial_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
   o.strategy = Strategy::kHost;
   LS_ASSERT_OK_AND_ASSIGN(auto host_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
   const uint64_t head = sched::slot_span(host_fp.layers.back());
   EXPECT_EQ(host_fp.min_vram_budget, sched::round_up(host_fp.reserve.total(), sched::kSlotAlignment) + head);
-  EXPECT_LT(host_fp.min_vram_budget, planned_fp.min_vram_budget);
-  // `planned` choosing sites falls back to the host plans where no window fits.
+  EXPECT_LT(host_fp.min_vram_budget, serial_fp.min_vram_budget);
+  // `planned` chooses sites (with its defaults, or a host factor given) and
+  // falls back to the host plans where no window fits.
   o.strategy = Strategy::kPlanned;
-  o.host_compute_factor = 1.0;
-  LS_ASSERT_OK_AND_ASSIGN(auto choose_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
-  EXPECT_EQ(choose_fp.min_vram_budget, host_fp.min_vram_budget);
+  for (double factor : {0.0, 1.0}) {
+    o.host_compute_factor = factor;
+    LS_ASSERT_OK_AND_ASSIGN(auto choose_fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+    EXPECT_EQ(choose_fp.min_vram_budget, host_fp.min_vram_budget) << "host factor " << factor;
+  }
   o.host_compute_factor = 0;
   o.strategy = Strategy::kHost;
 
   // All-resident logits to compare with.
   RunnerOptions ro = base_options();
   ro.strategy = Strategy::kResident;
-  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(*dev, path, ro));
-  const auto prompt = random_tokens(rng, 5, 512);
-  const auto next = random_tokens(rng, 2, 512);
+  LS_ASSERT_OK_AND_ASSIGN(auto resident, LlamaRunner::create(dev, path, ro));
+  const auto prompt = random_tokens(rng_, 5, 512);
+  const auto next = random_tokens(rng_, 2, 512);
   auto want = prefill_logits(*resident, prompt);
   decode_logits(*resident, next, want);
   resident.reset();
 
   o.vram_budget = host_fp.min_vram_budget;
   {
-    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(*dev, path, o));
+    LS_ASSERT_OK_AND_ASSIGN(auto r, LlamaRunner::create(dev, path, o));
     EXPECT_FALSE(r->plan().streams_anything()) << sched::site_map(r->plan());
-    EXPECT_EQ(r->plan().count_site(Site::kHost), spec.n_layers) << sched::site_map(r->plan());
+    EXPECT_EQ(r->plan().count_site(Site::kHost), kBlocks) << sched::site_map(r->plan());
     auto got = prefill_logits(*r, prompt);
     decode_logits(*r, next, got);
-    expect_same(got, want, seed);  // the same CPU kernels on either site
+    expect_same(got, want, seed_);  // the same CPU kernels on either site
   }
   o.vram_budget = host_fp.min_vram_budget - 1;
-  auto r = LlamaRunner::create(*dev, path, o);
+  auto r = LlamaRunner::create(dev, path, o);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsOutOfBudget()) << r.status().ToString();
   const std::string msg = r.status().message();
@@ -236,9 +256,59 @@ TEST(HybridMinimumBudget, HostStrategyRunsAtItsSmallerMinimum) {
   EXPECT_NE(msg.find("strategy host"), std::string::npos) << msg;
   EXPECT_NE(msg.find("host-site blocks need none"), std::string::npos) << msg;
   EXPECT_NE(msg.find("at this budget fits context"), std::string::npos) << msg;
-  std::printf("host strategy: minimum %llu bytes (planned: %llu); one byte less: %s\n",
+  std::printf("host strategy: minimum %llu bytes (serial: %llu); one byte less: %s\n",
               static_cast<unsigned long long>(host_fp.min_vram_budget),
-              static_cast<unsigned long long>(planned_fp.min_vram_budget), msg.c_str());
+              static_cast<unsigned long long>(serial_fp.min_vram_budget), msg.c_str());
+}
+
+// `planned` with its defaults (no host factor) against the fixed strategies
+// on a link slow enough that streaming a block costs more than computing it
+// on the host: after warm-up, each strategy's plan is simulated under the
+// same costs (those `planned`'s executor measured; simulated pass times, no
+// wall clock compared), and `planned`'s is no slower than the best of
+// overlap, host and serial (up to the gain a re-plan needs to move bytes),
+// with blocks on the host site.
+TEST_F(HybridBlocks, PlannedWithDefaultsIsNoSlowerThanTheBestFixedStrategy) {
+  const std::string& path = path_;
+  Device& dev = *dev_;
+  RunnerOptions o = options_;
+  o.link_gbps = 0.01;  // a block of tens of KiB: milliseconds over the link
+  const std::vector<Strategy> strategies = {Strategy::kOverlap, Strategy::kHost, Strategy::kSerial, Strategy::kPlanned};
+  // One budget every strategy runs at, below all resident.
+  for (Strategy s : strategies) {
+    o.strategy = s;
+    LS_ASSERT_OK_AND_ASSIGN(auto fp, LlamaRunner::footprint(path, o, BackendKind::kHost));
+    o.vram_budget = std::max(o.vram_budget, fp.min_vram_budget);
+  }
+  const auto prompt = random_tokens(rng_, 4, 512);
+  const auto next = random_tokens(rng_, 4, 512);  // decode passes: warm-up, re-plan, then steady
+  std::map<Strategy, std::unique_ptr<LlamaRunner>> runners;
+  for (Strategy s : strategies) {
+    o.strategy = s;
+    LS_ASSERT_OK_AND_ASSIGN(runners[s], LlamaRunner::create(dev, path, o));
+    std::vector<std::vector<float>> logits = prefill_logits(*runners[s], prompt);
+    decode_logits(*runners[s], next, logits);
+  }
+  const sched::Plan& planned_plan = runners[Strategy::kPlanned]->plan();
+  const sched::CostModel cost = runners[Strategy::kPlanned]->executor().cost_model();
+  auto simulated = [&](Strategy s) {
+    sched::PlannerInput in = runners[s]->executor().planner_input(0);
+    in.cost = &cost;
+    sched::Plan p = runners[s]->plan();
+    sched::evaluate_plan(in, p);
+    return p.predicted_pass_s;
+  };
+  double best = 0;
+  for (Strategy s : {Strategy::kOverlap, Strategy::kHost, Strategy::kSerial}) {
+    const double t = simulated(s);
+    std::printf("%s: simulated pass %.3f ms (%s)\n", std::string(llama::strategy_name(s)).c_str(), t * 1e3,
+                sched::site_map(runners[s]->plan()).c_str());
+    best = best > 0 ? std::min(best, t) : t;
+  }
+  const double planned = simulated(Strategy::kPlanned);
+  std::printf("planned: simulated pass %.3f ms (%s)\n", planned * 1e3, sched::site_map(planned_plan).c_str());
+  EXPECT_GT(planned_plan.count_site(Site::kHost), 0) << sched::site_map(planned_plan);
+  EXPECT_LE(planned, best * (1 + sched::ExecutorOptions{}.replan_min_gain)) << sched::site_map(planned_plan);
 }
 
 }  // namespace

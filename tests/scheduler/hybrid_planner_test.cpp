@@ -168,6 +168,38 @@ TEST(SplitPlanner, NoSplitWhenHalvesShareTheCores) {
   EXPECT_NEAR(s.cost.split_compute_s(3, 0, 0.25), 0.25 * 0.1e-3 + 0.75 * link_ms * 1e-3, 1e-12);
 }
 
+// Shared cores (the host backend): a sample of either site is a sample of
+// the layer's one compute cost, so noise on one site's samples (a copy beside
+// a host-site layer, a busy neighbour) cannot by itself move layers between
+// sites: they differ only by the link and the crossings.
+TEST(HybridCosts, SharedCoresPoolBothSitesSamples) {
+  CostModel c(2);
+  c.set_shared_compute(true);
+  c.record_compute(0, 0, 2e-3);
+  c.record_host_compute(0, 0, 4e-3);  // the same layer, measured slower on the host lane
+  EXPECT_GT(c.compute_s(0, 0), 2e-3);
+  EXPECT_LT(c.compute_s(0, 0), 4e-3);
+  EXPECT_EQ(c.host_compute_s(0, 0), c.compute_s(0, 0));
+  c.record_host_compute(1, 0, 3e-3);  // measured on the host site only
+  EXPECT_EQ(c.compute_s(1, 0), 3e-3);
+  EXPECT_EQ(c.host_compute_s(1, 0), 3e-3);
+  EXPECT_TRUE(c.host_measured(1, 0));
+  // A split layer's halves stay samples of their own site.
+  c.record_split(0, 1, 0.5, 1e-3, 3e-3);
+  EXPECT_EQ(c.host_compute_s(0, 1), c.compute_s(0, 1));  // the pool (class 0) still answers
+  CostModel split(1);
+  split.set_shared_compute(true);
+  split.record_split(0, 0, 0.5, 1e-3, 3e-3);
+  EXPECT_EQ(split.compute_s(0, 0), 2e-3);
+  EXPECT_EQ(split.host_compute_s(0, 0), 6e-3);
+  // Separate hardware (a GPU): each site keeps its own.
+  CostModel g(1);
+  g.record_compute(0, 0, 2e-3);
+  g.record_host_compute(0, 0, 4e-3);
+  EXPECT_EQ(g.compute_s(0, 0), 2e-3);
+  EXPECT_EQ(g.host_compute_s(0, 0), 4e-3);
+}
+
 }  // namespace
 }  // namespace layerstream::sched
 

@@ -21,9 +21,10 @@ enum class KvType { kF32, kF16 };
 //   kResident: every layer resident (OutOfBudget when they do not fit);
 //   kSerial:   one window slot, load then compute (the baseline);
 //   kOverlap:  a fixed window of two slots, first layers resident;
-//   kPlanned:  the planner, from measured costs, re-planning on drift; with
-//              ModelOptions::host_compute_factor > 0 it also chooses where
-//              each block computes: on the device (resident or streamed to
+//   kPlanned:  the planner, from measured costs, re-planning on drift; it
+//              also chooses where each block computes (host costs measured,
+//              or predicted before that: ModelOptions::host_compute_factor):
+//              on the device (resident or streamed to
 //              it), on the host from RAM (only activations cross), or split
 //              by output rows between the two (the device half streamed, the
 //              host half from RAM, in the proportion that makes both finish
@@ -73,10 +74,11 @@ struct ModelOptions {
   int prefill_chunk = 256;         // max tokens of one pass
   KvType kv_type = KvType::kF32;
   Strategy strategy = Strategy::kPlanned;
-  // Hybrid execution: a block's host compute time before it is measured, as
-  // a multiple of its device time (1 on the host backend, where both sites
-  // run the same CPU kernels). 0 = unknown: kPlanned keeps every block on the
-  // device; kHost uses max(1, this).
+  // Hybrid execution: overrides a block's host compute time before it is
+  // measured, as a multiple of its device time. 0 = predicted: the device
+  // time on the host backend (both sites run the same CPU kernels), unknown
+  // on a GPU until measured (kPlanned keeps such blocks on the device while
+  // a device placement fits); kHost uses max(1, this).
   double host_compute_factor = 0;
   Staging staging = Staging::kAuto;
   bool trace = false;              // record a trace (Context::write_trace)
