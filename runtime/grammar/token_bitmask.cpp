@@ -38,8 +38,12 @@ void apply_token_bitmask(const TokenBitmask& mask, std::span<float> logits) {
   const std::span<const int32_t> words = mask.words();
   for (size_t w = 0; w * 32 < masked_end; ++w) {
     const uint32_t bits = static_cast<uint32_t>(words[w]);
-    if (bits == ~0u) continue;  // all 32 allowed: the common case outside a string's end
+    if (bits == ~0u) continue;  // all 32 allowed (inside a string, most words)
     const size_t end = std::min(masked_end, w * 32 + 32);
+    if (bits == 0) {  // all 32 ruled out (most words after a value)
+      std::fill(logits.begin() + w * 32, logits.begin() + end, kMinusInf);
+      continue;
+    }
     for (size_t id = w * 32; id < end; ++id)
       if (!((bits >> (id - w * 32)) & 1u)) logits[id] = kMinusInf;
   }

@@ -41,8 +41,12 @@ TEST(TokenBitmask, ApplySetsExactlyTheRuledOutAndPaddingLogitsToMinusInfinity) {
       for (auto& w : mask.words()) w = 0;
       for (int32_t id = 0; id < vocab; ++id)
         if (allowed[id]) mask.words()[id / 32] |= static_cast<int32_t>(1u << (id % 32));
-      if (vocab > 64) mask.words()[1] = -1;  // a whole word allowed: the skipped path
-      for (int32_t id = 32; id < 64 && vocab > 64; ++id) allowed[id] = true;
+      if (vocab > 96) {  // whole words allowed and ruled out: the two short paths
+        mask.words()[1] = -1;
+        mask.words()[2] = 0;
+        for (int32_t id = 32; id < 64; ++id) allowed[id] = true;
+        for (int32_t id = 64; id < 96; ++id) allowed[id] = false;
+      }
 
       std::normal_distribution<float> normal;
       std::vector<float> logits(vocab + padding);
