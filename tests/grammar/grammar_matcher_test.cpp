@@ -82,6 +82,22 @@ class GrammarOnRealVocab : public ::testing::TestWithParam<std::string> {
     return tok().decode(drawn);
   }
 
+  // Four random walks under `c` each end within 100 tokens in text that
+  // the regular expression `language` matches.
+  void expect_walks_in_language(const Constraint& c, const std::string& language) {
+    auto m = matcher_for(c);
+    ASSERT_NE(m, nullptr);
+    const uint64_t seed = layerstream::testing::fresh_seed();
+    SCOPED_TRACE(seed);
+    for (int walk = 0; walk < 4; ++walk) {
+      m->reset();
+      bool terminated = false;
+      const std::string text = random_walk(*m, seed + walk, 100, &terminated);
+      ASSERT_TRUE(terminated) << text;
+      EXPECT_TRUE(std::regex_match(text, std::regex(language))) << text;
+    }
+  }
+
   const testing::RealVocab* vocab_ = nullptr;
 };
 
@@ -221,17 +237,7 @@ TEST_P(GrammarOnRealVocab, SchemaRandomWalksEndInJsonThatValidates) {
 
 TEST_P(GrammarOnSmolLM2, RegexRandomWalksMatchThePattern) {
   const std::string pattern = R"([A-Z]{2}-[0-9]{3}(\.[a-z]{1,5})?)";
-  auto m = matcher_for(Constraint::regex(pattern));
-  ASSERT_NE(m, nullptr);
-  const uint64_t seed = layerstream::testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  for (int walk = 0; walk < 4; ++walk) {
-    m->reset();
-    bool terminated = false;
-    const std::string text = random_walk(*m, seed + walk, 100, &terminated);
-    ASSERT_TRUE(terminated) << text;
-    EXPECT_TRUE(std::regex_match(text, std::regex(pattern))) << text;
-  }
+  expect_walks_in_language(Constraint::regex(pattern), pattern);
 }
 
 TEST_P(GrammarOnSmolLM2, GbnfGrammarRandomWalksMatchTheLanguage) {
@@ -239,17 +245,7 @@ TEST_P(GrammarOnSmolLM2, GbnfGrammarRandomWalksMatchTheLanguage) {
 greeting ::= "hello" | "goodbye"
 name ::= [a-z] [a-z]? [a-z]? [a-z]?
 )";
-  auto m = matcher_for(Constraint::grammar(gbnf));
-  ASSERT_NE(m, nullptr);
-  const uint64_t seed = layerstream::testing::fresh_seed();
-  SCOPED_TRACE(seed);
-  for (int walk = 0; walk < 4; ++walk) {
-    m->reset();
-    bool terminated = false;
-    const std::string text = random_walk(*m, seed + walk, 100, &terminated);
-    ASSERT_TRUE(terminated) << text;
-    EXPECT_TRUE(std::regex_match(text, std::regex("(hello|goodbye) [a-z]{1,4}[!?]"))) << text;
-  }
+  expect_walks_in_language(Constraint::grammar(gbnf), "(hello|goodbye) [a-z]{1,4}[!?]");
 }
 
 TEST_P(GrammarOnSmolLM2, RollbackUndoesAcceptedTokensAndTheEnd) {
