@@ -1,5 +1,6 @@
 # Third-party libraries, all from the distribution (Debian packages named in
-# tests/run.sh); nothing is vendored.
+# tests/install-deps.sh); nothing is vendored. The one exception, optional,
+# is structured output's engine: LayerstreamXgrammar.cmake.
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 find_package(spdlog REQUIRED CONFIG)

@@ -16,7 +16,16 @@ install(FILES ${PROJECT_BINARY_DIR}/generated/include/layerstream/config.h
 install(EXPORT layerstreamTargets NAMESPACE layerstream::
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/layerstream)
 
+# Structured output: the library's objects call xgrammar's static archive,
+# installed beside it (its licence and notice with it) for an app's link step.
+if(LAYERSTREAM_HAVE_XGRAMMAR)
+  install(FILES ${LAYERSTREAM_XGRAMMAR_LIBRARY} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES ${LAYERSTREAM_XGRAMMAR_ROOT}/LICENSE ${LAYERSTREAM_XGRAMMAR_ROOT}/NOTICE
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/layerstream/xgrammar OPTIONAL)
+endif()
+
 set(LAYERSTREAM_CONFIG_HAVE_CUDA ${LAYERSTREAM_HAVE_CUDA})
+set(LAYERSTREAM_CONFIG_HAVE_XGRAMMAR ${LAYERSTREAM_HAVE_XGRAMMAR})
 configure_package_config_file(cmake/layerstreamConfig.cmake.in
   ${PROJECT_BINARY_DIR}/layerstreamConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/layerstream)

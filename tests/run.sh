@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone:
 #   1. installs missing build dependencies (Debian packages; needs root),
-#   2. builds with the CUDA backend when nvcc exists (so CUDA code always
-#      compiles and links) and runs every test through ctest, then installs
-#      the Python package (pip install . in a fresh virtual environment,
-#      build/py-venv) and runs its pytest suite (tests/python),
+#   2. fetches and builds xgrammar once (tests/install-xgrammar.sh: the
+#      engine of structured output), builds with the CUDA backend when nvcc
+#      exists (so CUDA code always compiles and links) and runs every test
+#      through ctest, then installs the Python package (pip install . in a
+#      fresh virtual environment, build/py-venv) and runs its pytest suite
+#      (tests/python),
 #   3. rebuilds the host side with clang, address+undefined sanitizers and the
 #      libFuzzer targets (clang also checks the thread-safety annotations:
 #      -Werror=thread-safety on the annotated areas: runtime/llama and
@@ -43,8 +45,21 @@ export LAYERSTREAM_MODELS=${LAYERSTREAM_MODELS:-$HOME/.cache/layerstream/models}
 export LAYERSTREAM_VOCABS=${LAYERSTREAM_VOCABS:-$HOME/.cache/layerstream/vocabs}
 "$ROOT/bench/peer/fetch-vocabs.sh" "$LAYERSTREAM_VOCABS" || echo "warning: fetching the tokenizer vectors failed; test_tokenizer_vocab_vectors will fail" >&2
 
+# Structured output's engine, xgrammar's C++ core (a pinned source release from
+# PyPI), built once as a static archive into ~/.cache/layerstream/xgrammar and
+# linked by every build below (plain, sanitizers, the Python package); a
+# machine that has it skips the build. When the fetch fails the project still
+# builds, without structured output (its tests then skip).
+step "structured output engine (tests/install-xgrammar.sh)"
+grammar_flag=ON
+JOBS=$JOBS "$ROOT/tests/install-xgrammar.sh" || {
+  grammar_flag=AUTO
+  echo "warning: fetching or building xgrammar failed; building without structured output" >&2
+}
+
 step "build (CUDA=$cuda_flag)"
-cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=$cuda_flag
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAYERSTREAM_CUDA=$cuda_flag \
+  -DLAYERSTREAM_STRUCTURED_OUTPUT=$grammar_flag
 cmake --build build/ci -j "$JOBS"
 step "tests (all labels)"
 ctest --test-dir build/ci -j "$JOBS" --output-on-failure --timeout 900

@@ -1,0 +1,31 @@
+// The grammar area's objects over xgrammar's (only in builds with the engine,
+// LAYERSTREAM_HAVE_XGRAMMAR): what CompiledGrammar and GrammarCompiler hold,
+// and how an engine exception becomes a Status.
+#pragma once
+
+#include <xgrammar/xgrammar.h>
+
+#include <cstdint>
+#include <exception>
+#include <string_view>
+
+#include "layerstream/status.h"
+#include "runtime/grammar/grammar_compiler.h"
+
+namespace layerstream::grammar {
+
+struct CompiledGrammar::Impl {
+  xgrammar::CompiledGrammar compiled;
+  int32_t logits_size;
+};
+
+struct GrammarCompiler::Impl {
+  xgrammar::GrammarCompiler compiler;
+  int32_t logits_size;
+};
+
+// The engine's reason without its "[time] file:line: " prefix, as
+// `context: reason`; InvalidArgument, or OutOfBudget for std::bad_alloc.
+Status engine_error(std::string_view context, const std::exception& e);
+
+}  // namespace layerstream::grammar
