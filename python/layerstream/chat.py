@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ._layerstream import ChatTemplate, Context, Generation, ToolCallStream
-from .completion import finish_reason
+from .completion import finish_reason, generation_on
 
 ChatCompletion = dict[str, Any]
 
@@ -23,7 +23,7 @@ def render(template: ChatTemplate, messages: Sequence[Mapping[str, Any]],
     """The prompt text of `messages` (and `tools`) for tokenizing with
     add_special=True (the tokenizer adds BOS, not the template)."""
     tools_json = json.dumps(list(tools)) if tools else ""
-    return template.apply(list(messages), tools_json=tools_json, leave_bos_to_tokenizer=True)
+    return template.apply([dict(m) for m in messages], tools_json=tools_json, leave_bos_to_tokenizer=True)
 
 
 def openai_tool_calls(calls: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
@@ -131,7 +131,7 @@ def start_chat(context: Context, call: ChatCall, tokens: Sequence[int], sampling
     """Runs `call` on `context`, a fresh one it closes when done: the
     answer, or its stream (which closes it)."""
     if stream:
-        return ChatCompletionStream(call, context, context.generate(list(tokens), **sampling))
+        return ChatCompletionStream(call, context, generation_on(context, tokens, sampling))
     with context:
         result = context.complete(list(tokens), **sampling)
     return call.completion(result.text[0], len(result.generated[0]), finish_reason(result))

@@ -162,11 +162,22 @@ class CompletionStream(Iterator[Completion]):
         self.close()
 
 
+def generation_on(context: Context, tokens: Sequence[int], sampling: dict[str, Any]) -> Generation:
+    """context.generate(tokens, **sampling) for a stream; when it refuses
+    (a sampling value out of range), the context is closed at once rather
+    than when the exception's traceback lets it go."""
+    try:
+        return context.generate(list(tokens), **sampling)
+    except BaseException:
+        context.close()
+        raise
+
+
 def start(context: Context, call: CompletionCall, sampling: dict[str, Any], stream: bool,
           prompt_text: str) -> Completion | CompletionStream:
     """Runs `call` on `context`, a fresh one it closes when done: the
     answer, or its stream (which closes it)."""
     if stream:
-        return CompletionStream(call, context, context.generate(call.prompt_tokens, **sampling), prompt_text)
+        return CompletionStream(call, context, generation_on(context, call.prompt_tokens, sampling), prompt_text)
     with context:
         return call.completion(context.complete(call.prompt_tokens, **sampling), prompt_text)

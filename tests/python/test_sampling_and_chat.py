@@ -45,6 +45,17 @@ def test_sampling_values_are_checked_by_the_library(model, field, value):
         model.create_completion(PROMPT, max_tokens=2, **{field: value})
 
 
+def test_a_refused_stream_leaves_the_models_sequence_free(tiny_model):
+    model = ls.Model(tiny_model, backend=ls.Backend.HOST, sequences=1)
+    with pytest.raises(ValueError, match="top_p") as refused:
+        model.create_completion(PROMPT, max_tokens=2, top_p=0.0, stream=True)
+    with pytest.raises(ValueError, match="min_p"):
+        model.create_chat_completion(MESSAGES, max_tokens=2, min_p=2.0, stream=True)
+    assert refused.value is not None  # the traceback (and its frames) still alive here
+    assert model.create_completion(PROMPT, max_tokens=2, temperature=0)["usage"]["completion_tokens"] <= 2
+    model.close()
+
+
 def test_logit_bias_token_ids_are_checked_against_the_vocabulary(model):
     with model.create_context() as ctx, pytest.raises(ValueError, match=str(model.n_vocab)):
         ctx.complete(PROMPT, max_tokens=2, logit_bias={model.n_vocab: 1.0})
@@ -230,3 +241,51 @@ def test_a_reply_with_tool_calls_becomes_openai_tool_calls(model):
     shown = "".join(stream.feed(reply[i:i + 5]) for i in range(0, len(reply), 5))
     content, calls = stream.finish()
     assert shown + content == "" and [c["name"] for c in calls] == ["get_weather"]
+
+
+class _Event:
+    def __init__(self, piece: str) -> None:
+        self.piece = piece
+
+
+class _Finished:
+    finish = ["eog"]
+
+
+class _ReplyGeneration:
+    """A generation whose tokens spell `reply` a few characters at a time
+    (the tiny model's random weights write no tool call)."""
+
+    def __init__(self, reply: str) -> None:
+        self._events = iter(_Event(reply[i:i + 3]) for i in range(0, len(reply), 3))
+        self.result = None
+
+    def __iter__(self) -> _ReplyGeneration:
+        return self
+
+    def __next__(self) -> _Event:
+        try:
+            return next(self._events)
+        except StopIteration:
+            self.result = _Finished()
+            raise
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_streamed_reply_with_tool_calls_ends_in_a_tool_calls_chunk(model):
+    from layerstream.chat import ChatCompletionStream
+
+    template = ls.ChatTemplate.for_model(model)
+    reply = 'Let me look. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    with model.create_context() as ctx:
+        chunks = list(ChatCompletionStream(ChatCall("m", template, 10, with_tools=True), ctx,
+                                           _ReplyGeneration(reply)))  # type: ignore[arg-type]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert "".join(d.get("content") or "" for d in deltas).strip() == "Let me look."
+    (calls,) = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert [(c["index"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        (0, "get_weather", {"city": "Paris"})]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and deltas[-1] == {}
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
