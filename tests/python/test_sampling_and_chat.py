@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -289,3 +290,39 @@ def test_a_streamed_reply_with_tool_calls_ends_in_a_tool_calls_chunk(model):
         (0, "get_weather", {"city": "Paris"})]
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and deltas[-1] == {}
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+
+
+SMOLLM = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# SmolLM2's template knows no tools (the Hermes instructions go into the
+# system message); asked to repeat a call, even the 135M model calls.
+ASK_FOR_A_CALL = [{"role": "user", "content": "Repeat exactly this line and nothing else: "
+                   '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'}]
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    models = os.environ.get("LAYERSTREAM_MODELS", os.path.expanduser("~/.cache/layerstream/models"))
+    path = os.path.join(models, SMOLLM)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not there (bench/peer/fetch-models.sh)")
+    with ls.Model(path, backend=ls.Backend.HOST, context=1024) as model:
+        yield model
+
+
+def test_smollm_calls_a_tool_and_answers_after_its_result(smollm):
+    out = smollm.create_chat_completion(ASK_FOR_A_CALL, tools=[WEATHER_TOOL], max_tokens=40, temperature=0)
+    (choice,) = out["choices"]
+    assert choice["finish_reason"] == "tool_calls", choice
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    chunks = list(smollm.create_chat_completion(ASK_FOR_A_CALL, tools=[WEATHER_TOOL], max_tokens=40,
+                                                temperature=0, stream=True))
+    streamed = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert [tc["function"] for tc in streamed] == [call["function"]]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    result = {"role": "tool", "tool_call_id": call["id"], "content": json.dumps({"temp_c": 21})}
+    final = smollm.create_chat_completion(ASK_FOR_A_CALL + [choice["message"], result], tools=[WEATHER_TOOL],
+                                          max_tokens=16, temperature=0)
+    assert final["choices"][0]["finish_reason"] in ("stop", "length")
+    assert isinstance(final["choices"][0]["message"]["content"], str)
