@@ -109,6 +109,7 @@ class Model(_layerstream.Model):
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
+        tool_choice: str | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.2,
         top_p: float = 0.95,
@@ -141,6 +142,9 @@ class Model(_layerstream.Model):
             tools: OpenAI's tools ({"type": "function", "function": {name,
                 description, parameters}}); the reply's calls come back in
                 ``tool_calls`` with finish_reason "tool_calls".
+            tool_choice: "auto" or None: the model may call the tools;
+                "none": they are not offered. Other choices (forcing a
+                call) raise ValueError.
             max_tokens: most tokens to generate; None or <= 0: up to the
                 end of the context.
             temperature: <= 0 is greedy (argmax).
@@ -172,6 +176,10 @@ class Model(_layerstream.Model):
                 the template refuses, or a prompt that does not fit.
             TypeError: a message or tool call that is not a dict of str.
         """
+        if tool_choice not in (None, "auto", "none"):
+            raise ValueError(f"tool_choice: {tool_choice!r} is not supported (want 'auto', 'none' or None)")
+        if tool_choice == "none":
+            tools = None
         template = self._chat_template(chat_template)
         prompt = render(template, messages, tools)
         tokens = self.tokenize(prompt, add_special=True, parse_special=True)

@@ -223,6 +223,14 @@ def test_tools_reach_the_prompt_and_earlier_calls_render(long_model):
         model.create_chat_completion([{"role": "user", "content": 3}])
     with pytest.raises(ValueError):
         model.create_chat_completion(MESSAGES, tools=[{"type": "function"}])
+    with pytest.raises(ValueError, match="tool_choice"):
+        model.create_chat_completion(MESSAGES, tools=[WEATHER_TOOL], tool_choice="required")
+    offered = model.create_chat_completion(MESSAGES, tools=[WEATHER_TOOL], max_tokens=1, temperature=0)
+    withheld = model.create_chat_completion(MESSAGES, tools=[WEATHER_TOOL], tool_choice="none", max_tokens=1,
+                                            temperature=0)
+    plain = model.create_chat_completion(MESSAGES, max_tokens=1, temperature=0)
+    assert withheld["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"]
+    assert offered["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]
 
 
 def test_a_reply_with_tool_calls_becomes_openai_tool_calls(model):
