@@ -7,11 +7,14 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from . import _layerstream
 from .chat import ChatCall, ChatCompletion, ChatCompletionStream, render, start_chat
 from .completion import Completion, CompletionCall, CompletionStream, Prompt, sampling_args, start, stop_list
+
+# An answer of create_completion or create_chat_completion (a dict or a stream).
+_Answer = TypeVar("_Answer")
 
 
 class Model(_layerstream.Model):
@@ -85,24 +88,20 @@ class Model(_layerstream.Model):
         """
         tokens = self.tokenize(prompt, add_special=True, parse_special=True) if isinstance(prompt, str) else list(
             prompt)
-        if max_tokens is None or max_tokens <= 0:
-            max_tokens = max(self.n_ctx() - len(tokens), 0)
         if logprobs is not None and stream:
             raise ValueError("create_completion: logprobs is not available with stream=True")
-        sampling = sampling_args(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, seed=seed,
-                                 typical_p=typical_p, presence_penalty=presence_penalty,
-                                 frequency_penalty=frequency_penalty, logit_bias=logit_bias, stop=stop)
+        sampling = sampling_args(max_tokens=self._max_tokens(max_tokens, tokens), temperature=temperature,
+                                 top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                                 repeat_last_n=repeat_last_n, seed=seed, typical_p=typical_p,
+                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                 logit_bias=logit_bias, stop=stop)
         if logprobs is not None:
             sampling.update(logprobs=logprobs, prompt_logprobs=echo)
         prompt_text = prompt if isinstance(prompt, str) else self.detokenize(tokens)
         piece = (lambda t: self.detokenize([t])) if logprobs is not None else None
         call = CompletionCall(self.info.path, tokens, echo, piece)
         self._close_last_stream()
-        out = start(self.create_context(), call, sampling, stream, prompt_text)
-        if isinstance(out, CompletionStream):
-            self._last_streams()[threading.get_ident()] = weakref.ref(out)
-        return out
+        return self._remember(start(self.create_context(), call, sampling, stream, prompt_text))
 
     def create_chat_completion(
         self,
@@ -183,17 +182,25 @@ class Model(_layerstream.Model):
         template = self._chat_template(chat_template)
         prompt = render(template, messages, tools)
         tokens = self.tokenize(prompt, add_special=True, parse_special=True)
-        if max_tokens is None or max_tokens <= 0:
-            max_tokens = max(self.n_ctx() - len(tokens), 0)
-        sampling = sampling_args(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                 min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, seed=seed,
-                                 typical_p=typical_p, presence_penalty=presence_penalty,
-                                 frequency_penalty=frequency_penalty, logit_bias=logit_bias,
-                                 stop=stop_list(stop) + list(template.turn_ends))
+        sampling = sampling_args(max_tokens=self._max_tokens(max_tokens, tokens), temperature=temperature,
+                                 top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                                 repeat_last_n=repeat_last_n, seed=seed, typical_p=typical_p,
+                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                 logit_bias=logit_bias, stop=stop_list(stop) + list(template.turn_ends))
         call = ChatCall(self.info.path, template, len(tokens), bool(tools))
         self._close_last_stream()
-        out = start_chat(self.create_context(), call, tokens, sampling, stream)
-        if isinstance(out, ChatCompletionStream):
+        return self._remember(start_chat(self.create_context(), call, tokens, sampling, stream))
+
+    def _max_tokens(self, max_tokens: int | None, prompt_tokens: Sequence[int]) -> int:
+        """max_tokens, or for None or <= 0 the room the prompt leaves in the context."""
+        if max_tokens is None or max_tokens <= 0:
+            return max(self.n_ctx() - len(prompt_tokens), 0)
+        return max_tokens
+
+    def _remember(self, out: _Answer) -> _Answer:
+        """`out`; a stream is kept (weakly) as this thread's last, for the
+        next call to close."""
+        if isinstance(out, (CompletionStream, ChatCompletionStream)):
             self._last_streams()[threading.get_ident()] = weakref.ref(out)
         return out
 
