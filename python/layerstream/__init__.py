@@ -29,6 +29,7 @@ from ._layerstream import (  # noqa: E402 (after attach: the functions with thei
     Backend,
     Batch,
     BudgetPlan,
+    ChatTemplate,
     Context,
     GenerateResult,
     Generation,
@@ -41,11 +42,14 @@ from ._layerstream import (  # noqa: E402 (after attach: the functions with thei
     StatusCode,
     Strategy,
     TokenEvent,
+    TokenLogprob,
+    ToolCallStream,
     format_bytes,
     make_example_model,
     parse_size,
     set_log_level,
 )
+from .chat import ChatCompletionStream
 from .completion import CompletionStream
 from .errors import (
     CancelledError,
@@ -70,6 +74,8 @@ __all__ = [
     "Batch",
     "BudgetPlan",
     "CancelledError",
+    "ChatCompletionStream",
+    "ChatTemplate",
     "CompletionStream",
     "Context",
     "CorruptionError",
@@ -94,6 +100,8 @@ __all__ = [
     "StatusCode",
     "Strategy",
     "TokenEvent",
+    "TokenLogprob",
+    "ToolCallStream",
     "UnsupportedError",
     "errors",
     "format_bytes",

@@ -94,10 +94,15 @@ class Batch(metaclass=_NbType):
 
 @disjoint_base
 class SamplerChain(metaclass=_NbType):
-    """Repetition penalty, top-k, top-p, min-p and temperature, then a seeded draw."""
+    """Logit bias, penalties, top-k, typical-p, top-p, min-p and temperature, then a seeded draw."""
     def __init__(self, *, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
-                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int | None = None) -> None:
-        """A chain with these stages; seed None or -1: a random seed."""
+                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int | None = None,
+                 typical_p: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                 logit_bias: dict[int, float] = ...) -> None:
+        """A chain with these stages; seed None or -1: a random seed (ValueError for a value out of range)."""
+    @property
+    def seed(self) -> int:
+        """The seed in use (the drawn one when random)."""
     def sample(self, logits: npt.NDArray[np.float32]) -> int:
         """A token id from one row of logits (not accepted; -1 when empty)."""
     def accept(self, token: int) -> None: ...
@@ -307,6 +312,16 @@ class Stats(metaclass=_NbType):
     def as_dict(self) -> dict[str, Any]: ...
 
 @disjoint_base
+class TokenLogprob(metaclass=_NbType):
+    """A token's log-probability under the softmax of the raw logits, and the top alternatives."""
+    @property
+    def token(self) -> int: ...
+    @property
+    def logprob(self) -> float: ...
+    @property
+    def top(self) -> list[tuple[int, float]]: ...
+
+@disjoint_base
 class GenerateResult(metaclass=_NbType):
     """The whole of one generation."""
     @property
@@ -317,6 +332,15 @@ class GenerateResult(metaclass=_NbType):
     def text(self) -> list[str]: ...
     @property
     def vocab(self) -> int: ...
+    @property
+    def finish(self) -> list[str]:
+        """Why each sequence stopped: none, eog, stop, length, context_full or callback."""
+    @property
+    def seeds(self) -> list[int]: ...
+    @property
+    def logprobs(self) -> list[list[TokenLogprob]]: ...
+    @property
+    def prompt_logprobs(self) -> list[TokenLogprob]: ...
     @property
     def stats(self) -> Stats: ...
     @property
@@ -342,12 +366,16 @@ class Context(metaclass=_NbType):
     def generate(self, prompt: str | Sequence[int], *, max_tokens: int = 32, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
                  repeat_last_n: int = 64, seed: int | None = None, stop_at_eog: bool = True,
-                 keep_logits: bool = False) -> Generation:
+                 keep_logits: bool = False, typical_p: float = 1.0, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, logit_bias: dict[int, float] = ..., stop: Sequence[str] = ...,
+                 logprobs: int = -1, prompt_logprobs: bool = False) -> Generation:
         """Generates from `prompt` as an iterator of TokenEvent (temperature <= 0: greedy)."""
     def complete(self, prompt: str | Sequence[int], *, max_tokens: int = 32, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
                  repeat_last_n: int = 64, seed: int | None = None, stop_at_eog: bool = True,
-                 keep_logits: bool = False) -> GenerateResult:
+                 keep_logits: bool = False, typical_p: float = 1.0, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, logit_bias: dict[int, float] = ..., stop: Sequence[str] = ...,
+                 logprobs: int = -1, prompt_logprobs: bool = False) -> GenerateResult:
         """generate() run to the end."""
     def decode(self, batch: Batch) -> None: ...
     def logits(self, i: int) -> npt.NDArray[np.float32]: ...
@@ -364,3 +392,29 @@ class Context(metaclass=_NbType):
     def close(self) -> None: ...
     def __enter__(self) -> Context: ...
     def __exit__(self, exc_type: object | None, exc_value: object | None, traceback: object | None) -> None: ...
+
+@disjoint_base
+class ToolCallStream(metaclass=_NbType):
+    """Tool calls parsed while streaming: feed() returns the text to show now."""
+    def feed(self, delta: str) -> str: ...
+    def finish(self) -> tuple[str, list[dict[str, str]]]: ...
+
+@disjoint_base
+class ChatTemplate(metaclass=_NbType):
+    """A model's chat template (Jinja), rendering OpenAI-shaped messages."""
+    @staticmethod
+    def for_model(model: Model, spec: str = "") -> ChatTemplate: ...
+    @staticmethod
+    def create(source: str, bos_token: str = "", eos_token: str = "") -> ChatTemplate: ...
+    @staticmethod
+    def builtin_names() -> list[str]: ...
+    def apply(self, messages: Sequence[dict[str, Any]], *, tools_json: str = "", add_generation_prompt: bool = True,
+              leave_bos_to_tokenizer: bool = False) -> str: ...
+    @property
+    def tool_call_format(self) -> str: ...
+    @property
+    def bos_token(self) -> str: ...
+    @property
+    def turn_ends(self) -> list[str]: ...
+    def parse_tool_calls(self, text: str) -> tuple[str, list[dict[str, str]]]: ...
+    def tool_call_stream(self) -> ToolCallStream: ...

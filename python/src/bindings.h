@@ -42,8 +42,8 @@ uint64_t size_arg(nb::handle value, const char* what);
 // token, text cut inside a character) become U+FFFD instead of raising.
 nb::str utf8_text(const std::string& bytes);
 
-// The seed of a sampling call: `seed` itself, or a fresh random one for
-// None or -1 (so that sampling differs between calls unless asked not to).
+// The seed of a sampling call: `seed` itself, or kRandomSeed for None or -1
+// (the library then draws a fresh seed, so sampling differs between calls).
 uint64_t seed_arg(nb::handle seed);
 
 // A Model as Python holds it: close() drops the reference at once (the
@@ -79,5 +79,6 @@ void bind_model(nb::module_& m);
 void bind_context(nb::module_& m);
 void bind_generation(nb::module_& m);
 void bind_plan(nb::module_& m);
+void bind_chat(nb::module_& m);
 
 }  // namespace layerstream::python

@@ -2,6 +2,7 @@
 // decode a Batch and read logits as NumPy arrays, KV cache edits.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
@@ -22,24 +23,35 @@ Context& PyContext::idle(const char* what) {
 
 namespace {
 
-GenerateOptions generate_options(int max_tokens, float temperature, int top_k, float top_p, float min_p,
-                                 float repeat_penalty, int repeat_last_n, nb::handle seed, bool stop_at_eog,
-                                 bool keep_logits) {
-  GenerateOptions o;
-  o.max_tokens = max_tokens;
-  o.sampling = {temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed_arg(seed)};
-  o.stop_at_eog = stop_at_eog;
-  o.keep_logits = keep_logits;
+// The sampling fields of generate/complete, checked by the library's
+// validate_sampling (ValueError with its message).
+SamplingOptions sampling_options(int n_vocab, float temperature, int top_k, float top_p, float min_p,
+                                 float repeat_penalty, int repeat_last_n, nb::handle seed, float typical_p,
+                                 float presence_penalty, float frequency_penalty,
+                                 std::map<int32_t, float> logit_bias) {
+  SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed_arg(seed), typical_p,
+                    presence_penalty, frequency_penalty, std::move(logit_bias)};
+  check(validate_sampling(o, n_vocab));
   return o;
 }
 
 Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperature, int top_k, float top_p,
                   float min_p, float repeat_penalty, int repeat_last_n, nb::object seed, bool stop_at_eog,
-                  bool keep_logits) {
+                  bool keep_logits, float typical_p, float presence_penalty, float frequency_penalty,
+                  std::map<int32_t, float> logit_bias, std::vector<std::string> stop, int logprobs,
+                  bool prompt_logprobs) {
   PyContext& pc = nb::cast<PyContext&>(self);
-  return new Generation(nb::borrow(self), pc, std::move(prompt),
-                        generate_options(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
-                                         repeat_last_n, seed, stop_at_eog, keep_logits));
+  GenerateOptions o;
+  o.max_tokens = max_tokens;
+  o.sampling = sampling_options(pc.model ? pc.model->n_vocab() : 0, temperature, top_k, top_p, min_p,
+                                repeat_penalty, repeat_last_n, seed, typical_p, presence_penalty,
+                                frequency_penalty, std::move(logit_bias));
+  o.stop_at_eog = stop_at_eog;
+  o.keep_logits = keep_logits;
+  o.stop = std::move(stop);
+  o.logprobs = logprobs;
+  o.prompt_logprobs = prompt_logprobs;
+  return new Generation(nb::borrow(self), pc, std::move(prompt), o);
 }
 
 // IndexError "<what> <i> is outside [0, n)<where>" for an index the C++ API
@@ -69,7 +81,10 @@ struct RunToEnd<Generation* (*)(Args...)> {
   nb::arg("prompt"), nb::kw_only(), nb::arg("max_tokens") = 32, nb::arg("temperature") = 0.8,             \
       nb::arg("top_k") = 40, nb::arg("top_p") = 0.95, nb::arg("min_p") = 0.05,                              \
       nb::arg("repeat_penalty") = 1.0, nb::arg("repeat_last_n") = 64, nb::arg("seed").none() = nb::none(),   \
-      nb::arg("stop_at_eog") = true, nb::arg("keep_logits") = false
+      nb::arg("stop_at_eog") = true, nb::arg("keep_logits") = false, nb::arg("typical_p") = 1.0,             \
+      nb::arg("presence_penalty") = 0.0, nb::arg("frequency_penalty") = 0.0,                                  \
+      nb::arg("logit_bias") = std::map<int32_t, float>(), nb::arg("stop") = std::vector<std::string>(),      \
+      nb::arg("logprobs") = -1, nb::arg("prompt_logprobs") = false
 
 // The generate/complete arguments, for their docstrings.
 #define LS_GENERATE_ARGS_DOC                                                     \
@@ -85,7 +100,18 @@ struct RunToEnd<Generation* (*)(Args...)> {
   "    repeat_last_n: tokens of history the repetition penalty looks at.\n"     \
   "    seed: sequence i samples with seed + i; None or -1: a random seed.\n"    \
   "    stop_at_eog: stop a sequence at an end-of-generation token.\n"           \
-  "    keep_logits: keep sequence 0's logits in GenerateResult.logits."
+  "    keep_logits: keep sequence 0's logits in GenerateResult.logits.\n"      \
+  "    typical_p: locally typical sampling mass (1: off).\n"                  \
+  "    presence_penalty: subtracted from the logit of a token in the\n"       \
+  "        window (OpenAI's; 0: off).\n"                                      \
+  "    frequency_penalty: subtracted per occurrence in the window (0: off).\n" \
+  "    logit_bias: {token id: value} added to the logits (-inf bans).\n"      \
+  "    stop: strings that end a sequence (not returned nor streamed).\n"      \
+  "    logprobs: >= 0: GenerateResult.logprobs with this many alternatives\n" \
+  "        per token; -1: none.\n"                                            \
+  "    prompt_logprobs: GenerateResult.prompt_logprobs of the prompt.\n\n"   \
+  "Raises:\n"                                                                 \
+  "    ValueError: (InvalidArgumentError) a sampling value out of range."
 
 nb::ndarray<nb::numpy, float, nb::ndim<1>> logits_array(std::span<const float> row) {
   auto* copy = new std::vector<float>(row.begin(), row.end());

@@ -3,8 +3,6 @@
 // the module-level functions.
 #include <nanobind/stl/string.h>
 
-#include <random>
-
 #include "bindings.h"
 #include "layerstream/log.h"
 #include "layerstream/units.h"
@@ -39,8 +37,7 @@ uint64_t seed_arg(nb::handle seed) {
                                            nb::cast<std::string>(nb::repr(seed))));
     }
   }
-  std::random_device entropy;
-  return (uint64_t{entropy()} << 32) | entropy();
+  return kRandomSeed;  // the library draws one per chain (GenerateResult.seeds, SamplerChain.seed)
 }
 
 uint64_t size_arg(nb::handle value, const char* what) {

@@ -4,6 +4,7 @@
 #include "generation.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -186,6 +187,19 @@ The text is empty while a multibyte character is incomplete.)")
       .def("as_dict", &stats_dict, "Every field as a dict (JSON-ready).")
       .def("__str__", &format_stats);
 
+  nb::class_<TokenLogprob>(m, "TokenLogprob",
+                           R"(A token's log-probability under the softmax of the raw logits.
+
+No temperature, penalty or filter applies (what OpenAI reports), with
+the most likely alternatives.)")
+      .def_ro("token", &TokenLogprob::token)
+      .def_ro("logprob", &TokenLogprob::logprob)
+      .def_ro("top", &TokenLogprob::top, "(token, logprob) pairs, most likely first.")
+      .def("__repr__", [](const TokenLogprob& t) {
+        return "TokenLogprob(token=" + std::to_string(t.token) + ", logprob=" + std::to_string(t.logprob) +
+               ", top=" + std::to_string(t.top.size()) + " alternatives)";
+      });
+
   nb::class_<GenerateResult>(m, "GenerateResult", "The whole of one generation.")
       .def_ro("prompt_tokens", &GenerateResult::prompt_tokens, "The tokens this call prefilled (sequence 0).")
       .def_ro("generated", &GenerateResult::generated, "Generated token ids, per sequence.")
@@ -198,6 +212,19 @@ The text is empty while a multibyte character is incomplete.)")
           },
           "Generated text, per sequence (invalid UTF-8 reads as U+FFFD).")
       .def_ro("vocab", &GenerateResult::vocab)
+      .def_prop_ro(
+          "finish",
+          [](const GenerateResult& r) {
+            std::vector<std::string> names;
+            for (FinishReason f : r.finish) names.emplace_back(finish_reason_name(f));
+            return names;
+          },
+          "Why each sequence stopped: none, eog, stop, length, context_full or callback.")
+      .def_ro("seeds", &GenerateResult::seeds, "The sampling seed of each sequence (the drawn one when random).")
+      .def_ro("logprobs", &GenerateResult::logprobs,
+              "Per sequence, a TokenLogprob per generated token (generate's logprobs >= 0).")
+      .def_ro("prompt_logprobs", &GenerateResult::prompt_logprobs,
+              "TokenLogprob of prompt_tokens[1:] (generate's prompt_logprobs=True).")
       .def_ro("stats", &GenerateResult::stats)
       .def_prop_ro(
           "logits",

@@ -12,4 +12,5 @@ NB_MODULE(_layerstream, m) {
   py::bind_plan(m);
   py::bind_context(m);
   py::bind_generation(m);
+  py::bind_chat(m);
 }

@@ -1,6 +1,7 @@
 // The typed options as Python enums (Backend, IoPath, KvType, Strategy), the
 // Batch of Context.decode and the SamplerChain.
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -51,18 +52,41 @@ logits are wanted (like llama.cpp's llama_batch).)")
   nb::class_<SamplerChain>(m, "SamplerChain",
                            R"(Samplers apart from decoding.
 
-Repetition penalty, top-k, top-p, min-p and temperature (llama.cpp's
-order), then a seeded draw (argmax when temperature <= 0).)")
+Logit bias, penalties, top-k, typical-p, top-p, min-p and temperature
+(llama.cpp's order), then a seeded draw (argmax when temperature <= 0).)")
       .def(
           "__init__",
           [](SamplerChain* self, float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
-             int repeat_last_n, nb::handle seed) {
-            SamplingOptions o{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed_arg(seed)};
+             int repeat_last_n, nb::handle seed, float typical_p, float presence_penalty, float frequency_penalty,
+             std::map<int32_t, float> logit_bias) {
+            SamplingOptions o{temperature,    top_k,     top_p,           min_p,
+                              repeat_penalty, repeat_last_n, seed_arg(seed), typical_p,
+                              presence_penalty, frequency_penalty, std::move(logit_bias)};
+            check(validate_sampling(o));
             new (self) SamplerChain(SamplerChain::from(o));
           },
           nb::kw_only(), nb::arg("temperature") = 0.8, nb::arg("top_k") = 40, nb::arg("top_p") = 0.95,
           nb::arg("min_p") = 0.05, nb::arg("repeat_penalty") = 1.0, nb::arg("repeat_last_n") = 64,
-          nb::arg("seed").none() = nb::none(), "A chain with these stages; seed None or -1: a random seed.")
+          nb::arg("seed").none() = nb::none(), nb::arg("typical_p") = 1.0, nb::arg("presence_penalty") = 0.0,
+          nb::arg("frequency_penalty") = 0.0, nb::arg("logit_bias") = std::map<int32_t, float>(),
+          R"(A chain with these stages.
+
+Args:
+    temperature: <= 0 is greedy (argmax).
+    top_k: keep the k most likely tokens (0: all).
+    top_p: keep the most likely tokens up to this mass (1: all).
+    min_p: drop tokens below min_p x the top probability (0: none).
+    repeat_penalty: > 1 makes the last repeat_last_n tokens less likely.
+    repeat_last_n: the penalties' window (0: off, -1: the whole history).
+    seed: the random stream's seed; None or -1: a random one (see seed).
+    typical_p: locally typical sampling mass (1: off).
+    presence_penalty: subtracted from a token's logit when it occurs.
+    frequency_penalty: subtracted per occurrence.
+    logit_bias: {token id: value} added first (-inf bans a token).
+
+Raises:
+    ValueError: (InvalidArgumentError) a value out of range, named.)")
+      .def_prop_ro("seed", &SamplerChain::seed, "The seed in use (the drawn one when random).")
       .def(
           "sample",
           [](SamplerChain& c, nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits) {

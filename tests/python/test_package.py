@@ -127,6 +127,10 @@ def test_help_is_wrapped_and_names_each_parameter():
         ls.Model.__init__: inspect.signature(ls.Model),
         ls.Context.generate: inspect.signature(ls.Context.generate),
         ls.Model.create_completion: inspect.signature(ls.Model.create_completion),
+        ls.Model.create_chat_completion: inspect.signature(ls.Model.create_chat_completion),
+        ls.Context.complete: inspect.signature(ls.Context.complete),
+        ls.SamplerChain.__init__: inspect.signature(ls.SamplerChain),
+        ls.ChatTemplate.apply: inspect.signature(ls.ChatTemplate.apply),
         ls.Model.tokenize: inspect.signature(ls.Model.tokenize),
     }
     for fn, sig in documented.items():
