@@ -276,6 +276,10 @@ class Executor {
   std::vector<bool> split_reported_;        // per layer: its split callback reports its halves
   std::vector<double> host_ts_[2];          // [parity][2 * layer + {0 start, 1 end}], us since host_ref_
   std::vector<uint8_t> host_scratch_;       // a disk-tier host layer's bytes, read each pass
+  // The host lane's reads of disk-tier layers this pass (written on the host
+  // lane, taken by collect_disk_reads once the lane is idle): the disk rate
+  // counts them beside the disk thread's.
+  std::vector<TraceEvent> host_disk_reads_;
   // Readers of the files the host lane reads (buffered: page cache); used
   // on the host lane's thread only.
   std::map<std::string, std::unique_ptr<io::Reader>> host_readers_;

@@ -112,8 +112,11 @@ Status Executor::run_host_layer(LayerRun& run, bool entering) {
     const LayerSpec& l = layers_[i];
     io::Reader* rd = host_readers_.at(l.file).get();
     uint8_t* dst = host_scratch_.data();
-    LS_RETURN_IF_ERROR(host_lane_->host_func([rd, dst, &l] {
-      return rd->read_span(l.file_offset, l.bytes, dst).WithContext("host lane read of " + l.name);
+    LS_RETURN_IF_ERROR(host_lane_->host_func([this, rd, dst, &l, i, pass = run.pass] {
+      const double t0 = host_us();
+      LS_RETURN_IF_ERROR(rd->read_span(l.file_offset, l.bytes, dst).WithContext("host lane read of " + l.name));
+      host_disk_reads_.push_back({TraceKind::kDiskRead, i, -1, pass, t0, host_us(), l.bytes});
+      return Status::OK();
     }));
     run.data = dst;
   } else {

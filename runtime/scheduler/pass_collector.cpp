@@ -90,11 +90,13 @@ Status Executor::collect_layer_copy(int i, int k, uint64_t pass, int slot, PassS
   return Status::OK();
 }
 
-// The disk thread's reads since the last pass: the disk rate is the bytes of
-// the layer reads over the time the disk was busy (the union of the reads'
+// The disk thread's and the host lane's reads since the last pass: the disk
+// rate is the bytes of the layer reads over the time the disk was busy (the union of the reads'
 // intervals: staged reads of several layers overlap); their trace events.
 void Executor::collect_disk_reads(PassStats& st) {
   DiskReads reads = disk_->take_reads();
+  reads.trace.insert(reads.trace.end(), host_disk_reads_.begin(), host_disk_reads_.end());
+  host_disk_reads_.clear();
   std::vector<std::pair<double, double>> iv;
   uint64_t read_bytes = 0;
   for (const TraceEvent& e : reads.trace)
