@@ -7,7 +7,6 @@
 #include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
 #include "runtime/llama/speculative_loop.h"
-#include "runtime/llama/structured_output.h"
 #include "runtime/llama/text_stream.h"
 #include "runtime/scheduler/plan.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -98,7 +97,10 @@ class Generation {
   // bad constraint costs no pass.
   Status constrain() {
     if (opt_.structured.kind == StructuredOutput::Kind::kNone) return Status::OK();
-    LS_ASSIGN_OR_RETURN(constraint_, llama::OutputConstraint::create(*c_.m, opt_.structured, B_));
+    for (int s = 0; s < B_; ++s) {
+      LS_ASSIGN_OR_RETURN(std::unique_ptr<TokenConstraint> one, c_.model->constrain(opt_.structured));
+      constraints_.push_back(std::move(one));
+    }
     return Status::OK();
   }
   // What stopped the loop early, if anything did (a constraint error).
@@ -175,15 +177,15 @@ class Generation {
   // any), accepted by its sampler and constraint; -1 (error_ set, the loop
   // stopped) when the constraint fails.
   int32_t draw(int s, std::span<const float> logits) {
-    if (constraint_) {
-      Result<std::span<const float>> masked = constraint_->mask(s, logits);
+    if (!constraints_.empty()) {
+      Result<std::span<const float>> masked = constraints_[s]->mask(logits);
       if (!masked.ok()) return fail(masked.status());
       logits = *masked;
     }
     const int32_t t = samplers_[s].sample(logits);
     samplers_[s].accept(t);
-    if (constraint_) {
-      const Status st = constraint_->accept(s, t);
+    if (!constraints_.empty()) {
+      const Status st = constraints_[s]->accept(t);
       if (!st.ok()) return fail(st);
     }
     return t;
@@ -199,7 +201,7 @@ class Generation {
   FinishReason advance(int s, int32_t t, std::string& piece) {
     // A complete constraint ends its sequence even without stop_at_eog.
     const bool eog =
-        (opt_.stop_at_eog || (constraint_ && constraint_->terminated(s))) && c_.m->tokenizer->is_eog(t);
+        (opt_.stop_at_eog || (!constraints_.empty() && constraints_[s]->terminated())) && c_.m->tokenizer->is_eog(t);
     if (!eog) raw_[s] += decoders_[s]->push(t);
     piece = streams_[s].update(raw_[s]);
     if (streams_[s].stopped()) return FinishReason::kStopString;
@@ -276,7 +278,7 @@ class Generation {
   std::vector<bool> active_;
   int decode_tokens_ = 0;  // generated tokens after each sequence's first
   bool stopped_ = false;   // the callback asked to stop, or error_
-  std::unique_ptr<llama::OutputConstraint> constraint_;  // GenerateOptions::structured
+  std::vector<std::unique_ptr<TokenConstraint>> constraints_;  // per sequence: GenerateOptions::structured
   Status error_;
 };
 

@@ -1,11 +1,24 @@
-#include "runtime/llama/structured_output.h"
+// Model::constrain and TokenConstraint (layerstream/structured_output.h)
+// over the grammar engine (runtime/grammar).
+#include "layerstream/structured_output.h"
 
 #include <utility>
+#include <vector>
 
+#include "layerstream/model.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/grammar/constraint.h"
+#include "runtime/grammar/grammar_matcher.h"
+#include "runtime/llama/model_impl.h"
 
-namespace layerstream::llama {
+namespace layerstream {
+
+struct TokenConstraint::Impl {
+  std::unique_ptr<grammar::GrammarMatcher> matcher;
+  grammar::TokenBitmask bitmask;
+  std::vector<float> masked;
+};
+
 namespace {
 
 using grammar::Constraint;
@@ -36,34 +49,31 @@ Result<grammar::GrammarCompiler*> compiler_of(Model::Impl& m) {
 
 }  // namespace
 
-OutputConstraint::OutputConstraint(std::vector<std::unique_ptr<grammar::GrammarMatcher>> matchers,
-                                   int32_t logits_size)
-    : matchers_(std::move(matchers)), bitmask_(logits_size) {}
-
-Result<std::unique_ptr<OutputConstraint>> OutputConstraint::create(Model::Impl& model,
-                                                                   const StructuredOutput& structured,
-                                                                   int sequences) {
+Result<std::unique_ptr<TokenConstraint>> Model::constrain(const StructuredOutput& structured) const {
   LS_ASSIGN_OR_RETURN(const Constraint constraint, constraint_for(structured));
-  LS_ASSIGN_OR_RETURN(grammar::GrammarCompiler * compiler, compiler_of(model));
+  LS_ASSIGN_OR_RETURN(grammar::GrammarCompiler * compiler, compiler_of(*impl_));
   LS_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::CompiledGrammar> compiled, compiler->compile(constraint));
-  std::vector<std::unique_ptr<grammar::GrammarMatcher>> matchers;
-  for (int s = 0; s < sequences; ++s) {
-    LS_ASSIGN_OR_RETURN(std::unique_ptr<grammar::GrammarMatcher> m, grammar::GrammarMatcher::create(compiled));
-    matchers.push_back(std::move(m));
-  }
-  return std::unique_ptr<OutputConstraint>(new OutputConstraint(std::move(matchers), compiled->logits_size()));
+  const int32_t logits_size = compiled->logits_size();
+  LS_ASSIGN_OR_RETURN(std::unique_ptr<grammar::GrammarMatcher> matcher,
+                      grammar::GrammarMatcher::create(std::move(compiled)));
+  auto impl = std::make_unique<TokenConstraint::Impl>(
+      TokenConstraint::Impl{std::move(matcher), grammar::TokenBitmask(logits_size), {}});
+  return std::make_unique<TokenConstraint>(std::move(impl));
 }
 
-Result<std::span<const float>> OutputConstraint::mask(int s, std::span<const float> logits) {
-  LS_ASSIGN_OR_RETURN(const bool restricts, matchers_[s]->fill_next_token_mask(bitmask_));
+TokenConstraint::TokenConstraint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TokenConstraint::~TokenConstraint() = default;
+
+Result<std::span<const float>> TokenConstraint::mask(std::span<const float> logits) {
+  LS_ASSIGN_OR_RETURN(const bool restricts, impl_->matcher->fill_next_token_mask(impl_->bitmask));
   if (!restricts) return logits;
-  masked_.assign(logits.begin(), logits.end());
-  grammar::apply_token_bitmask(bitmask_, masked_);
-  return std::span<const float>(masked_);
+  impl_->masked.assign(logits.begin(), logits.end());
+  grammar::apply_token_bitmask(impl_->bitmask, impl_->masked);
+  return std::span<const float>(impl_->masked);
 }
 
-Status OutputConstraint::accept(int s, int32_t token) { return matchers_[s]->accept_token(token); }
+Status TokenConstraint::accept(int32_t token) { return impl_->matcher->accept_token(token); }
 
-bool OutputConstraint::terminated(int s) const { return matchers_[s]->is_terminated(); }
+bool TokenConstraint::terminated() const { return impl_->matcher->is_terminated(); }
 
-}  // namespace layerstream::llama
+}  // namespace layerstream

@@ -18,30 +18,11 @@
 #include "layerstream/sampler.h"
 #include "layerstream/speculative.h"
 #include "layerstream/status.h"
+#include "layerstream/structured_output.h"
 
 namespace layerstream {
 
 class Model;
-
-// Structured output: every sequence's text is constrained, token by token,
-// to what the constraint allows (a mask over the logits before sampling),
-// and a sequence ends (FinishReason::kEndOfGeneration) when the constraint
-// is complete. The constraint is compiled once per model and text (cached).
-// generate() answers Unsupported in a build without the grammar engine
-// (LAYERSTREAM_STRUCTURED_OUTPUT), InvalidArgument naming the kind with the
-// engine's reason for text it cannot compile, and InvalidArgument with a
-// speculative draft (the draft's tokens are not checked against it).
-struct StructuredOutput {
-  enum class Kind {
-    kNone,
-    kJsonObject,  // any JSON object; `text` unused
-    kJsonSchema,  // JSON valid under the JSON schema `text`
-    kRegex,       // text matching the regular expression `text` as a whole
-    kGrammar,     // the GBNF / EBNF grammar `text` (start rule `root`)
-  };
-  Kind kind = Kind::kNone;
-  std::string text;
-};
 
 struct GenerateOptions {
   int max_tokens = 32;        // per sequence
