@@ -212,6 +212,30 @@ std::optional<ApiError> parse_stream(const json& j, CompletionParams& out) {
   return std::nullopt;
 }
 
+// `response_format`: {"type": "text"}, {"type": "json_object"} or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}. The
+// schema is compiled later, against the model (a 400 naming this field).
+std::optional<ApiError> parse_response_format(const json& j, CompletionParams& out) {
+  if (!j.contains("response_format") || j["response_format"].is_null()) return std::nullopt;
+  const json& f = j["response_format"];
+  const std::string type = f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    out.structured = {StructuredOutput::Kind::kJsonObject, ""};
+    return std::nullopt;
+  }
+  if (type != "json_schema")
+    return bad("response_format",
+               "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not " +
+                   (f.contains("type") ? f["type"].dump() : std::string("absent")));
+  if (!f.contains("json_schema") || !f["json_schema"].is_object() || !f["json_schema"].contains("schema") ||
+      !(f["json_schema"]["schema"].is_object() || f["json_schema"]["schema"].is_boolean()))
+    return bad("response_format",
+               "'response_format' of type json_schema needs 'json_schema': {\"schema\": {...}} (a JSON schema object)");
+  out.structured = {StructuredOutput::Kind::kJsonSchema, f["json_schema"]["schema"].dump()};
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_completion_request(const std::string& body, bool chat,
@@ -231,6 +255,7 @@ std::optional<ApiError> parse_completion_request(const std::string& body, bool c
   if (auto e = parse_penalties(j, out)) return e;
   if (auto e = parse_logprobs(j, chat, out)) return e;
   if (auto e = parse_stop(j, out)) return e;
+  if (auto e = parse_response_format(j, out)) return e;
   return parse_stream(j, out);
 }
 

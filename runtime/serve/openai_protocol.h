@@ -39,6 +39,7 @@ struct CompletionParams {
   int n = 1;          // choices
   int logprobs = -1;  // >= 0: logprobs with this many alternatives (chat: top_logprobs)
   bool echo = false;  // completions: the prompt before the text (and its logprobs)
+  StructuredOutput structured;  // chat: response_format
 };
 
 // The sampling values the library refuses (validate_sampling), as a 400
