@@ -33,6 +33,17 @@ std::pair<std::shared_ptr<Model>, std::unique_ptr<BatchScheduler>> open_tiny(
   return {model, BatchScheduler::create(model, scheduling).value()};
 }
 
+// Shuts the server down and joins its thread when the test ends (also when
+// an assertion returns early).
+struct StopServer {
+  HttpServer& server;
+  std::thread& http;
+  ~StopServer() {
+    server.shutdown(std::chrono::seconds(5));
+    http.join();
+  }
+};
+
 // A server on a free port of 127.0.0.1 with ChatML, bound, not yet running.
 std::unique_ptr<HttpServer> bound_server(const SchedulerOptions& scheduling) {
   auto tmpl = ChatTemplate::create("", "", "");
@@ -188,14 +199,7 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
   auto sched = BatchScheduler::create(*model, sched_options);
   ASSERT_TRUE(sched.ok());
   ASSERT_TRUE(server.serve_model(*model, **sched));
-  struct Stop {  // also when an assertion returns early
-    HttpServer& server;
-    std::thread& http;
-    ~Stop() {
-      server.shutdown(std::chrono::seconds(5));
-      http.join();
-    }
-  } stop{server, http};
+  const StopServer stop{server, http};
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
   auto post = [&](const char* route, const nlohmann::json& body) {
@@ -292,14 +296,7 @@ TEST(HttpServer, ResponseFormatJsonSchemaHoldsAndBadSchemaIs400) {
   std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
   auto [model, sched] = open_tiny(path, sched_options, 384);
   ASSERT_TRUE(server.serve_model(model, *sched));
-  struct Stop {
-    HttpServer& server;
-    std::thread& http;
-    ~Stop() {
-      server.shutdown(std::chrono::seconds(5));
-      http.join();
-    }
-  } stop{server, http};
+  const StopServer stop{server, http};
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
   auto post = [&](const nlohmann::json& body) {
