@@ -26,11 +26,16 @@ using grammar::Constraint;
 Result<Constraint> constraint_for(const StructuredOutput& s) {
   using K = StructuredOutput::Kind;
   switch (s.kind) {
-    case K::kJsonObject: return Constraint::json_object();
-    case K::kJsonSchema: return Constraint::json_schema(s.text);
-    case K::kRegex: return Constraint::regex(s.text);
-    case K::kGrammar: return Constraint::grammar(s.text);
-    case K::kNone: break;
+    case K::kJsonObject:
+      return Constraint::json_object();
+    case K::kJsonSchema:
+      return Constraint::json_schema(s.text);
+    case K::kRegex:
+      return Constraint::regex(s.text);
+    case K::kGrammar:
+      return Constraint::grammar(s.text);
+    case K::kNone:
+      break;
   }
   return Status::InvalidArgument("structured output: no constraint kind given");
 }
@@ -52,7 +57,8 @@ Result<grammar::GrammarCompiler*> compiler_of(Model::Impl& m) {
 Result<std::unique_ptr<TokenConstraint>> Model::constrain(const StructuredOutput& structured) const {
   LS_ASSIGN_OR_RETURN(const Constraint constraint, constraint_for(structured));
   LS_ASSIGN_OR_RETURN(grammar::GrammarCompiler * compiler, compiler_of(*impl_));
-  LS_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::CompiledGrammar> compiled, compiler->compile(constraint));
+  LS_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::CompiledGrammar> compiled,
+                      compiler->compile(constraint));
   const int32_t logits_size = compiled->logits_size();
   LS_ASSIGN_OR_RETURN(std::unique_ptr<grammar::GrammarMatcher> matcher,
                       grammar::GrammarMatcher::create(std::move(compiled)));

@@ -33,7 +33,8 @@ class StructuredOutputTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string path = dir_.file("model.gguf");
-    ASSERT_TRUE(testing::write_scratch_model(path, testing::tiny_llama_spec(GgmlType::F32, testing::fresh_seed(), 512))
+    ASSERT_TRUE(testing::write_scratch_model(
+                    path, testing::tiny_llama_spec(GgmlType::F32, testing::fresh_seed(), 512))
                     .ok());
     ModelOptions o;
     o.backend = Backend::kHost;
