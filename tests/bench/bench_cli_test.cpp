@@ -197,11 +197,13 @@ void check_bench_outputs(const std::string& json_path, const std::string& trace_
     EXPECT_LE(med, mx);
     EXPECT_NEAR(s["tokens_per_s"].get<double>(), tokens_per_pass / (med * 1e-3), 1e-6 * s["tokens_per_s"].get<double>());
     EXPECT_GE(s["stall_ms"].get<double>(), 0);
-    // Nothing fits resident entirely: blocks stream, or (planned, choosing
-    // sites) compute on the host from the file.
-    int host_site = 0;
-    for (const auto& l : s["layers"]) host_site += l["site"] == "host";
-    EXPECT_TRUE(s["streamed_bytes"].get<uint64_t>() > 0 || host_site > 0) << s.dump();
+    // Nothing fits resident entirely: the plan streams blocks or (planned,
+    // choosing sites) computes them on the host from the file. The layers
+    // are the plan after the last pass (a re-plan may follow it), so the
+    // check is on the plan, not on one pass's streamed bytes.
+    int not_resident = 0;
+    for (const auto& l : s["layers"]) not_resident += l["tier"] != "resident" || l["site"] == "host";
+    EXPECT_GT(not_resident, 0) << s.dump();
     EXPECT_LE(s["streamed_bytes"].get<uint64_t>(), j["model"]["weight_bytes"].get<uint64_t>());
     // The lower bound uses the scheduler's moving-average link and disk
     // rates, so a pass that ran faster than that average can score above 1;

@@ -143,13 +143,14 @@ TEST(OpenAiProtocol, EveryFieldWithAWrongTypeIsA400NamingIt) {
   };
   const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
   // Refused: a value that asks for something not done.
-  for (const char* extra : {R"("modalities":["text","audio"])", R"("audio":{"voice":"x"})"}) {
+  for (const char* extra : {R"("functions":[{"name":"f"}])", R"("function_call":"auto")",
+                            R"("modalities":["text","audio"])"}) {
     auto e = parse("{" + msgs + "," + extra + "}", true);
     ASSERT_TRUE(e) << extra;
     EXPECT_NE(e->message.find("not supported"), std::string::npos) << e->message;
   }
   // ... and the values that ask for nothing more are accepted, as are the ignored fields.
-  const auto accepted = parse("{" + msgs + R"(,"response_format":{"type":"text"},
+  const auto accepted = parse("{" + msgs + R"(,"functions":[],"function_call":"none","response_format":{"type":"text"},
                      "modalities":["text"],"user":"u","store":false,"metadata":{"a":"b"},"service_tier":"auto",
                      "parallel_tool_calls":true,"prompt_cache_key":"k","seed":null})", true);
   EXPECT_FALSE(accepted) << accepted->message;
