@@ -348,6 +348,16 @@ TEST(HttpServer, ResponseFormatJsonSchemaHoldsAndBadSchemaIs400) {
   EXPECT_NE(bad["error"]["message"].get<std::string>().find("json_schema"), std::string::npos) << bad.dump();
   body["response_format"] = {{"type", "yaml"}};
   EXPECT_EQ(post(body).second["error"]["param"], "response_format");
+
+  // vLLM's guided_regex on /v1/completions.
+  auto r = client.Post("/v1/completions",
+                       nlohmann::json({{"prompt", "Say"}, {"max_tokens", 20}, {"seed", 3}, {"guided_regex", "(yes|no)!"}})
+                           .dump(),
+                       "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string said = nlohmann::json::parse(r->body)["choices"][0]["text"];
+  EXPECT_TRUE(said == "yes!" || said == "no!") << said;
 }
 
 }  // namespace

@@ -164,6 +164,14 @@ TEST(OpenAiProtocol, EveryFieldWithAWrongTypeIsA400NamingIt) {
   for (const char* wrong : {R"({"type":"json_schema"})", R"({"type":"json_schema","json_schema":{"schema":3}})",
                             R"({"type":"xml"})", R"({})"})
     EXPECT_EQ(parse("{" + msgs + R"(,"response_format":)" + wrong + "}", true)->param, "response_format") << wrong;
+  // vLLM's guided_*: on both endpoints; one constraint per request.
+  CompletionParams gr;
+  ASSERT_FALSE(parse_completion_request(R"({"prompt":"a","guided_regex":"[0-9]+"})", false, "m", gr));
+  EXPECT_EQ(gr.structured.kind, StructuredOutput::Kind::kRegex);
+  EXPECT_EQ(gr.structured.text, "[0-9]+");
+  EXPECT_EQ(gr.structured_field, "guided_regex");
+  EXPECT_EQ(parse(R"({"prompt":"a","guided_regex":"x","guided_grammar":"root ::= \"x\""})", false)->param,
+            "guided_grammar");
   EXPECT_EQ(parse(R"({"prompt":"a","top_logprobs":1})", false)->param, "top_logprobs");  // a chat field
   EXPECT_EQ(parse("{" + msgs + R"(,"echo":true})", true)->param, "echo");                // a completions field
 }
