@@ -142,6 +142,7 @@ class RunCommand : public Command {
     if (mo_.sequences < 1) return usage_error("--batch must be >= 1");
     if (Status s = sampling_flags_.resolve(); !s.ok()) return usage_error(s.message());
     gen_.sampling = sampling_flags_.options;
+    gen_.structured = sampling_flags_.structured;
     for (const std::string& s : gen_.stop)
       if (s.empty()) return usage_error("--stop: the text must not be empty");
     if (gen_.logprobs < -1) return usage_error("--logprobs must be >= 0");

@@ -1,7 +1,11 @@
 #include "examples/cli/sampling_flags.h"
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <map>
+
+#include "runtime/core/status_macros.h"
 
 namespace layerstream::cli {
 namespace {
@@ -42,6 +46,15 @@ Status parse_bias(const std::string& text, std::map<int32_t, float>& out) {
   return Status::OK();
 }
 
+// The whole of `path`, or InvalidArgument naming the flag.
+Result<std::string> read_flag_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(flag + ": cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 void SamplingFlags::add_to(CLI::App& sub) {
@@ -64,11 +77,22 @@ void SamplingFlags::add_to(CLI::App& sub) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("--seed", so.seed, "Sampling seed (default: a random one per run; --json reports it)");
+  sub.add_option("--json-schema", json_schema_file, "Constrain the output to JSON valid under the JSON schema in FILE");
+  sub.add_option("--grammar", grammar_file, "Constrain the output to the GBNF grammar in FILE (start rule root)");
 }
 
 Status SamplingFlags::resolve(int n_vocab) {
   for (const std::string& b : logit_bias)
     if (Status s = parse_bias(b, options.logit_bias); !s.ok()) return s;
+  if (!json_schema_file.empty() && !grammar_file.empty())
+    return Status::InvalidArgument("--json-schema and --grammar: give at most one");
+  if (!json_schema_file.empty()) {
+    LS_ASSIGN_OR_RETURN(structured.text, read_flag_file("--json-schema", json_schema_file));
+    structured.kind = StructuredOutput::Kind::kJsonSchema;
+  } else if (!grammar_file.empty()) {
+    LS_ASSIGN_OR_RETURN(structured.text, read_flag_file("--grammar", grammar_file));
+    structured.kind = StructuredOutput::Kind::kGrammar;
+  }
   if (auto p = find_sampling_problem(options, n_vocab))
     return Status::InvalidArgument(flag_of_field().at(p->field) + ": " + p->message);
   return Status::OK();

@@ -44,6 +44,10 @@ Status check_options(const GenerateOptions& o, int n_vocab) {
   LS_RETURN_IF_ERROR(validate_sampling(o.sampling, n_vocab));
   for (const std::string& s : o.stop)
     if (s.empty()) return Status::InvalidArgument("stop strings must not be empty");
+  if (o.structured.kind != StructuredOutput::Kind::kNone && o.speculative.draft != nullptr)
+    return Status::InvalidArgument(
+        "structured output and speculative decoding cannot be combined (draft tokens are not checked against "
+        "the constraint): drop one");
   if (o.logprobs < -1 || o.logprobs > n_vocab)
     return Status::InvalidArgument("logprobs is " + std::to_string(o.logprobs) + "; it must be in [-1, " +
                                    std::to_string(n_vocab) + "] (-1: none)");
@@ -89,6 +93,19 @@ class Generation {
     c.decode_sums = {};
   }
 
+  // GenerateOptions::structured: compiled before anything is decoded, so a
+  // bad constraint costs no pass.
+  Status constrain() {
+    if (opt_.structured.kind == StructuredOutput::Kind::kNone) return Status::OK();
+    for (int s = 0; s < B_; ++s) {
+      LS_ASSIGN_OR_RETURN(std::unique_ptr<TokenConstraint> one, c_.model->constrain(opt_.structured));
+      constraints_.push_back(std::move(one));
+    }
+    return Status::OK();
+  }
+  // What stopped the loop early, if anything did (a constraint error).
+  const Status& error() const { return error_; }
+
   // Decodes only what is new. When every sequence starts empty with the same
   // tokens they share them: decoded once, the KV cache copied to the others.
   Status prefill(const std::vector<std::vector<int32_t>>& feed) {
@@ -125,8 +142,8 @@ class Generation {
       if (!active_[s]) continue;
       const std::vector<float>& logits = c_.last_logits[s];
       if (s == 0 && opt_.keep_logits) res_.logits.insert(res_.logits.end(), logits.begin(), logits.end());
-      const int32_t t = samplers_[s].sample(logits);
-      samplers_[s].accept(t);
+      const int32_t t = draw(s, logits);
+      if (t < 0) break;
       if (opt_.logprobs >= 0) res_.logprobs[s].push_back(token_logprob(logits, t, opt_.logprobs));
       res_.generated[s].push_back(t);
       ++res_.stats.generated_tokens;
@@ -156,10 +173,35 @@ class Generation {
     return next;
   }
 
+  // Sequence s's next token from `logits` (masked by the constraint, if
+  // any), accepted by its sampler and constraint; -1 (error_ set, the loop
+  // stopped) when the constraint fails.
+  int32_t draw(int s, std::span<const float> logits) {
+    if (!constraints_.empty()) {
+      Result<std::span<const float>> masked = constraints_[s]->mask(logits);
+      if (!masked.ok()) return fail(masked.status());
+      logits = *masked;
+    }
+    const int32_t t = samplers_[s].sample(logits);
+    samplers_[s].accept(t);
+    if (!constraints_.empty()) {
+      const Status st = constraints_[s]->accept(t);
+      if (!st.ok()) return fail(st);
+    }
+    return t;
+  }
+  int32_t fail(Status st) {
+    error_ = std::move(st);
+    stopped_ = true;
+    return -1;
+  }
+
   // Adds sequence s's token `t` to its text; `piece` gets what may be shown
   // now. Returns why the sequence ends with it (kNone: it goes on).
   FinishReason advance(int s, int32_t t, std::string& piece) {
-    const bool eog = opt_.stop_at_eog && c_.m->tokenizer->is_eog(t);
+    // A complete constraint ends its sequence even without stop_at_eog.
+    const bool eog =
+        (opt_.stop_at_eog || (!constraints_.empty() && constraints_[s]->terminated())) && c_.m->tokenizer->is_eog(t);
     if (!eog) raw_[s] += decoders_[s]->push(t);
     piece = streams_[s].update(raw_[s]);
     if (streams_[s].stopped()) return FinishReason::kStopString;
@@ -235,7 +277,9 @@ class Generation {
   std::vector<std::string> raw_;     // per sequence: the decoded text, stops included
   std::vector<bool> active_;
   int decode_tokens_ = 0;  // generated tokens after each sequence's first
-  bool stopped_ = false;   // the callback asked to stop
+  bool stopped_ = false;   // the callback asked to stop, or error_
+  std::vector<std::unique_ptr<TokenConstraint>> constraints_;  // per sequence: GenerateOptions::structured
+  Status error_;
 };
 
 }  // namespace
@@ -267,6 +311,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
   const bool speculate = o.speculative.draft != nullptr;
   if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, o.speculative));
   Generation g(*this, *impl_, o, cb);
+  LS_RETURN_IF_ERROR(g.constrain());
   LS_RETURN_IF_ERROR(g.prefill(feed));
   SpeculativeStats spec;
   if (speculate) {
@@ -279,6 +324,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
       if (next.empty()) break;
       LS_RETURN_IF_ERROR(g.decode(next));
     }
+    LS_RETURN_IF_ERROR(g.error());
   }
   GenerateResult result = g.stats();
   if (speculate) speculative::add_to(result.stats, spec);

@@ -5,7 +5,8 @@
 //  - runner (and its executor, device streams, sequence positions, trace):
 //    every use holds pass_mu, so passes of different contexts run one at a
 //    time and each sees the state the previous one left;
-//  - the sequence pool (which runner slots a context owns): slot_mu.
+//  - the sequence pool (which runner slots a context owns): slot_mu;
+//  - the grammar compiler (structured output), made on first use: grammar_mu.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "layerstream/model.h"
 #include "runtime/core/annotated_mutex.h"
 #include "runtime/device/device.h"
+#include "runtime/grammar/grammar_compiler.h"
 #include "runtime/llama/llama_runner.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -36,6 +38,11 @@ struct Model::Impl {
   std::unique_ptr<llama::LlamaRunner> runner LS_PT_GUARDED_BY(pass_mu);  // destroyed before device
   mutable Mutex slot_mu;
   std::vector<bool> slot_used LS_GUARDED_BY(slot_mu);  // per runner sequence slot
+
+  mutable Mutex grammar_mu;
+  // Compiles (and caches) structured-output constraints for this vocabulary;
+  // thread-safe once made (grammar_compiler.h).
+  std::unique_ptr<grammar::GrammarCompiler> grammar_compiler LS_GUARDED_BY(grammar_mu);
 
   ~Impl() { runner.reset(); }
   // Takes `n` free runner slots (OutOfBudget naming the pool otherwise).

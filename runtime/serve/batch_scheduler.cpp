@@ -18,6 +18,7 @@ struct BatchScheduler::Slot {
   GenerationRequest request;
   std::shared_ptr<RequestState> state;
   std::unique_ptr<SamplerChain> sampler;
+  std::unique_ptr<TokenConstraint> constraint;  // request.structured, made at the first sample
   std::unique_ptr<TextStream> text;
   std::vector<int32_t> generated;
   int32_t last = -1;     // the sampled token to decode next
@@ -234,6 +235,7 @@ bool BatchScheduler::admit_group(Queued& q) {
     if (s.request.sampling.seed != kRandomSeed) s.request.sampling.seed += i;
     s.state = q.states[i];
     s.sampler = std::make_unique<SamplerChain>(SamplerChain::from(s.request.sampling));
+    s.constraint.reset();
     s.text = std::make_unique<TextStream>(s.request.stop);
     s.generated.clear();
     s.last = -1;
@@ -360,6 +362,22 @@ void BatchScheduler::share_prompt(Slot& f) {
   if (f.request.prompt_logprobs) send_prompt_logprobs(f, leader.prompt_index);
 }
 
+// The slot's next token from `logits`, masked by its constraint (made on
+// the first draw; the model has it compiled since the request was checked),
+// and accepted by its sampler and constraint.
+Result<int32_t> BatchScheduler::draw(Slot& s, std::span<const float> logits) {
+  if (s.request.structured.kind != StructuredOutput::Kind::kNone && !s.constraint) {
+    LS_ASSIGN_OR_RETURN(s.constraint, model_->constrain(s.request.structured));
+  }
+  if (s.constraint) {
+    LS_ASSIGN_OR_RETURN(logits, s.constraint->mask(logits));
+  }
+  const int32_t t = s.sampler->sample(logits);
+  s.sampler->accept(t);
+  if (s.constraint) LS_RETURN_IF_ERROR(s.constraint->accept(t));
+  return t;
+}
+
 // Samples the slot's next token from this pass's logits, hands its text to
 // the client and ends the request when it is done.
 void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
@@ -370,7 +388,12 @@ void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
     return;
   }
   const std::span<const float> logits = ctx_->logits(s.batch_index);
-  const int32_t t = s.sampler->sample(logits);
+  Result<int32_t> drawn = draw(s, logits);
+  if (!drawn.ok()) {
+    end(s, FinishReason::kError, "structured output: " + drawn.status().message());
+    return;
+  }
+  const int32_t t = *drawn;
   if (t < 0 || model_->is_end_of_generation(t)) {
     end(s, FinishReason::kStop);
     return;
@@ -379,7 +402,6 @@ void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
   latencies.push_back({first, std::chrono::duration<double>(now - (first ? s.state->created() : s.last_token_at))
                                   .count()});
   s.last_token_at = now;
-  s.sampler->accept(t);
   s.generated.push_back(t);
   s.last = t;
   const std::string piece = s.text->update(model_->detokenize(s.generated));

@@ -16,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -106,6 +107,7 @@ class BatchScheduler {
   void apply_placements();
   void pass();  // one decode over the active slots
   void sample_next(Slot& slot, std::vector<Latency>& latencies);
+  Result<int32_t> draw(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, FinishReason reason, std::string error = {});
 
   std::shared_ptr<Model> model_;

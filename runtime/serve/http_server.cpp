@@ -256,6 +256,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
   CompletionParams p;
   if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
   if (auto e = check_sampling(p.sampling, model_->n_vocab())) return send_error(res, *e);
+  if (auto e = check_structured(p.structured, p.structured_field)) return send_error(res, *e);
   if (p.n > scheduler.parallel())
     return send_error(res, error_of(400, "'n' is " + std::to_string(p.n) + "; this server decodes at most " +
                                              std::to_string(scheduler.parallel()) + " sequences together (--parallel)",
@@ -336,7 +337,21 @@ std::optional<ApiError> HttpServer::generation_request(const CompletionParams& p
   g.stop = p.stop;
   g.logprobs = p.logprobs;
   g.prompt_logprobs = p.echo && p.logprobs >= 0;
+  g.structured = p.structured;
   return std::nullopt;
+}
+
+// Compiles response_format's constraint once here (the model caches it for
+// the scheduler's choices), so a schema that does not compile, or a build
+// without structured output, is a 400 naming the field.
+std::optional<ApiError> HttpServer::check_structured(const StructuredOutput& structured,
+                                                     const std::string& param) const {
+  if (structured.kind == StructuredOutput::Kind::kNone) return std::nullopt;
+  auto constraint = model_->constrain(structured);
+  if (constraint.ok()) return std::nullopt;
+  ApiError e = error_of(400, "'" + param + "': " + constraint.status().message(), "invalid_request_error");
+  e.param = param;
+  return e;
 }
 
 // A choice's logprobs object for what `c` carries (null when not asked);

@@ -212,6 +212,47 @@ std::optional<ApiError> parse_stream(const json& j, CompletionParams& out) {
   return std::nullopt;
 }
 
+// `response_format`: {"type": "text"}, {"type": "json_object"} or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}. The
+// schema is compiled later, against the model (a 400 naming this field).
+std::optional<ApiError> parse_response_format(const json& j, CompletionParams& out) {
+  if (!j.contains("response_format") || j["response_format"].is_null()) return std::nullopt;
+  const json& f = j["response_format"];
+  const std::string type = f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    out.structured = {StructuredOutput::Kind::kJsonObject, ""};
+    out.structured_field = "response_format";
+    return std::nullopt;
+  }
+  if (type != "json_schema")
+    return bad("response_format",
+               "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not " +
+                   (f.contains("type") ? f["type"].dump() : std::string("absent")));
+  if (!f.contains("json_schema") || !f["json_schema"].is_object() || !f["json_schema"].contains("schema") ||
+      !(f["json_schema"]["schema"].is_object() || f["json_schema"]["schema"].is_boolean()))
+    return bad("response_format",
+               "'response_format' of type json_schema needs 'json_schema': {\"schema\": {...}} (a JSON schema object)");
+  out.structured = {StructuredOutput::Kind::kJsonSchema, f["json_schema"]["schema"].dump()};
+  out.structured_field = "response_format";
+  return std::nullopt;
+}
+
+// vLLM's guided_json (a schema, as an object or its text), guided_regex and
+// guided_grammar: at most one constraint per request, response_format included.
+std::optional<ApiError> parse_guided(const json& j, CompletionParams& out) {
+  using K = StructuredOutput::Kind;
+  for (const auto& [key, kind] : {std::pair{"guided_json", K::kJsonSchema}, std::pair{"guided_regex", K::kRegex},
+                                  std::pair{"guided_grammar", K::kGrammar}}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (out.structured.kind != K::kNone)
+      return bad(key, std::string("'") + key + "': give one of response_format, guided_json, guided_regex, guided_grammar");
+    out.structured = {kind, j[key].is_string() ? j[key].get<std::string>() : j[key].dump()};
+    out.structured_field = key;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_completion_request(const std::string& body, bool chat,
@@ -231,6 +272,8 @@ std::optional<ApiError> parse_completion_request(const std::string& body, bool c
   if (auto e = parse_penalties(j, out)) return e;
   if (auto e = parse_logprobs(j, chat, out)) return e;
   if (auto e = parse_stop(j, out)) return e;
+  if (auto e = parse_response_format(j, out)) return e;
+  if (auto e = parse_guided(j, out)) return e;
   return parse_stream(j, out);
 }
 

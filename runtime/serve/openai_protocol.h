@@ -39,6 +39,8 @@ struct CompletionParams {
   int n = 1;          // choices
   int logprobs = -1;  // >= 0: logprobs with this many alternatives (chat: top_logprobs)
   bool echo = false;  // completions: the prompt before the text (and its logprobs)
+  StructuredOutput structured;  // chat: response_format; both: vLLM's guided_json / guided_regex / guided_grammar
+  std::string structured_field;  // the field `structured` came from (errors name it)
 };
 
 // The sampling values the library refuses (validate_sampling), as a 400

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "layerstream/sampler.h"
+#include "layerstream/structured_output.h"
 
 namespace layerstream::serve {
 
@@ -24,6 +25,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;  // stop strings: generation ends before the first match
   int logprobs = -1;              // >= 0: each token's logprob and this many top alternatives
   bool prompt_logprobs = false;   // also the prompt's (echo): its KV is prefilled, not reused
+  StructuredOutput structured;    // response_format: each choice masked by its own TokenConstraint
 };
 
 // Why a request ended (OpenAI's finish_reason for the first two).

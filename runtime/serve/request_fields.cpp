@@ -17,7 +17,6 @@ bool has_type(const json& v, const std::string& types) {
 bool harmless(const std::string& name, const json& v) {
   if (name == "functions") return v.is_array() && v.empty();
   if (name == "function_call") return v == "none";
-  if (name == "response_format") return v.is_object() && v.value("type", "") == "text" && v.size() == 1;
   if (name == "modalities") return v == json::array({"text"});
   return false;
 }
@@ -57,6 +56,9 @@ const std::vector<RequestField>& request_fields() {
       {"min_p", true, true, H::kHonoured, "number", "extension (vLLM); [0, 1]"},
       {"typical_p", true, true, H::kHonoured, "number", "extension (vLLM); (0, 1]"},
       {"repetition_penalty", true, true, H::kHonoured, "number", "extension (vLLM); > 0, window 64 tokens"},
+      {"guided_json", true, true, H::kHonoured, "object or string", "extension (vLLM); a JSON schema, as response_format"},
+      {"guided_regex", true, true, H::kHonoured, "string", "extension (vLLM); the whole output matches it"},
+      {"guided_grammar", true, true, H::kHonoured, "string", "extension (vLLM); a GBNF grammar, start rule root"},
       {"user", true, true, H::kIgnored, "string", "an end-user id for abuse tracking; nothing is tracked"},
       {"metadata", true, false, H::kIgnored, "object", "tags for stored completions; nothing is stored"},
       {"store", true, false, H::kIgnored, "boolean", "nothing is stored"},
@@ -70,8 +72,9 @@ const std::vector<RequestField>& request_fields() {
       {"parallel_tool_calls", true, false, H::kHonoured, "boolean", "false keeps the first call"},
       {"functions", true, false, H::kRefused, "array", "the deprecated form of tools: send tools"},
       {"function_call", true, false, H::kRefused, "string or object", "the deprecated form of tool_choice: send tool_choice"},
-      {"response_format", true, false, H::kRefused, "object",
-       "structured output is not supported yet ({\"type\": \"text\"} is accepted)"},
+      {"response_format", true, false, H::kHonoured, "object",
+       "text, json_object, json_schema (a token mask; a schema that does not compile, or a build "
+       "without structured output: 400)"},
       {"modalities", true, false, H::kRefused, "array", "text only ([\"text\"] is accepted)"},
       {"audio", true, false, H::kRefused, "object", "text only"},
       {"prediction", true, false, H::kRefused, "object", "predicted outputs are not supported"},

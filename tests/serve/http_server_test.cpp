@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "layerstream/layerstream.h"
+#include "runtime/grammar/grammar_compiler.h"
 #include "runtime/model/example_model.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
@@ -31,6 +32,17 @@ std::pair<std::shared_ptr<Model>, std::unique_ptr<BatchScheduler>> open_tiny(
   std::shared_ptr<Model> model = Model::open(path, mo).value();
   return {model, BatchScheduler::create(model, scheduling).value()};
 }
+
+// Shuts the server down and joins its thread when the test ends (also when
+// an assertion returns early).
+struct StopServer {
+  HttpServer& server;
+  std::thread& http;
+  ~StopServer() {
+    server.shutdown(std::chrono::seconds(5));
+    http.join();
+  }
+};
 
 // A server on a free port of 127.0.0.1 with ChatML, bound, not yet running.
 std::unique_ptr<HttpServer> bound_server(const SchedulerOptions& scheduling) {
@@ -187,14 +199,7 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
   auto sched = BatchScheduler::create(*model, sched_options);
   ASSERT_TRUE(sched.ok());
   ASSERT_TRUE(server.serve_model(*model, **sched));
-  struct Stop {  // also when an assertion returns early
-    HttpServer& server;
-    std::thread& http;
-    ~Stop() {
-      server.shutdown(std::chrono::seconds(5));
-      http.join();
-    }
-  } stop{server, http};
+  const StopServer stop{server, http};
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
   auto post = [&](const char* route, const nlohmann::json& body) {
@@ -269,6 +274,90 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
   EXPECT_NE(text["prompt"].get<std::string>().find("Hello there"), std::string::npos) << text.dump();
   EXPECT_EQ(post("/detokenize", {{"tokens", {1, -3}}}).second["error"]["param"], "tokens");
   EXPECT_EQ(post("/tokenize", {{"prompt", 5}}).second["error"]["param"], "prompt");
+}
+
+}  // namespace
+}  // namespace layerstream::serve
+
+namespace layerstream::serve {
+namespace {
+
+// response_format over HTTP on the tiny model (a token per byte, pseudo-
+// random logits): at temperature 1 every choice is JSON the schema allows;
+// a schema the engine cannot compile, or a build without it, is a 400
+// naming response_format.
+TEST(HttpServer, ResponseFormatJsonSchemaHoldsAndBadSchemaIs400) {
+  testing::TempDir dir;
+  const std::string path = dir.file("tiny.gguf");
+  ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(GgmlType::F32, 9, 512)).ok());
+  const SchedulerOptions sched_options{.parallel = 2, .queue = 2};
+  auto owned = bound_server(sched_options);
+  HttpServer& server = *owned;
+  std::thread http([&] { EXPECT_TRUE(server.run().ok()); });
+  auto [model, sched] = open_tiny(path, sched_options, 384);
+  ASSERT_TRUE(server.serve_model(model, *sched));
+  const StopServer stop{server, http};
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  auto post = [&](const nlohmann::json& body) {
+    auto r = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, nlohmann::json::parse(r->body)) : std::make_pair(0, nlohmann::json());
+  };
+  const nlohmann::json schema = {
+      {"type", "object"},
+      {"properties", {{"size", {{"enum", {"S", "M", "L"}}}}, {"n", {{"type", "integer"}}}}},
+      {"required", {"size", "n"}}};
+  nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "Reply in JSON"}}}},
+                         {"max_tokens", 250},
+                         {"temperature", 1},
+                         {"seed", 11},
+                         {"n", 2},
+                         {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "t"}, {"schema", schema}}}}}};
+  if (!grammar::structured_output_available()) {
+    auto [st, err] = post(body);
+    EXPECT_EQ(st, 400) << err.dump();
+    EXPECT_EQ(err["error"]["param"], "response_format");
+    GTEST_SKIP() << "built without the grammar engine: checked the 400 only";
+  }
+  auto [st, reply] = post(body);
+  ASSERT_EQ(st, 200) << reply.dump();
+  ASSERT_EQ(reply["choices"].size(), 2u);
+  for (const auto& choice : reply["choices"]) {
+    const std::string text = choice["message"]["content"];
+    EXPECT_EQ(choice["finish_reason"], "stop") << text;
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << text;
+    EXPECT_EQ(j.size(), 2u) << text;
+    EXPECT_TRUE(j["size"] == "S" || j["size"] == "M" || j["size"] == "L") << text;
+    EXPECT_TRUE(j["n"].is_number_integer()) << text;
+  }
+  body["response_format"] = {{"type", "json_object"}};
+  body["n"] = 1;
+  auto [ost, object] = post(body);
+  ASSERT_EQ(ost, 200) << object.dump();
+  EXPECT_TRUE(nlohmann::json::parse(object["choices"][0]["message"]["content"].get<std::string>(), nullptr, false)
+                  .is_object())
+      << object.dump();
+
+  body["response_format"] = {{"type", "json_schema"},
+                             {"json_schema", {{"schema", {{"type", "object"}, {"properties", 7}}}}}};
+  auto [bst, bad] = post(body);
+  EXPECT_EQ(bst, 400) << bad.dump();
+  EXPECT_EQ(bad["error"]["param"], "response_format");
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("json_schema"), std::string::npos) << bad.dump();
+  body["response_format"] = {{"type", "yaml"}};
+  EXPECT_EQ(post(body).second["error"]["param"], "response_format");
+
+  // vLLM's guided_regex on /v1/completions.
+  auto r = client.Post("/v1/completions",
+                       nlohmann::json({{"prompt", "Say"}, {"max_tokens", 20}, {"seed", 3}, {"guided_regex", "(yes|no)!"}})
+                           .dump(),
+                       "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string said = nlohmann::json::parse(r->body)["choices"][0]["text"];
+  EXPECT_TRUE(said == "yes!" || said == "no!") << said;
 }
 
 }  // namespace

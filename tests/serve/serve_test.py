@@ -133,7 +133,7 @@ def case_bad_requests():
         expect_error(p, {"prompt": "hi", "frobnicate": 1}, 400, param="frobnicate")
         expect_error(p, {"prompt": "hi", "logit_bias": [1]}, 400, param="logit_bias")
         expect_error(p, {"prompt": "hi", "max_tokens": 500}, 400, param="max_tokens")  # past --ctx 64
-        expect_error(p, {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
+        expect_error(p, {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}},
                      400, param="response_format", path="/v1/chat/completions")
         expect_error(p, {"messages": "hi"}, 400, param="messages", path="/v1/chat/completions")
         expect_error(p, {"messages": [{"role": "user", "content": 5}]}, 400, param="messages[0].content",

@@ -144,15 +144,34 @@ TEST(OpenAiProtocol, EveryFieldWithAWrongTypeIsA400NamingIt) {
   const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
   // Refused: a value that asks for something not done.
   for (const char* extra : {R"("functions":[{"name":"f"}])", R"("function_call":"auto")",
-                            R"("response_format":{"type":"json_object"})", R"("modalities":["text","audio"])"}) {
+                            R"("modalities":["text","audio"])"}) {
     auto e = parse("{" + msgs + "," + extra + "}", true);
     ASSERT_TRUE(e) << extra;
     EXPECT_NE(e->message.find("not supported"), std::string::npos) << e->message;
   }
   // ... and the values that ask for nothing more are accepted, as are the ignored fields.
-  EXPECT_FALSE(parse("{" + msgs + R"(,"functions":[],"function_call":"none","response_format":{"type":"text"},
+  const auto accepted = parse("{" + msgs + R"(,"functions":[],"function_call":"none","response_format":{"type":"text"},
                      "modalities":["text"],"user":"u","store":false,"metadata":{"a":"b"},"service_tier":"auto",
-                     "parallel_tool_calls":true,"prompt_cache_key":"k","seed":null})", true));
+                     "parallel_tool_calls":true,"prompt_cache_key":"k","seed":null})", true);
+  EXPECT_FALSE(accepted) << accepted->message;
+  // response_format: the kinds become the constraint; a json_schema without a schema or another type: 400.
+  CompletionParams rf;
+  ASSERT_FALSE(parse_completion_request(
+      "{" + msgs + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer"}}}})",
+      true, "m", rf));
+  EXPECT_EQ(rf.structured.kind, StructuredOutput::Kind::kJsonSchema);
+  EXPECT_EQ(nlohmann::json::parse(rf.structured.text), nlohmann::json({{"type", "integer"}}));
+  for (const char* wrong : {R"({"type":"json_schema"})", R"({"type":"json_schema","json_schema":{"schema":3}})",
+                            R"({"type":"xml"})", R"({})"})
+    EXPECT_EQ(parse("{" + msgs + R"(,"response_format":)" + wrong + "}", true)->param, "response_format") << wrong;
+  // vLLM's guided_*: on both endpoints; one constraint per request.
+  CompletionParams gr;
+  ASSERT_FALSE(parse_completion_request(R"({"prompt":"a","guided_regex":"[0-9]+"})", false, "m", gr));
+  EXPECT_EQ(gr.structured.kind, StructuredOutput::Kind::kRegex);
+  EXPECT_EQ(gr.structured.text, "[0-9]+");
+  EXPECT_EQ(gr.structured_field, "guided_regex");
+  EXPECT_EQ(parse(R"({"prompt":"a","guided_regex":"x","guided_grammar":"root ::= \"x\""})", false)->param,
+            "guided_grammar");
   EXPECT_EQ(parse(R"({"prompt":"a","top_logprobs":1})", false)->param, "top_logprobs");  // a chat field
   EXPECT_EQ(parse("{" + msgs + R"(,"echo":true})", true)->param, "echo");                // a completions field
 }

@@ -18,6 +18,7 @@
 #include "layerstream/sampler.h"
 #include "layerstream/speculative.h"
 #include "layerstream/status.h"
+#include "layerstream/structured_output.h"
 
 namespace layerstream {
 
@@ -38,6 +39,7 @@ struct GenerateOptions {
   // GenerateResult::prompt_logprobs (with `logprobs` alternatives when >= 0):
   // what evaluation harnesses score. Prefills even when max_tokens is 0.
   bool prompt_logprobs = false;
+  StructuredOutput structured;     // constrain the output (none by default)
   SpeculativeOptions speculative;  // a draft source: several tokens per pass (layerstream/speculative.h)
 };
 

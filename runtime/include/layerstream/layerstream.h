@@ -29,6 +29,7 @@
 #include "layerstream/sampler.h"
 #include "layerstream/speculative.h"
 #include "layerstream/status.h"
+#include "layerstream/structured_output.h"
 
 namespace layerstream {
 

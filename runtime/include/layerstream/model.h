@@ -19,6 +19,7 @@
 #include "layerstream/memory_plan.h"
 #include "layerstream/options.h"
 #include "layerstream/status.h"
+#include "layerstream/structured_output.h"
 
 namespace layerstream {
 
@@ -75,6 +76,12 @@ class Model : public std::enable_shared_from_this<Model> {
   int free_sequences() const;
   // Bytes loaded into the resident and RAM tiers since open (contexts add none).
   uint64_t load_bytes() const;
+  // A constraint for one sequence's output (layerstream/structured_output.h),
+  // compiled for this vocabulary on first use of its text (later calls with
+  // the same text reuse it). Unsupported in a build without the grammar
+  // engine (LAYERSTREAM_STRUCTURED_OUTPUT); InvalidArgument naming the kind
+  // (json_schema, regex, grammar) and the engine's reason for bad text.
+  Result<std::unique_ptr<TokenConstraint>> constrain(const StructuredOutput& structured) const;
   // The placement, for people ("12 resident [...], 4 disk; 2 slots ...").
   std::string placement() const;
 
