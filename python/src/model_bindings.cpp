@@ -122,9 +122,11 @@ Args:
         block on the host from RAM.
     trace: record passes for Context.write_trace.
     progress: called with the loaded fraction; returning False cancels.
-    host_factor: with PLANNED, a block's host time before measurement as
-        a multiple of its device time; > 0 lets the planner choose per
-        block: device, host, or split between the two.
+    host_factor: an override: with PLANNED, a block's host time before
+        measurement as a multiple of its device time (0: predicted, equal
+        to the device's on the host backend, unknown on a GPU until
+        measured). PLANNED chooses per block (device, host, or split)
+        whatever its value.
 
 Raises:
     FileNotFoundError: (IoError) the file does not exist.

@@ -33,7 +33,8 @@ void bind_plan(nb::module_& m) {
       .def_ro("largest_layer_bytes", &MemoryPlan::largest_layer_bytes)
       .def_ro("kv_bytes", &MemoryPlan::kv_bytes)
       .def_ro("activation_bytes", &MemoryPlan::activation_bytes)
-      .def_ro("min_vram_bytes", &MemoryPlan::min_vram_bytes, "KV + activations + one window slot: the least that runs.")
+      .def_ro("min_vram_bytes", &MemoryPlan::min_vram_bytes, "The least that runs with the planned strategy: KV + activations,\n"
+              "and a window slot unless every block can compute on the host.")
       .def_ro("all_resident_vram_bytes", &MemoryPlan::all_resident_vram_bytes)
       .def_ro("figures_source", &MemoryPlan::figures_source)
       .def_ro("link_gbps", &MemoryPlan::link_gbps)

@@ -468,7 +468,8 @@ std::optional<ApiError> parse_object(const std::string& body, std::initializer_l
     return error_of(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error");
   }
   if (!j.is_object()) return error_of(400, "the body must be a JSON object", "invalid_request_error");
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
       ApiError e = error_of(400, "unknown field '" + key + "'", "invalid_request_error");
       e.param = key;

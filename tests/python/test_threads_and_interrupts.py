@@ -30,7 +30,10 @@ def slow_model(path: str, plan: ls.MemoryPlan, *, sequences: int = 1, link_gbps:
     RAM tier, copied over a throttled simulated link every pass: each pass
     takes about (streamed bytes / link_gbps) seconds, long enough to
     interrupt or overlap."""
-    budget = plan.min_vram_bytes + plan.kv_bytes * (sequences - 1) + plan.largest_layer_bytes
+    # plan.min_vram_bytes is planned's minimum, which holds no window slot
+    # (planned may compute every block on the host); serial streams through
+    # one slot, so the budget adds two: one slot and one layer to spare.
+    budget = plan.min_vram_bytes + plan.kv_bytes * (sequences - 1) + 2 * plan.largest_layer_bytes
     return ls.Model(path, backend=ls.Backend.HOST, context=STREAM_CONTEXT, sequences=sequences, vram_budget=budget,
                     ram_budget=plan.weight_bytes, strategy=ls.Strategy.SERIAL, sim_link_gbps=link_gbps)
 

@@ -55,7 +55,9 @@ struct MemoryPlan {
   uint64_t largest_layer_bytes = 0;  // one window slot
   uint64_t kv_bytes = 0;             // KV cache of context x sequences
   uint64_t activation_bytes = 0;     // activations, logits, scratch
-  uint64_t min_vram_bytes = 0;       // KV + activations + one slot: the least that runs
+  // The least that runs with the planned strategy: KV + activations, and a
+  // window slot unless every block can compute on the host (then none).
+  uint64_t min_vram_bytes = 0;
   uint64_t all_resident_vram_bytes = 0;  // KV + activations + every layer resident
   // The figures predictions come from.
   std::string figures_source;        // "box file X" or "measured now"
