@@ -62,6 +62,23 @@ CompiledGrammar::~CompiledGrammar() = default;
 int32_t CompiledGrammar::logits_size() const { return impl_->logits_size; }
 int64_t CompiledGrammar::memory_bytes() const { return static_cast<int64_t>(impl_->compiled.MemorySizeBytes()); }
 
+namespace {
+
+// The ids whose bytes hold a control character other than JSON's whitespace
+// (tab, newline, carriage return).
+std::shared_ptr<const std::vector<int32_t>> json_control_tokens(const std::vector<std::string>& pieces) {
+  auto ids = std::make_shared<std::vector<int32_t>>();
+  for (size_t id = 0; id < pieces.size(); ++id)
+    for (unsigned char c : pieces[id])
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+        ids->push_back(static_cast<int32_t>(id));
+        break;
+      }
+  return ids;
+}
+
+}  // namespace
+
 GrammarCompiler::GrammarCompiler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GrammarCompiler::~GrammarCompiler() = default;
 
@@ -86,7 +103,8 @@ Result<std::unique_ptr<GrammarCompiler>> GrammarCompiler::create(const GrammarVo
     xgrammar::GrammarCompiler compiler(info, compile_threads(options.max_threads), /*cache_enabled=*/true,
                                        options.cache_limit_bytes);
     return std::unique_ptr<GrammarCompiler>(
-        new GrammarCompiler(std::make_unique<Impl>(Impl{std::move(compiler), vocabulary.logits_size})));
+        new GrammarCompiler(std::make_unique<Impl>(
+            Impl{std::move(compiler), vocabulary.logits_size, json_control_tokens(vocabulary.pieces)})));
   } catch (const std::exception& e) {
     return engine_error("grammar compiler", e);
   }
@@ -98,8 +116,9 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Co
   }
   try {
     xgrammar::CompiledGrammar compiled = compile_with(impl_->compiler, constraint);
-    return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(
-        std::make_unique<CompiledGrammar::Impl>(CompiledGrammar::Impl{std::move(compiled), impl_->logits_size})));
+    const bool json = constraint.kind == ConstraintKind::kJsonObject || constraint.kind == ConstraintKind::kJsonSchema;
+    return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(std::make_unique<CompiledGrammar::Impl>(
+        CompiledGrammar::Impl{std::move(compiled), impl_->logits_size, json ? impl_->json_control_tokens : nullptr})));
   } catch (const std::exception& e) {
     return engine_error(constraint_kind_name(constraint.kind), e);
   }

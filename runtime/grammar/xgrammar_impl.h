@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <vector>
 #include <string_view>
 
 #include "layerstream/status.h"
@@ -17,11 +19,17 @@ namespace layerstream::grammar {
 struct CompiledGrammar::Impl {
   xgrammar::CompiledGrammar compiled;
   int32_t logits_size;
+  // Tokens the engine may allow that the output format forbids, in
+  // increasing order: for JSON, tokens holding a raw control byte (JSON
+  // allows none but whitespace; the engine's string rule lets them into
+  // strings, and strict parsers then refuse the text).
+  std::shared_ptr<const std::vector<int32_t>> ruled_out;
 };
 
 struct GrammarCompiler::Impl {
   xgrammar::GrammarCompiler compiler;
   int32_t logits_size;
+  std::shared_ptr<const std::vector<int32_t>> json_control_tokens;  // CompiledGrammar::Impl::ruled_out for JSON
 };
 
 // The engine's reason without its "[time] file:line: " prefix, as

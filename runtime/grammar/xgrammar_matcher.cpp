@@ -39,10 +39,13 @@ struct GrammarMatcher::Impl {
     const std::vector<int32_t>& stops = info.GetStopTokenIds();
     return std::find(stops.begin(), stops.end(), id) != stops.end();
   }
-  // Never allowed: padding rows past the vocabulary, and tokens that add no text.
+  // Never allowed: padding rows past the vocabulary, tokens that add no
+  // text, and those the output format rules out.
   bool never_allowed(int32_t id) const {
     const std::vector<std::string>& pieces = info.GetDecodedVocab();
-    return id >= static_cast<int32_t>(pieces.size()) || (pieces[id].empty() && !is_stop(id));
+    if (id >= static_cast<int32_t>(pieces.size()) || (pieces[id].empty() && !is_stop(id))) return true;
+    const auto& out = grammar->impl().ruled_out;
+    return out && std::binary_search(out->begin(), out->end(), id);
   }
 };
 
@@ -76,11 +79,16 @@ Result<bool> GrammarMatcher::fill_next_token_mask(TokenBitmask& mask) {
   tensor.ndim = 1;
   tensor.dtype = xgrammar::GetBitmaskDLType();
   tensor.shape = shape;
+  bool filled = false;
   try {
-    return impl_->matcher.FillNextTokenBitmask(&tensor);
+    filled = impl_->matcher.FillNextTokenBitmask(&tensor);
   } catch (const std::exception& e) {
     return engine_error("grammar matcher", e);
   }
+  const auto& out = impl_->grammar->impl().ruled_out;
+  if (!out || out->empty()) return filled;
+  for (int32_t id : *out) mask.words()[id / 32] &= ~static_cast<int32_t>(1u << (id % 32));
+  return true;
 }
 
 Status GrammarMatcher::accept_token(int32_t id) {

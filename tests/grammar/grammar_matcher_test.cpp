@@ -171,6 +171,31 @@ TEST_P(GrammarOnSmolLM2, JsonModeMasksAndRefusesWhatCannotFollow) {
   EXPECT_TRUE(mask.allows(*tok().eos()));
 }
 
+// Inside a JSON string the engine's rule would let raw control bytes in
+// (0x1c came out of a random walk); JSON allows none, so strict parsers
+// refuse the text. The mask and accept_token rule out every token holding one.
+TEST_P(GrammarOnSmolLM2, JsonStringsAdmitNoRawControlBytes) {
+  auto m = matcher_for(Constraint::json_object());
+  ASSERT_NE(m, nullptr);
+  for (int32_t id : tok().encode(R"({"a": "x)", false)) LS_ASSERT_OK(m->accept_token(id));
+  TokenBitmask mask(compiler().logits_size());
+  ASSERT_TRUE(m->fill_next_token_mask(mask).ok());
+  int with_control = 0;
+  for (int32_t id = 0; id < tok().vocab_size(); ++id) {
+    const std::string piece = tok().token_to_piece(id);
+    const bool control = std::any_of(piece.begin(), piece.end(), [](char c) {
+      const auto b = static_cast<unsigned char>(c);
+      return b < 0x20 && b != '\t' && b != '\n' && b != '\r';
+    });
+    if (!control) continue;
+    ++with_control;
+    EXPECT_FALSE(mask.allows(id)) << "token " << id << " holds a raw control byte";
+    EXPECT_TRUE(m->accept_token(id).IsInvalidArgument()) << "token " << id;
+  }
+  EXPECT_GT(with_control, 0) << "the vocabulary has byte tokens for control characters";
+  EXPECT_TRUE(mask.allows(single_token("a"))) << "ordinary text still fits in the string";
+}
+
 // UTF-8 characters in s (JSON schema lengths count characters, not bytes).
 size_t utf8_length(const std::string& s) {
   return std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
