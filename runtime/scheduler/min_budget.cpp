@@ -37,7 +37,9 @@ uint64_t min_vram_budget(const std::vector<LayerSpec>& layers, const MinBudgetQu
     if (q.first_fit) return plan_first_fit(in, q.first_fit_slots).ok();
     return make_plan(in).ok();
   };
-  uint64_t lo = reserve + largest, hi = std::max(reserve + all, lo);
+  // At least one byte: a device arena refuses a budget of 0 (a plan with
+  // every block on the host and nothing reserved needs no device bytes).
+  uint64_t lo = std::max<uint64_t>(1, reserve + largest), hi = std::max(reserve + all, lo);
   if (fits(lo)) return lo;
   while (!fits(hi) && hi < (uint64_t{1} << 50)) hi *= 2;  // pins or RAM limits: look further
   // Bisection keeping fits(hi), !fits(lo).
