@@ -233,21 +233,24 @@ LS_HD void unpack_sub(const BlockQ6_K& b, int s, int8_t* q, float* scale, float*
   }
 }
 
-LS_HD void unpack_sub(const BlockIQ4_NL& b, int /*s*/, int8_t* q, float* scale, float* offset) {
+// 16 bytes of 4-bit indices (element j in the low nibble of qs[j], j + 16
+// in the high one) through a codebook: IQ4's (iq4_value) or MXFP4's (mxfp4_value).
+LS_HD void codebook_codes(const uint8_t* qs, bool mxfp4, int8_t* q) {
   for (int j = 0; j < 16; ++j) {
-    q[j] = iq4_value(b.qs[j] & 0xF);
-    q[j + 16] = iq4_value(b.qs[j] >> 4);
+    q[j] = mxfp4 ? mxfp4_value(qs[j] & 0xF) : iq4_value(qs[j] & 0xF);
+    q[j + 16] = mxfp4 ? mxfp4_value(qs[j] >> 4) : iq4_value(qs[j] >> 4);
   }
+}
+
+LS_HD void unpack_sub(const BlockIQ4_NL& b, int /*s*/, int8_t* q, float* scale, float* offset) {
+  codebook_codes(b.qs, false, q);
   scale[0] = scale[1] = f16_to_f32(b.d);
   offset[0] = offset[1] = 0.0f;
 }
 
 // MXFP4: codes from the nibbles, one power-of-two scale (code * scale is exact).
 LS_HD void unpack_sub(const BlockMXFP4& b, int /*s*/, int8_t* q, float* scale, float* offset) {
-  for (int j = 0; j < 16; ++j) {
-    q[j] = mxfp4_value(b.qs[j] & 0xF);
-    q[j + 16] = mxfp4_value(b.qs[j] >> 4);
-  }
+  codebook_codes(b.qs, true, q);
   scale[0] = scale[1] = e8m0_half_to_f32(b.e);
   offset[0] = offset[1] = 0.0f;
 }
@@ -255,11 +258,7 @@ LS_HD void unpack_sub(const BlockMXFP4& b, int /*s*/, int8_t* q, float* scale, f
 // IQ4_XS: sub-block s is an IQ4_NL block (nibbles of qs[16 s ..]) with scale
 // d * (ls - 32), ls = low nibble s of scales_l | 2 bits s of scales_h << 4.
 LS_HD void unpack_sub(const BlockIQ4_XS& b, int s, int8_t* q, float* scale, float* offset) {
-  const uint8_t* qs = b.qs + 16 * s;
-  for (int j = 0; j < 16; ++j) {
-    q[j] = iq4_value(qs[j] & 0xF);
-    q[j + 16] = iq4_value(qs[j] >> 4);
-  }
+  codebook_codes(b.qs + 16 * s, false, q);
   const int ls = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
   scale[0] = scale[1] = f16_to_f32(b.d) * static_cast<float>(ls - 32);
   offset[0] = offset[1] = 0.0f;
