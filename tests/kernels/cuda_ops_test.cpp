@@ -463,13 +463,7 @@ TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
       hp.down = down.data();
       hp.out = want.data();
       hp.work = host_work.data();
-      if (gpt_oss) {
-        hp.act = GatedActivation::kSwigluOai;
-        hp.router_bias = rb.data();
-        hp.gate_bias = gb.data();
-        hp.up_bias = ub.data();
-        hp.down_bias = db.data();
-      }
+      if (gpt_oss) set_gpt_oss_ffn(hp, rb.data(), gb.data(), ub.data(), db.data());
       cpu::moe_ffn(hp, nullptr, /*exact=*/true);
       // The device.
       Dev dx = Dev::from(x), dr = Dev::from(router.bytes), dg = Dev::from(gate), du = Dev::from(up),
@@ -484,13 +478,7 @@ TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
       dp.out = dout.f();
       dp.work = dwork.p;
       Dev drb = Dev::from(rb), dgb = Dev::from(gb), dub = Dev::from(ub), ddb = Dev::from(db);
-      if (gpt_oss) {
-        dp.act = GatedActivation::kSwigluOai;
-        dp.router_bias = drb.f();
-        dp.gate_bias = dgb.f();
-        dp.up_bias = dub.f();
-        dp.down_bias = ddb.f();
-      }
+      if (gpt_oss) set_gpt_oss_ffn(dp, drb.f(), dgb.f(), dub.f(), ddb.f());
       LS_ASSERT_OK(k_->moe_ffn(dp, s_));
       LS_ASSERT_OK(s_.synchronize());
       const std::vector<float> got = dout.get<float>();

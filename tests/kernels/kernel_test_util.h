@@ -186,6 +186,17 @@ inline std::vector<double> ref_attention(const std::vector<double>& q, const std
   return out;
 }
 
+// gpt-oss's mixture of experts on p: the clamped gate and the four biases
+// (pointers of the backend p runs on).
+inline void set_gpt_oss_ffn(MoeFfnParams& p, const float* router_bias, const float* gate_bias, const float* up_bias,
+                            const float* down_bias) {
+  p.act = GatedActivation::kSwigluOai;
+  p.router_bias = router_bias;
+  p.gate_bias = gate_bias;
+  p.up_bias = up_bias;
+  p.down_bias = down_bias;
+}
+
 // The sizes of a matmul: output rows, row length, tokens.
 struct MatmulShape {
   int64_t n_out, n_in, n_tok;

@@ -134,13 +134,7 @@ void expect_moe_matches_reference(GgmlType type, bool exact, int64_t n_tokens, s
   p.out = out.data();
   p.work = work.data();
   p.work_bytes = work.size();
-  if (gpt_oss) {
-    p.act = GatedActivation::kSwigluOai;
-    p.router_bias = router_bias.data();
-    p.gate_bias = gate_bias.data();
-    p.up_bias = up_bias.data();
-    p.down_bias = down_bias.data();
-  }
+  if (gpt_oss) set_gpt_oss_ffn(p, router_bias.data(), gate_bias.data(), up_bias.data(), down_bias.data());
   ASSERT_TRUE(validate(p).ok()) << validate(p).ToString();
   cpu::moe_ffn(p, pool, exact);
 
