@@ -34,7 +34,7 @@ class ModelDraft final : public DraftSource {
   Result<std::vector<std::vector<int32_t>>> propose_tree(int first_position, std::span<const int32_t> tokens,
                                                          std::span<const int> lengths) override {
     std::vector<std::vector<int32_t>> tree;
-    if (lengths.empty() || !history_.update(first_position, tokens) || history_.tokens().empty()) return tree;
+    if (!history_.update(first_position, tokens) || lengths.empty() || history_.tokens().empty()) return tree;
     const std::vector<int32_t> h = history_.tokens();
     // Room for the history and the drafts that get decoded (all but the last).
     const int room = ctx_->n_context() - static_cast<int>(h.size()) + 1;

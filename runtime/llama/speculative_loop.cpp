@@ -16,8 +16,8 @@ Result<std::vector<std::vector<int32_t>>> DraftSource::propose_tree(int first_po
                                                                     std::span<const int32_t> tokens,
                                                                     std::span<const int> lengths) {
   std::vector<std::vector<int32_t>> tree;
+  LS_ASSIGN_OR_RETURN(std::vector<int32_t> chain, propose(first_position, tokens, lengths.empty() ? 0 : lengths[0]));
   if (lengths.empty()) return tree;
-  LS_ASSIGN_OR_RETURN(std::vector<int32_t> chain, propose(first_position, tokens, lengths[0]));
   if (!chain.empty()) tree.push_back(std::move(chain));
   return tree;
 }
@@ -117,7 +117,8 @@ class Loop {
       st_.branches += std::max<int>(1, static_cast<int>(tree.branches.size()));
       LS_ASSIGN_OR_RETURN(next, keep_agreed(tree, at, sample, step));
     }
-    return Status::OK();
+    // The tokens kept by the last pass, for the next call's drafts.
+    return opt_.draft->propose_tree(first_, tokens_, {}).status();
   }
 
   SpeculativeStats stats() const { return st_; }

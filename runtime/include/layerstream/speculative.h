@@ -63,7 +63,10 @@ class DraftSource {
   // A tree: up to lengths.size() branches, branch r at most lengths[r]
   // tokens, in the order of their likelihood; every branch non-empty and
   // its first token unlike the other branches' first tokens. The default is
-  // one branch, propose()'s chain.
+  // one branch, propose()'s chain. With no lengths nothing is drafted, the
+  // tokens are only recorded (the default asks propose() for 0 tokens):
+  // generate() tells the source so where it stops, so that the next call's
+  // tokens continue what the source has seen.
   virtual Result<std::vector<std::vector<int32_t>>> propose_tree(int first_position, std::span<const int32_t> tokens,
                                                                  std::span<const int> lengths);
   // What the source is ("lookup", "draft model <path>"), for reports.
