@@ -24,6 +24,16 @@ ModelOptions cuda_options() {
   return o;
 }
 
+// A prompt that repeats itself (lookup's case), decoded greedily.
+const std::vector<int32_t> kPrompt = {5, 17, 42, 99, 7, 5, 17, 42, 99, 7, 5, 17};
+GenerateOptions greedy() {
+  GenerateOptions g;
+  g.max_tokens = 24;
+  g.sampling.temperature = 0;
+  g.stop_at_eog = false;
+  return g;
+}
+
 TEST(SpeculativeGpu, PassRowsEqualOneTokenPasses) {
   LS_REQUIRE_CUDA_DEVICE();
   testing::TempDir dir;
@@ -45,14 +55,10 @@ TEST(SpeculativeGpu, LookupGivesPlainGreedyTokens) {
   o.sequences = 2;
   auto model = Model::open(path, o).value();
   std::shared_ptr<DraftSource> lookup = make_lookup_draft().value();
-  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7, 5, 17, 42, 99, 7, 5, 17};
-  GenerateOptions g;
-  g.max_tokens = 24;
-  g.sampling.temperature = 0;
-  g.stop_at_eog = false;
-  const auto plain = model->create_context().value()->generate(prompt, g).value();
+  GenerateOptions g = greedy();
+  const auto plain = model->create_context().value()->generate(kPrompt, g).value();
   g.speculative.draft = lookup;
-  const auto spec = model->create_context().value()->generate(prompt, g).value();
+  const auto spec = model->create_context().value()->generate(kPrompt, g).value();
   EXPECT_EQ(spec.generated[0], plain.generated[0]);
   EXPECT_GT(spec.stats.speculative.drafted, 0);
 }
@@ -72,18 +78,14 @@ TEST(SpeculativeGpu, TreesGivePlainGreedyTokens) {
   auto draft_model = Model::open(other, cuda_options()).value();
   const std::shared_ptr<DraftSource> sources[] = {make_lookup_draft().value(),
                                                   make_model_draft(draft_model, *model).value()};
-  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7, 5, 17, 42, 99, 7, 5, 17};
   for (const auto& source : sources) {  // lookup's branches depend on the text; the draft model always has 3
-    GenerateOptions g;
-    g.max_tokens = 24;
-    g.sampling.temperature = 0;
-    g.stop_at_eog = false;
-    const auto plain = model->create_context().value()->generate(prompt, g).value();
+    GenerateOptions g = greedy();
+    const auto plain = model->create_context().value()->generate(kPrompt, g).value();
     g.speculative.draft = source;
     g.speculative.branches = 3;
     g.speculative.draft_max = 5;
     g.speculative.adaptive = false;
-    const auto tree = model->create_context().value()->generate(prompt, g).value();
+    const auto tree = model->create_context().value()->generate(kPrompt, g).value();
     EXPECT_EQ(tree.generated[0], plain.generated[0]) << source->name();
     if (source == sources[1]) EXPECT_EQ(tree.stats.speculative.branches, 3 * tree.stats.speculative.passes);
   }

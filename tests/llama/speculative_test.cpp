@@ -148,6 +148,15 @@ class SpeculativeTest : public ::testing::Test {
     return sum;
   }
 
+  // The model as its own draft (a second copy, resident, decoding one token
+  // per pass): its first guess is always the model's greedy token.
+  std::shared_ptr<DraftSource> self_draft(const Model& model) {
+    auto self = Model::open(target_, host_options());
+    if (!self.ok()) return nullptr;
+    auto draft = make_model_draft(*self, model);
+    return draft.ok() ? std::shared_ptr<DraftSource>(std::move(*draft)) : nullptr;
+  }
+
   uint64_t seed_ = 0;
   testing::TempDir dir_;
   std::string target_, draft_;
@@ -330,8 +339,8 @@ TEST_F(SpeculativeTest, TreesGivePlainGreedyTokensAndKeepSideBranches) {
     SCOPED_TRACE(streamed ? "streamed" : "resident");
     auto model = open_target(streamed);
     ASSERT_TRUE(model);
-    LS_ASSERT_OK_AND_ASSIGN(auto self, Model::open(target_, host_options()));
-    LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> perfect, make_model_draft(self, *model));
+    const std::shared_ptr<DraftSource> perfect = self_draft(*model);
+    ASSERT_TRUE(perfect);
     auto second = std::make_shared<SecondGuessDraft>(perfect, model->n_vocab());
     const SpeculativeStats chain = expect_identical(*model, second, 3, /*adaptive=*/false, /*branches=*/1);
     const SpeculativeStats tree = expect_identical(*model, second, 3, /*adaptive=*/false, /*branches=*/2);
@@ -363,8 +372,8 @@ TEST_F(SpeculativeTest, TreesGivePlainGreedyTokensAndKeepSideBranches) {
 TEST_F(SpeculativeTest, TreeRollbackLeavesThePlainKvCache) {
   auto model = open_target(false);
   ASSERT_TRUE(model);
-  LS_ASSERT_OK_AND_ASSIGN(auto self, Model::open(target_, host_options()));
-  LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> perfect, make_model_draft(self, *model));
+  const std::shared_ptr<DraftSource> perfect = self_draft(*model);
+  ASSERT_TRUE(perfect);
   auto second = std::make_shared<SecondGuessDraft>(perfect, model->n_vocab());
   auto plain = model->create_context().value();
   auto spec = model->create_context().value();
@@ -393,22 +402,16 @@ TEST_F(SpeculativeTest, TreeRollbackLeavesThePlainKvCache) {
 // which a side branch then holds.
 TEST_F(SpeculativeTest, TreeSamplingDrawsPlainSamplingsTokens) {
   constexpr int kSamples = 100;
-  ModelOptions o = host_options();
-  o.host_threads = 1;
-  o.strategy = Strategy::kResident;
-  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(target_, o));
-  LS_ASSERT_OK_AND_ASSIGN(auto self, Model::open(target_, o));
-  LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> draft, make_model_draft(self, *model));
+  auto model = open_target(false);
+  ASSERT_TRUE(model);
+  const std::shared_ptr<DraftSource> draft = self_draft(*model);
+  ASSERT_TRUE(draft);
   auto ctx = model->create_context().value();
   const std::vector<int32_t> prompt = prompts(seed_ + 4, 1)[0];
   int side_kept = 0;
   for (int i = 0; i < kSamples; ++i) {
-    GenerateOptions g;
-    g.max_tokens = 4;
-    g.stop_at_eog = false;
-    g.sampling.temperature = 1.0f;
-    g.sampling.top_k = 2;
-    g.sampling.seed = static_cast<uint64_t>(i) * 104729 + 3;
+    GenerateOptions g = greedy(4);  // then sampled: temperature 1 over the top 2
+    g.sampling = {.temperature = 1.0f, .top_k = 2, .seed = static_cast<uint64_t>(i) * 104729 + 3};
     ASSERT_TRUE(ctx->clear().ok());
     const std::vector<int32_t> plain = ctx->generate(prompt, g).value().generated[0];
     g.speculative.draft = draft;
