@@ -16,8 +16,8 @@ void SpeculativeFlags::add_to(CLI::App& sub) {
                      "); each pass drafts what the measured costs say pays")
       ->capture_default_str();
   sub.add_flag("--draft-fixed", fixed,
-               "Draft --draft-max tokens every pass (no choice from measured costs; a tree: --draft-branches "
-               "branches sharing them)");
+               "Draft --draft-max tokens every pass (no choice from measured costs; a tree: shaped by the "
+               "measured acceptance)");
   sub.add_option("--draft-branches", branches,
                  "Most branches of a draft tree (1.." + std::to_string(kMaxDraftBranches) +
                      "; 1: a chain); each side branch repeats the sampled token, so --draft-max + branches <= " +

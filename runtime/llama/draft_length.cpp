@@ -89,8 +89,7 @@ void DraftLength::each_shape(std::vector<int>& lengths, int drafts_left, Visit&&
   if (branches == max_branches_) return;
   int drafts = 0;
   for (int l : lengths) drafts += l;
-  const int longest = lengths.empty() ? drafts_left : std::min(drafts_left, lengths.back());
-  for (int l = 1; l <= longest && drafts + l + branches + 1 <= pass_limit_; ++l) {
+  for (int l = 1; l <= drafts_left && drafts + l + branches + 1 <= pass_limit_; ++l) {
     lengths.push_back(l);
     each_shape(lengths, drafts_left - l, visit);
     lengths.pop_back();
@@ -104,6 +103,19 @@ std::vector<int> DraftLength::choose_tree() const {
   each_shape(lengths, cap_, [&](const std::vector<int>& shape) {
     const double r = tree_rate(shape);
     if (r > best_rate) best_rate = r, best = shape;
+  });
+  return best;
+}
+
+std::vector<int> DraftLength::most_kept(int drafts) const {
+  const int budget = std::max(1, std::min(drafts, cap_));
+  std::vector<int> best{budget}, lengths;
+  double best_kept = expected_tokens(best);
+  each_shape(lengths, budget, [&](const std::vector<int>& shape) {
+    int sum = 0;
+    for (int l : shape) sum += l;
+    const double kept = expected_tokens(shape);
+    if (sum == budget && kept > best_kept) best_kept = kept, best = shape;
   });
   return best;
 }

@@ -39,6 +39,9 @@ class DraftLength {
   // Branch lengths for the next pass (one entry: a chain). Before any pass is
   // measured: the cap as a chain.
   std::vector<int> choose_tree() const;
+  // The shape of `drafts` drafts (at most the cap) the measured acceptance
+  // says keeps the most, whatever it costs (fixed draft budgets).
+  std::vector<int> most_kept(int drafts) const;
   // Predicted drafted tokens kept per pass, and tokens per second, of a tree.
   double expected_tokens(const std::vector<int>& lengths) const;
   double tree_rate(const std::vector<int>& lengths) const;
@@ -46,7 +49,7 @@ class DraftLength {
  private:
   double pass_seconds(int tokens) const;  // fitted line, >= the smallest measured pass's share
 
-  // Calls visit(lengths) for every shape within the caps (non-increasing lengths).
+  // Calls visit(lengths) for every shape within the caps.
   template <class Visit>
   void each_shape(std::vector<int>& lengths, int drafts_left, Visit&& visit) const;
 

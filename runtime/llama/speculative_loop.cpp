@@ -124,13 +124,11 @@ class Loop {
   SpeculativeStats stats() const { return st_; }
 
  private:
-  // Branch lengths for this pass: chosen from the measured costs (adaptive)
-  // or `branches` branches sharing draft_max.
+  // Branch lengths for this pass: chosen from the measured costs
+  // (adaptive), or draft_max drafts shaped to keep the most by the measured
+  // acceptance (fixed; a chain when branches is 1).
   std::vector<int> shape() const {
-    if (opt_.adaptive) return length_.choose_tree();
-    std::vector<int> lengths(std::min(opt_.branches, opt_.draft_max), 0);
-    for (int i = 0; i < opt_.draft_max; ++i) ++lengths[i % lengths.size()];
-    return lengths;
+    return opt_.adaptive ? length_.choose_tree() : length_.most_kept(opt_.draft_max);
   }
 
   // The source's drafts after the token at `at`, as many as fit: the

@@ -78,7 +78,7 @@ TEST(SpeculativeGpu, TreesGivePlainGreedyTokens) {
   auto draft_model = Model::open(other, cuda_options()).value();
   const std::shared_ptr<DraftSource> sources[] = {make_lookup_draft().value(),
                                                   make_model_draft(draft_model, *model).value()};
-  for (const auto& source : sources) {  // lookup's branches depend on the text; the draft model always has 3
+  for (const auto& source : sources) {
     GenerateOptions g = greedy();
     const auto plain = model->create_context().value()->generate(kPrompt, g).value();
     g.speculative.draft = source;
@@ -87,7 +87,7 @@ TEST(SpeculativeGpu, TreesGivePlainGreedyTokens) {
     g.speculative.adaptive = false;
     const auto tree = model->create_context().value()->generate(kPrompt, g).value();
     EXPECT_EQ(tree.generated[0], plain.generated[0]) << source->name();
-    if (source == sources[1]) EXPECT_EQ(tree.stats.speculative.branches, 3 * tree.stats.speculative.passes);
+    EXPECT_GE(tree.stats.speculative.branches, tree.stats.speculative.passes);
   }
 }
 

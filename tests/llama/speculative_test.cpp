@@ -346,9 +346,8 @@ TEST_F(SpeculativeTest, TreesGivePlainGreedyTokensAndKeepSideBranches) {
     const SpeculativeStats tree = expect_identical(*model, second, 3, /*adaptive=*/false, /*branches=*/2);
     EXPECT_EQ(chain.accepted, 0) << "the first guess is never the model's token";
     EXPECT_EQ(chain.tokens, chain.passes);
-    EXPECT_EQ(tree.branches, 2 * tree.passes);
     EXPECT_GT(tree.side_branch_kept, tree.passes / 2);
-    EXPECT_GT(tree.tokens_per_pass(), 2.5) << "3 drafts on the side branch, all kept";
+    EXPECT_GT(tree.tokens_per_pass(), 2.5) << "the shape learns that the side branch is kept";
     EXPECT_LE(tree.pass_tokens, 8 * tree.passes);
 
     // Trees of the real sources: the model's top alternatives, several
@@ -359,7 +358,7 @@ TEST_F(SpeculativeTest, TreesGivePlainGreedyTokensAndKeepSideBranches) {
     LS_ASSERT_OK_AND_ASSIGN(auto other, Model::open(draft_, host_options()));
     LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> random, make_model_draft(other, *model));
     const SpeculativeStats r = expect_identical(*model, random, 3, /*adaptive=*/false, /*branches=*/3);
-    EXPECT_EQ(r.branches, 3 * r.passes) << "the draft model always has 3 distinct top tokens";
+    EXPECT_GT(r.drafted, 0);
     const SpeculativeStats p = expect_identical(*model, perfect, 2, /*adaptive=*/true, /*branches=*/2);
     EXPECT_EQ(p.accepted, p.drafted) << "the first branch is the model's path";
   }
@@ -429,7 +428,7 @@ TEST_F(SpeculativeTest, TreeSamplingDrawsPlainSamplingsTokens) {
 // Tree shapes on synthetic measurements: flat passes; the first draft kept
 // with probability `first`, an alternative first token (after the ones
 // before it missed) with `alternative`, deeper drafts with `deeper`.
-std::vector<int> chosen_tree(double first, double alternative, double deeper) {
+DraftLength measured_tree(double first, double alternative, double deeper) {
   DraftLength length(6, 2, kMaxDraftTokens + 1);
   double owed[3] = {0, 0, 0};  // error diffusion, as in chosen()
   const auto outcome = [&](int i, double p) {
@@ -446,7 +445,10 @@ std::vector<int> chosen_tree(double first, double alternative, double deeper) {
     const bool deep = outcome(2, deeper);
     for (int d = 1; d < 6; ++d) length.record_depth(d, deep);
   }
-  return length.choose_tree();
+  return length;
+}
+std::vector<int> chosen_tree(double first, double alternative, double deeper) {
+  return measured_tree(first, alternative, deeper).choose_tree();
 }
 
 TEST(DraftLengthTest, ChoosesATreeWhereItPays) {
@@ -460,6 +462,10 @@ TEST(DraftLengthTest, ChoosesATreeWhereItPays) {
   EXPECT_GT(tree[1], 1);
   DraftLength length(6, 2, kMaxDraftTokens + 1);
   EXPECT_EQ(length.choose_tree(), std::vector<int>{6}) << "nothing measured: the cap as a chain";
+  // A fixed budget of 6 drafts: the shape that keeps the most.
+  EXPECT_EQ(measured_tree(0.9, 0.3, 0.9).most_kept(6), std::vector<int>{6});
+  const std::vector<int> second_guess = measured_tree(0.0, 1.0, 1.0).most_kept(6);
+  EXPECT_EQ(second_guess, (std::vector<int>{1, 5})) << "the first guess never kept: one draft there, the rest on the second";
 }
 
 TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {

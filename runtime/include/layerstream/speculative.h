@@ -103,7 +103,8 @@ struct SpeculativeOptions {
   // free sequence of the model's KV pool (ModelOptions::sequences) while
   // generate() runs. Adaptive: the shape (branches and their lengths) is
   // chosen from the measured acceptance of first and alternative drafts;
-  // fixed: `branches` branches sharing draft_max evenly.
+  // fixed: draft_max drafts every pass, in the shape (up to `branches`
+  // branches) the measured acceptance says keeps the most.
   int branches = 1;
 };
 
