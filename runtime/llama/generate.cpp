@@ -309,7 +309,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
   const std::vector<std::vector<int32_t>> feed = new_tokens(*impl_, prompt);
   LS_RETURN_IF_ERROR(check_fits(*this, feed));
   const bool speculate = o.speculative.draft != nullptr;
-  if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, o.speculative));
+  if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, *impl_, o.speculative));
   Generation g(*this, *impl_, o, cb);
   LS_RETURN_IF_ERROR(g.constrain());
   LS_RETURN_IF_ERROR(g.prefill(feed));
