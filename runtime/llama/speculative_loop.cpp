@@ -3,6 +3,7 @@
 #include "runtime/llama/speculative_loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "kernels/kernels.h"
@@ -17,6 +18,8 @@ namespace layerstream::speculative {
 static_assert(kMaxDraftTokens + 1 <= kernels::kBatchInvariantTokens);
 
 namespace {
+
+std::atomic<RowRuleForTesting> row_rule_for_testing{nullptr};  // ScopedRowRuleForTesting
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -87,6 +90,8 @@ class Loop {
     for (size_t j = 0; j <= drafts.size(); ++j) {
       const std::span<const float> row = ctx_.logits(static_cast<int>(j));
       c_.last_logits[0].assign(row.begin(), row.end());
+      if (const RowRuleForTesting rule = row_rule_for_testing.load(std::memory_order_acquire))
+        rule(c_.last_logits[0], j < drafts.size() ? drafts[j] : -1);
       Batch next = sample(step++);
       ++st_.tokens;
       const bool kept = !next.empty() && j < drafts.size() && next.tokens[0] == drafts[j];
@@ -145,6 +150,10 @@ Result<SpeculativeStats> generate(Context& ctx, Context::Impl& c, const Speculat
   LS_RETURN_IF_ERROR(loop.run(sample, decode));
   return loop.stats();
 }
+
+ScopedRowRuleForTesting::ScopedRowRuleForTesting(RowRuleForTesting rule)
+    : previous_(row_rule_for_testing.exchange(rule, std::memory_order_acq_rel)) {}
+ScopedRowRuleForTesting::~ScopedRowRuleForTesting() { row_rule_for_testing.store(previous_, std::memory_order_release); }
 
 void add_to(Stats& st, const SpeculativeStats& s) {
   const double decode_tokens = st.decode_tokens_per_s * st.decode_s;
