@@ -7,13 +7,17 @@ namespace layerstream {
 namespace {
 
 constexpr double kAlpha = 0.2;       // moving-average weight of a new sample
-constexpr double kPriorKept = 0.6;   // acceptance at a depth before it is measured
+constexpr double kPriorKept = 0.6;   // acceptance at a depth before it is measured (weight: one sample)
+// Plain passes between probes (a one-token draft where none pays): about 1
+// pass in 16 pays a draft token, a few percent of decode time at most.
+constexpr int kProbeEvery = 16;
 
 double ema(double old, double sample) { return old == 0 ? sample : old + kAlpha * (sample - old); }
 
 }  // namespace
 
-DraftLength::DraftLength(int cap) : cap_(std::max(1, cap)), pass_s_(cap_ + 2, 0.0), kept_(cap_, kPriorKept) {}
+DraftLength::DraftLength(int cap)
+    : cap_(std::max(1, cap)), pass_s_(cap_ + 2, 0.0), kept_(cap_, kPriorKept), judged_(cap_, 0) {}
 
 void DraftLength::record_pass(int tokens, double seconds) {
   if (tokens >= 1 && tokens < static_cast<int>(pass_s_.size()) && seconds > 0)
@@ -27,8 +31,12 @@ void DraftLength::record_draft(int drafted, double seconds) {
   drafted_ = true;
 }
 
+// The mean of the prior and the samples while they are few (weight 1 / (n + 1)
+// for the n-th), then a moving average of weight kAlpha.
 void DraftLength::record_depth(int depth, bool kept) {
-  if (depth >= 0 && depth < cap_) kept_[depth] += kAlpha * ((kept ? 1.0 : 0.0) - kept_[depth]);
+  if (depth < 0 || depth >= cap_) return;
+  const double weight = std::max(kAlpha, 1.0 / (++judged_[depth] + 1));
+  kept_[depth] += weight * ((kept ? 1.0 : 0.0) - kept_[depth]);
 }
 
 // Least squares line through the measured sizes; with one size measured the
@@ -56,12 +64,18 @@ double DraftLength::rate(int k) const {
   return cost > 0 ? tokens / cost : 0;
 }
 
-int DraftLength::choose() const {
+int DraftLength::choose() {
   if (pass_seconds(1) == 0) return cap_;
-  int best = 1;
-  for (int k = 2; k <= cap_; ++k)
+  int best = 0;
+  for (int k = 1; k <= cap_; ++k)
     if (rate(k) > rate(best)) best = k;
-  return best;
+  if (best > 0) {
+    plain_passes_ = 0;
+    return best;
+  }
+  if (++plain_passes_ < kProbeEvery) return 0;
+  plain_passes_ = 0;
+  return 1;  // the probe
 }
 
 }  // namespace layerstream

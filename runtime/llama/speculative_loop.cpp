@@ -66,11 +66,12 @@ class Loop {
   // verification pass must not reach the context's last position, where
   // plain decoding would have stopped before it (sample() checks the
   // context's position, which the pass moves to its end).
-  // Adaptive: as many as the measured costs say pay (DraftLength).
+  // Adaptive: as many as the measured costs say pay (DraftLength), maybe
+  // none. The source is asked even for none, so that it follows the
+  // sequence through plain passes (a later call continues from there).
   Result<std::vector<int32_t>> draft(int at) {
     const int want = opt_.adaptive ? length_.choose() : opt_.draft_max;
-    const int room = std::min(want, ctx_.n_context() - at - 2);
-    if (room < 1) return std::vector<int32_t>{};
+    const int room = std::max(0, std::min(want, ctx_.n_context() - at - 2));
     st_.draft_lengths_sum += room;
     const auto t0 = Clock::now();
     LS_ASSIGN_OR_RETURN(std::vector<int32_t> d, opt_.draft->propose(first_, tokens_, room));
