@@ -14,43 +14,24 @@
 # bench_speculative knows it: bench/speculative-identity.sh lookup,chain,tree
 #
 # Usage: bench/speculative-identity.sh [KINDS]   (default lookup,chain)
-# Env: BUILD (build/ci), MODELS (~/.cache/layerstream/models), WORK (scratch
-#   folder for the drafts and example models, default /tmp/layerstream-spec),
-#   PROMPTS (64), TOKENS (24), THREADS (2), RAM (pinned RAM tier in bytes,
-#   1 GiB: streamed layers come from RAM rather than the disk), OUT (folder for the JSON
-#   reports, default WORK). Exit 1 when any prompt differs or the random
-#   draft costs more than 1.1x.
+# Env: as bench/speculative-common.sh (BUILD, MODELS, WORK, OUT, THREADS), and
+#   PROMPTS (64), TOKENS (24), RAM (pinned RAM tier in bytes, 1 GiB: streamed
+#   layers come from RAM rather than the disk). Exit 1 when any prompt
+#   differs or the random draft costs more than 1.1x.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KINDS=${1:-lookup,chain}
-BUILD=${BUILD:-build/ci}
-MODELS=${MODELS:-$HOME/.cache/layerstream/models}
-WORK=${WORK:-/tmp/layerstream-spec}
-OUT=${OUT:-$WORK}
 PROMPTS=${PROMPTS:-64}
 TOKENS=${TOKENS:-24}
 RAM=${RAM:-$((1 << 30))}
-THREADS=${THREADS:-2}
-LS=$BUILD/bin/layerstream
-BENCH=$BUILD/bench/speculative/bench_speculative
-for f in "$LS" "$BENCH"; do
-  [[ -x $f ]] || { echo "no $f: cmake --build $BUILD --target layerstream_cli bench_speculative" >&2; exit 1; }
-done
-mkdir -p "$WORK" "$OUT"
+source bench/speculative-common.sh
 smol=$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf
 gemma=$MODELS/gemma-3-270m-q4_k_m.gguf
-for m in "$smol" "$gemma"; do
-  [[ -f $m ]] || { echo "no $m: run bench/peer/fetch-models.sh" >&2; exit 1; }
-done
+need_model "$smol"
+need_model "$gemma"
 
-# Same-vocabulary drafts: each real model requantised lower; an example
-# target and a small random model of the same vocabulary (other seed).
-draft_of() {
-  local d=$WORK/$(basename "${1%.gguf}").draft-q4_0.gguf
-  [[ -f $d ]] || "$LS" quantize "$1" "$d" --type Q4_0 --allow-requantize >"$WORK/quantize.log" 2>&1 ||
-    { tail -3 "$WORK/quantize.log" >&2; exit 1; }
-  echo "$d"
-}
+# Same-vocabulary drafts: each real model requantised lower (draft_of); an
+# example target and a small random model of the same vocabulary (other seed).
 example=$WORK/example-target.gguf
 random=$WORK/example-random-draft.gguf
 [[ -f $example ]] || "$LS" example-model "$example" --layers 12 --hidden 768 --ffn 2048 --dtype q4_1 --seed 11 >/dev/null
