@@ -24,11 +24,14 @@ void DraftLength::record_pass(int tokens, double seconds) {
     pass_s_[tokens] = ema(pass_s_[tokens], seconds);
 }
 
+// The first proposal of a generation also catches the source up on the
+// prompt (a draft model decodes it), which overstates its cost per token:
+// the second proposal's figure replaces it, later ones are averaged in.
 void DraftLength::record_draft(int drafted, double seconds) {
   if (drafted < 1) return;
   const double per_token = std::max(0.0, seconds) / drafted;
-  draft_s_per_token_ = drafted_ ? draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_) : per_token;
-  drafted_ = true;
+  draft_s_per_token_ = proposals_ < 2 ? per_token : draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_);
+  ++proposals_;
 }
 
 // The mean of the prior and the samples while they are few (weight 1 / (n + 1)

@@ -39,7 +39,7 @@ class DraftLength {
   std::vector<int> judged_;      // per depth: drafts judged so far (the average's weight while few)
   int plain_passes_ = 0;         // passes in a row chosen plain (0 drafts), for the probe
   double draft_s_per_token_ = 0;
-  bool drafted_ = false;
+  int proposals_ = 0;  // proposals measured (the first one is replaced by the second)
 };
 
 }  // namespace layerstream
