@@ -2,6 +2,7 @@
 #include "runtime/llama/draft_length.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace layerstream {
 namespace {
@@ -27,8 +28,11 @@ void DraftLength::record_pass(int tokens, double seconds) {
 // The first proposal of a generation also catches the source up on the
 // prompt (a draft model decodes it), which overstates its cost per token:
 // the second proposal's figure replaces it, later ones are averaged in.
+// A probe's time is not the draft's cost either: a draft model decodes the
+// tokens of the plain passes before it in that call.
 void DraftLength::record_draft(int drafted, double seconds) {
-  if (drafted < 1) return;
+  const bool probe = std::exchange(probing_, false);
+  if (drafted < 1 || probe) return;
   const double per_token = std::max(0.0, seconds) / drafted;
   draft_s_per_token_ = proposals_ < 2 ? per_token : draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_);
   ++proposals_;
@@ -78,7 +82,8 @@ int DraftLength::choose() {
   }
   if (++plain_passes_ < kProbeEvery) return 0;
   plain_passes_ = 0;
-  return 1;  // the probe
+  probing_ = true;
+  return 1;
 }
 
 }  // namespace layerstream
