@@ -15,14 +15,15 @@ struct Args {
   std::string mode;  // identity | lengths
   std::string model, draft, json;
   std::vector<std::string> kinds = {"lookup", "chain"};  // identity: draft kinds
-  std::vector<int> lengths = {1, 2, 4, 7};                // lengths: fixed draft lengths swept
-  uint64_t vram = 0;                                      // 0: every layer resident
-  uint64_t ram = 0;  // pinned RAM tier: streamed layers come from RAM, not the disk
-  double sim_link = 0;                                    // GB/s; 0: off
+  std::vector<int> lengths = {1, 2, 4, 7};               // lengths: fixed draft lengths swept
+  uint64_t vram = 0;                                     // 0: every layer resident
+  uint64_t ram = 0;     // pinned RAM tier: streamed layers come from RAM, not the disk
+  double sim_link = 0;  // GB/s; 0: off
   int prompts = 64, tokens = 32, rounds = 3, threads = 2;
   int ctx = 256;  // positions per sequence (the KV cache shares the budget)
-  std::string prompt = "Repeat this passage exactly. Passage: The quick brown fox jumps over the lazy dog near the "
-                       "river bank, and the dog sleeps on in the warm afternoon sun. Repeated: The quick brown fox";
+  std::string prompt =
+      "Repeat this passage exactly. Passage: The quick brown fox jumps over the lazy dog near the "
+      "river bank, and the dog sleeps on in the warm afternoon sun. Repeated: The quick brown fox";
 };
 
 // false (after saying why on stderr) for unknown flags or missing values.

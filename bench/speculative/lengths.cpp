@@ -13,7 +13,7 @@ namespace layerstream::bench_speculative {
 namespace {
 
 struct Setting {
-  std::string name;  // "plain", "fixed N", "adaptive"
+  std::string name;   // "plain", "fixed N", "adaptive"
   int draft_max = 0;  // 0: plain
   bool adaptive = false;
   std::vector<double> tokens_per_s;
@@ -34,18 +34,24 @@ std::vector<Setting> settings(const Args& a) {
 }
 
 nlohmann::json report(const Args& a, const std::vector<Setting>& s) {
-  nlohmann::json j = {{"model", a.model}, {"draft", a.draft}, {"sim_link_gbps", a.sim_link},
+  nlohmann::json j = {{"model", a.model}, {"draft", a.draft},   {"sim_link_gbps", a.sim_link},
                       {"vram", a.vram},   {"tokens", a.tokens}, {"rounds", a.rounds}};
   double best_fixed = 0, adaptive = 0, plain = 0;
   std::string best_name;
   for (const Setting& x : s) {
     const double m = median(x.tokens_per_s);
-    j["settings"].push_back({{"name", x.name}, {"tokens_per_s", x.tokens_per_s}, {"median", m},
-                             {"mean_draft_length", x.mean_length}, {"tokens_per_pass", x.tokens_per_pass},
+    j["settings"].push_back({{"name", x.name},
+                             {"tokens_per_s", x.tokens_per_s},
+                             {"median", m},
+                             {"mean_draft_length", x.mean_length},
+                             {"tokens_per_pass", x.tokens_per_pass},
                              {"identical", x.identical}});
-    if (x.adaptive) adaptive = m;
-    else if (x.draft_max == 0) plain = m;
-    else if (m > best_fixed) best_fixed = m, best_name = x.name;
+    if (x.adaptive)
+      adaptive = m;
+    else if (x.draft_max == 0)
+      plain = m;
+    else if (m > best_fixed)
+      best_fixed = m, best_name = x.name;
   }
   j["plain"] = plain;
   j["best_fixed"] = best_name;
@@ -72,9 +78,12 @@ int run_lengths(const Args& a) {
       x.tokens_per_s.push_back(g->stats.decode_tokens_per_s);
       x.mean_length = g->stats.speculative.mean_draft_length();
       x.tokens_per_pass = g->stats.speculative.tokens_per_pass();
-      if (x.draft_max == 0) plain_tokens = g->generated[0];
-      else if (!plain_tokens.empty()) x.identical = x.identical && g->generated[0] == plain_tokens;
-      std::cerr << "round " << r + 1 << " " << x.name << ": " << g->stats.decode_tokens_per_s << " tokens/s\n";
+      if (x.draft_max == 0)
+        plain_tokens = g->generated[0];
+      else if (!plain_tokens.empty())
+        x.identical = x.identical && g->generated[0] == plain_tokens;
+      std::cerr << "round " << r + 1 << " " << x.name << ": " << g->stats.decode_tokens_per_s
+                << " tokens/s\n";
     }
   }
   const nlohmann::json j = report(a, s);

@@ -18,11 +18,12 @@ double ema(double old, double sample) { return old == 0 ? sample : old + kAlpha 
 }  // namespace
 
 DraftLength::DraftLength(int cap)
-    : cap_(std::max(1, cap)), pass_s_(cap_ + 2, 0.0), kept_(cap_, kPriorKept), judged_(cap_, 0) {}
+    : cap_(std::max(1, cap)), pass_s_(cap_ + 2, 0.0), pass_count_(cap_ + 2, 0), kept_(cap_, kPriorKept), judged_(cap_, 0) {}
 
 void DraftLength::record_pass(int tokens, double seconds) {
-  if (tokens >= 1 && tokens < static_cast<int>(pass_s_.size()) && seconds > 0)
-    pass_s_[tokens] = ema(pass_s_[tokens], seconds);
+  if (tokens < 1 || tokens >= static_cast<int>(pass_s_.size()) || seconds <= 0) return;
+  pass_s_[tokens] = ema(pass_s_[tokens], seconds);
+  ++pass_count_[tokens];
 }
 
 // The first proposal of a generation also catches the source up on the
@@ -46,17 +47,22 @@ void DraftLength::record_depth(int depth, bool kept) {
   kept_[depth] += weight * ((kept ? 1.0 : 0.0) - kept_[depth]);
 }
 
-// Least squares line through the measured sizes; with one size measured the
-// pass is taken as flat (the streamed case: bytes / link, whatever it carries).
+// Least squares line through the measured sizes, each weighted by how often
+// it was measured (up to kFullWeight): a size seen once, long ago (a busy
+// moment of the machine), must not set the slope that sizes measured every
+// pass disagree with. With one size measured the pass is taken as flat (the
+// streamed case: bytes / link, whatever it carries).
 double DraftLength::pass_seconds(int tokens) const {
+  constexpr double kFullWeight = 8;
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t t = 1; t < pass_s_.size(); ++t) {
     if (pass_s_[t] == 0) continue;
-    n += 1, sx += t, sy += pass_s_[t], sxx += double(t) * t, sxy += t * pass_s_[t];
+    const double w = std::min<double>(kFullWeight, pass_count_[t]);
+    n += w, sx += w * t, sy += w * pass_s_[t], sxx += w * t * t, sxy += w * t * pass_s_[t];
   }
   if (n == 0) return 0;
   const double denom = n * sxx - sx * sx;
-  const double slope = n > 1 && denom > 0 ? std::max(0.0, (n * sxy - sx * sy) / denom) : 0.0;
+  const double slope = denom > 1e-12 ? std::max(0.0, (n * sxy - sx * sy) / denom) : 0.0;
   const double intercept = (sy - slope * sx) / n;
   return std::max(intercept + slope * tokens, 1e-9);
 }

@@ -35,6 +35,7 @@ class DraftLength {
 
   int cap_;
   std::vector<double> pass_s_;   // per pass size (1..cap+1): moving average, 0 = not seen
+  std::vector<int> pass_count_;  // per pass size: passes measured (the size's weight in the fit)
   std::vector<double> kept_;     // per depth: moving average of kept (0..1)
   std::vector<int> judged_;      // per depth: drafts judged so far (the average's weight while few)
   int plain_passes_ = 0;         // passes in a row chosen plain (0 drafts), for the probe

@@ -62,8 +62,8 @@ struct Homogeneity {
   bool same() const { return statistic <= threshold; }
   std::string describe() const {
     std::ostringstream s;
-    s << "X^2 " << statistic << " over " << cells << " cells (threshold " << threshold << "), total variation "
-      << total_variation;
+    s << "X^2 " << statistic << " over " << cells << " cells (threshold " << threshold
+      << "), total variation " << total_variation;
     return s.str();
   }
 };
@@ -109,7 +109,8 @@ void keep_every_draft(std::span<float> logits, int32_t draft) {
   if (draft >= 0) force(logits, draft);
 }
 void keep_draft_if_likeliest(std::span<float> logits, int32_t draft) {
-  if (draft >= 0 && std::max_element(logits.begin(), logits.end()) - logits.begin() == draft) force(logits, draft);
+  if (draft >= 0 && std::max_element(logits.begin(), logits.end()) - logits.begin() == draft)
+    force(logits, draft);
 }
 
 // The sampling of the test: temperature 1 over the model's 4 likeliest
@@ -208,14 +209,15 @@ class SpeculativeSamplingStats : public ::testing::Test {
 // comparison trivial; here only the distributions may agree.
 TEST_F(SpeculativeSamplingStats, SpeculationKeepsTheDistributionABrokenRuleDoesNot) {
 #ifdef LS_UNDER_TSAN
-  GTEST_SKIP() << "40,000 generate() calls take minutes under TSan; the loop's paths run in speculative_test.cpp";
+  GTEST_SKIP()
+      << "40,000 generate() calls take minutes under TSan; the loop's paths run in speculative_test.cpp";
 #endif
   const std::vector<Outcome> reference = plain(seed_, kSamples);
   const std::vector<Outcome> spec = speculative(seed_ + kSamples, kSamples);
   const Homogeneity same = compare(reference, spec);
   EXPECT_TRUE(same.same()) << same.describe();
-  std::cout << "speculative vs plain: " << same.describe() << "; drafts kept " << accepted_ << " of " << drafted_
-            << "\n";
+  std::cout << "speculative vs plain: " << same.describe() << "; drafts kept " << accepted_ << " of "
+            << drafted_ << "\n";
   EXPECT_GT(accepted_, drafted_ / 10) << "the draft agrees often enough for speculation to matter";
   EXPECT_LT(accepted_, drafted_ * 9 / 10) << "and is rejected often enough for the rule to matter";
 
@@ -223,8 +225,9 @@ TEST_F(SpeculativeSamplingStats, SpeculationKeepsTheDistributionABrokenRuleDoesN
   // so (a smaller sample only weakens it), at a tenth of the time.
   const int n = kSamples / 10;
   const std::vector<Outcome> reference_part(reference.begin(), reference.begin() + n);
-  for (const auto& [name, rule] : {std::pair{"keep every draft", &keep_every_draft},
-                                   std::pair{"keep a draft that is the likeliest token", &keep_draft_if_likeliest}}) {
+  for (const auto& [name, rule] :
+       {std::pair{"keep every draft", &keep_every_draft},
+        std::pair{"keep a draft that is the likeliest token", &keep_draft_if_likeliest}}) {
     speculative::ScopedRowRuleForTesting broken(rule);
     const Homogeneity h = compare(reference_part, speculative(seed_ + 2 * kSamples, n));
     std::cout << name << " vs plain: " << h.describe() << "\n";
