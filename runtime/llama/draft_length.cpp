@@ -2,6 +2,7 @@
 #include "runtime/llama/draft_length.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace layerstream {
 namespace {
@@ -29,8 +30,16 @@ void DraftLength::record_pass(int tokens, double seconds) {
   ++pass_count_[tokens];
 }
 
+// Two proposals say little of the draft's cost per token, as both also
+// catch a draft model up on tokens it has not decoded: the first of a
+// generation (the prompt) and a probe (the plain passes before it). Until a
+// third kind of proposal is measured the draft is taken as free, so the next
+// choice drafts and measures it.
 void DraftLength::record_draft(int drafted, double seconds) {
+  const bool catching_up = std::exchange(probing_, false) || !proposed_;
   if (drafted < 1) return;
+  proposed_ = true;
+  if (catching_up) return;
   const double per_token = std::max(0.0, seconds) / drafted;
   draft_s_per_token_ = drafted_ ? draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_) : per_token;
   drafted_ = true;
@@ -85,7 +94,8 @@ int DraftLength::choose() {
   }
   if (++plain_passes_ < kProbeEvery) return 0;
   plain_passes_ = 0;
-  return 1;  // the probe
+  probing_ = true;
+  return 1;
 }
 
 }  // namespace layerstream

@@ -40,7 +40,9 @@ class DraftLength {
   std::vector<int> judged_;      // per depth: drafts judged so far (the average's weight while few)
   int plain_passes_ = 0;         // passes in a row chosen plain (0 drafts), for the probe
   double draft_s_per_token_ = 0;
-  bool drafted_ = false;
+  bool drafted_ = false;   // a proposal's cost measured
+  bool proposed_ = false;  // the first proposal (the prompt's catch-up) is behind
+  bool probing_ = false;   // the last choice was a probe
 };
 
 }  // namespace layerstream
