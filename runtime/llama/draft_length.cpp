@@ -18,11 +18,7 @@ double ema(double old, double sample) { return old == 0 ? sample : old + kAlpha 
 }  // namespace
 
 DraftLength::DraftLength(int cap)
-    : cap_(std::max(1, cap)),
-      pass_s_(cap_ + 2, 0.0),
-      pass_count_(cap_ + 2, 0),
-      kept_(cap_, kPriorKept),
-      judged_(cap_, 0) {}
+    : cap_(std::max(1, cap)), pass_s_(cap_ + 2, 0.0), pass_count_(cap_ + 2, 0), kept_(cap_, kPriorKept), judged_(cap_, 0) {}
 
 void DraftLength::record_pass(int tokens, double seconds) {
   if (tokens < 1 || tokens >= static_cast<int>(pass_s_.size()) || seconds <= 0) return;
@@ -30,19 +26,17 @@ void DraftLength::record_pass(int tokens, double seconds) {
   ++pass_count_[tokens];
 }
 
-// Two proposals say little of the draft's cost per token, as both also
-// catch a draft model up on tokens it has not decoded: the first of a
-// generation (the prompt) and a probe (the plain passes before it). Until a
-// third kind of proposal is measured the draft is taken as free, so the next
-// choice drafts and measures it.
+// The first proposal of a generation also catches the source up on the
+// prompt (a draft model decodes it), which overstates its cost per token:
+// the second proposal's figure replaces it, later ones are averaged in.
+// A probe's time is not the draft's cost either: a draft model decodes the
+// tokens of the plain passes before it in that call.
 void DraftLength::record_draft(int drafted, double seconds) {
-  const bool catching_up = std::exchange(probing_, false) || !proposed_;
-  if (drafted < 1) return;
-  proposed_ = true;
-  if (catching_up) return;
+  const bool probe = std::exchange(probing_, false);
+  if (drafted < 1 || probe) return;
   const double per_token = std::max(0.0, seconds) / drafted;
-  draft_s_per_token_ = drafted_ ? draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_) : per_token;
-  drafted_ = true;
+  draft_s_per_token_ = proposals_ < 2 ? per_token : draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_);
+  ++proposals_;
 }
 
 // The mean of the prior and the samples while they are few (weight 1 / (n + 1)

@@ -39,10 +39,9 @@ class DraftLength {
   std::vector<double> kept_;     // per depth: moving average of kept (0..1)
   std::vector<int> judged_;      // per depth: drafts judged so far (the average's weight while few)
   int plain_passes_ = 0;         // passes in a row chosen plain (0 drafts), for the probe
+  bool probing_ = false;         // the last choice was a probe (its draft time is not recorded)
   double draft_s_per_token_ = 0;
-  bool drafted_ = false;   // a proposal's cost measured
-  bool proposed_ = false;  // the first proposal (the prompt's catch-up) is behind
-  bool probing_ = false;   // the last choice was a probe
+  int proposals_ = 0;  // proposals measured (the first one is replaced by the second)
 };
 
 }  // namespace layerstream
