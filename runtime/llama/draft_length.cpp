@@ -2,6 +2,7 @@
 #include "runtime/llama/draft_length.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace layerstream {
 namespace {
@@ -13,6 +14,9 @@ constexpr double kPriorKept = 0.6;   // acceptance at a depth before it is measu
 // passes its first missed. High enough that a tree is tried, and then the
 // measurement decides.
 constexpr double kPriorAlternative = 0.5;
+// Plain passes between probes (a one-token draft where none pays): about 1
+// pass in 16 pays a draft token, a few percent of decode time at most.
+constexpr int kProbeEvery = 16;
 
 double ema(double old, double sample) { return old == 0 ? sample : old + kAlpha * (sample - old); }
 
@@ -24,39 +28,57 @@ DraftLength::DraftLength(int cap, int max_branches, int pass_limit)
       pass_limit_(pass_limit > 0 ? pass_limit : cap_ + max_branches_),
       alt_kept_(max_branches_, kPriorAlternative),
       pass_s_(std::max(cap_ + 2, pass_limit_ + 1), 0.0),
-      kept_(cap_, kPriorKept) {}
+      pass_count_(pass_s_.size(), 0),
+      kept_(cap_, kPriorKept),
+      judged_(cap_, 0) {}
 
 void DraftLength::record_pass(int tokens, double seconds) {
-  if (tokens >= 1 && tokens < static_cast<int>(pass_s_.size()) && seconds > 0)
-    pass_s_[tokens] = ema(pass_s_[tokens], seconds);
+  if (tokens < 1 || tokens >= static_cast<int>(pass_s_.size()) || seconds <= 0) return;
+  pass_s_[tokens] = ema(pass_s_[tokens], seconds);
+  ++pass_count_[tokens];
 }
 
+// The first proposal of a generation also catches the source up on the
+// prompt (a draft model decodes it), which overstates its cost per token:
+// the second proposal's figure replaces it, later ones are averaged in.
+// A probe's time is not the draft's cost either: a draft model decodes the
+// tokens of the plain passes before it in that call.
 void DraftLength::record_draft(int drafted, double seconds) {
-  if (drafted < 1) return;
+  const bool probe = std::exchange(probing_, false);
+  if (drafted < 1 || probe) return;
   const double per_token = std::max(0.0, seconds) / drafted;
-  draft_s_per_token_ = drafted_ ? draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_) : per_token;
-  drafted_ = true;
+  draft_s_per_token_ = proposals_ < 2 ? per_token : draft_s_per_token_ + kAlpha * (per_token - draft_s_per_token_);
+  ++proposals_;
 }
 
+// The mean of the prior and the samples while they are few (weight 1 / (n + 1)
+// for the n-th), then a moving average of weight kAlpha.
 void DraftLength::record_depth(int depth, bool kept) {
-  if (depth >= 0 && depth < cap_) kept_[depth] += kAlpha * ((kept ? 1.0 : 0.0) - kept_[depth]);
+  if (depth < 0 || depth >= cap_) return;
+  const double weight = std::max(kAlpha, 1.0 / (++judged_[depth] + 1));
+  kept_[depth] += weight * ((kept ? 1.0 : 0.0) - kept_[depth]);
 }
 
 void DraftLength::record_alternative(int rank, bool kept) {
   if (rank >= 1 && rank < max_branches_) alt_kept_[rank] += kAlpha * ((kept ? 1.0 : 0.0) - alt_kept_[rank]);
 }
 
-// Least squares line through the measured sizes; with one size measured the
-// pass is taken as flat (the streamed case: bytes / link, whatever it carries).
+// Least squares line through the measured sizes, each weighted by how often
+// it was measured (up to kFullWeight): a size seen once, long ago (a busy
+// moment of the machine), must not set the slope that sizes measured every
+// pass disagree with. With one size measured the pass is taken as flat (the
+// streamed case: bytes / link, whatever it carries).
 double DraftLength::pass_seconds(int tokens) const {
+  constexpr double kFullWeight = 8;
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t t = 1; t < pass_s_.size(); ++t) {
     if (pass_s_[t] == 0) continue;
-    n += 1, sx += t, sy += pass_s_[t], sxx += double(t) * t, sxy += t * pass_s_[t];
+    const double w = std::min<double>(kFullWeight, pass_count_[t]);
+    n += w, sx += w * t, sy += w * pass_s_[t], sxx += w * t * t, sxy += w * t * pass_s_[t];
   }
   if (n == 0) return 0;
   const double denom = n * sxx - sx * sx;
-  const double slope = n > 1 && denom > 0 ? std::max(0.0, (n * sxy - sx * sy) / denom) : 0.0;
+  const double slope = denom > 1e-12 ? std::max(0.0, (n * sxy - sx * sy) / denom) : 0.0;
   const double intercept = (sy - slope * sx) / n;
   return std::max(intercept + slope * tokens, 1e-9);
 }
@@ -81,7 +103,7 @@ double DraftLength::expected_tokens(const std::vector<int>& lengths) const {
 double DraftLength::tree_rate(const std::vector<int>& lengths) const {
   int drafts = 0;
   for (int l : lengths) drafts += l;
-  const int carried = drafts + static_cast<int>(lengths.size());
+  const int carried = drafts + std::max<int>(1, static_cast<int>(lengths.size()));  // a plain pass: the sampled token
   const double cost = pass_seconds(carried) + drafts * draft_s_per_token_;
   return cost > 0 ? (1 + expected_tokens(lengths)) / cost : 0;
 }
@@ -100,15 +122,26 @@ void DraftLength::each_shape(std::vector<int>& lengths, int drafts_left, Visit&&
   }
 }
 
-std::vector<int> DraftLength::choose_tree() const {
-  if (pass_seconds(1) == 0 || max_branches_ == 1) return {choose()};
-  std::vector<int> best{1}, lengths;
+// The plain pass (no branch) is one of the candidates: where no draft pays,
+// every kProbeEvery-th pass drafts one token all the same (probe_or_plain).
+std::vector<int> DraftLength::choose_tree() {
+  if (pass_seconds(1) == 0) return {cap_};
+  std::vector<int> best, lengths;
   double best_rate = tree_rate(best);
   each_shape(lengths, cap_, [&](const std::vector<int>& shape) {
     const double r = tree_rate(shape);
     if (r > best_rate) best_rate = r, best = shape;
   });
+  if (best.empty()) return probe_or_plain();
+  plain_passes_ = 0;
   return best;
+}
+
+std::vector<int> DraftLength::probe_or_plain() {
+  if (++plain_passes_ < kProbeEvery) return {};
+  plain_passes_ = 0;
+  probing_ = true;
+  return {1};
 }
 
 std::vector<int> DraftLength::most_kept(int drafts) const {
@@ -124,12 +157,9 @@ std::vector<int> DraftLength::most_kept(int drafts) const {
   return best;
 }
 
-int DraftLength::choose() const {
-  if (pass_seconds(1) == 0) return cap_;
-  int best = 1;
-  for (int k = 2; k <= cap_; ++k)
-    if (rate(k) > rate(best)) best = k;
-  return best;
+int DraftLength::choose() {
+  const std::vector<int> shape = choose_tree();
+  return shape.empty() ? 0 : shape[0];
 }
 
 }  // namespace layerstream

@@ -4,8 +4,12 @@
 // depth. With a_d the share of drafts kept at depth d among those that
 // reached it, k drafts yield 1 + sum_{i=1..k} prod_{d<i} a_d tokens per pass
 // and cost pass(k + 1) + k * draft; the choice maximises tokens per second,
-// up to the cap. Measurements are moving averages, so the choice follows
-// acceptance and costs as they drift.
+// up to the cap. k = 0 (a plain one-token pass) wins where no draft pays,
+// e.g. a draft that is almost never kept: then every kProbeEvery-th pass
+// drafts one token all the same, so acceptance is still measured and a
+// draft that starts to agree is taken up again. Measurements are moving
+// averages (the first few samples of a depth plain means, so the prior
+// fades fast), so the choice follows acceptance and costs as they drift.
 //
 // Trees: with b_r the measured share of passes whose draw equals the rank-r
 // alternative first token when ranks < r did not (b_0 = a_0), branch r is
@@ -32,13 +36,15 @@ class DraftLength {
   void record_depth(int depth, bool kept);             // depth 0 = the first draft of a pass
   // A side branch's first token (rank >= 1) judged after ranks < rank missed.
   void record_alternative(int rank, bool kept);
-  // Drafts for the next pass, in [1, cap]. Before any pass is measured: the cap.
-  int choose() const;
+  // Drafts for the next pass, in [0, cap] (0: a plain pass, no draft): the
+  // first branch of choose_tree(), all of it with max_branches 1.
+  int choose();
   // Predicted tokens per second with k drafts (for reports and tests).
   double rate(int k) const;
-  // Branch lengths for the next pass (one entry: a chain). Before any pass is
-  // measured: the cap as a chain.
-  std::vector<int> choose_tree() const;
+  // Branch lengths for the next pass (one entry: a chain; none: a plain
+  // pass). Before any pass is measured: the cap as a chain. Call once per
+  // pass (it counts the passes since the last probe).
+  std::vector<int> choose_tree();
   // The shape of `drafts` drafts (at most the cap) the measured acceptance
   // says keeps the most, whatever it costs (fixed draft budgets).
   std::vector<int> most_kept(int drafts) const;
@@ -48,6 +54,7 @@ class DraftLength {
 
  private:
   double pass_seconds(int tokens) const;  // fitted line, >= the smallest measured pass's share
+  std::vector<int> probe_or_plain();     // where no draft pays: a plain pass, or a one-token probe
 
   // Calls visit(lengths) for every shape within the caps.
   template <class Visit>
@@ -58,9 +65,13 @@ class DraftLength {
   int pass_limit_;
   std::vector<double> alt_kept_;  // per rank >= 1: moving average of kept after the ranks before missed
   std::vector<double> pass_s_;   // per pass size (1..cap+1): moving average, 0 = not seen
+  std::vector<int> pass_count_;  // per pass size: passes measured (the size's weight in the fit)
   std::vector<double> kept_;     // per depth: moving average of kept (0..1)
+  std::vector<int> judged_;      // per depth: drafts judged so far (the average's weight while few)
+  int plain_passes_ = 0;         // passes in a row chosen plain (0 drafts), for the probe
+  bool probing_ = false;         // the last choice was a probe (its draft time is not recorded)
   double draft_s_per_token_ = 0;
-  bool drafted_ = false;
+  int proposals_ = 0;  // proposals measured (the first one is replaced by the second)
 };
 
 }  // namespace layerstream

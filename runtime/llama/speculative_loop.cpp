@@ -3,6 +3,7 @@
 #include "runtime/llama/speculative_loop.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <utility>
 
@@ -32,6 +33,8 @@ constexpr int kMaxPassTokens = kMaxDraftTokens + 1;
 static_assert(kMaxPassTokens <= kernels::kBatchInvariantTokens);
 
 namespace {
+
+std::atomic<RowRuleForTesting> row_rule_for_testing{nullptr};  // ScopedRowRuleForTesting
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -127,7 +130,7 @@ class Loop {
   // Branch lengths for this pass: chosen from the measured costs
   // (adaptive), or draft_max drafts shaped to keep the most by the measured
   // acceptance (fixed; a chain when branches is 1).
-  std::vector<int> shape() const {
+  std::vector<int> shape() {
     return opt_.adaptive ? length_.choose_tree() : length_.most_kept(opt_.draft_max);
   }
 
@@ -135,10 +138,13 @@ class Loop {
   // verification pass must not reach the context's last position, where
   // plain decoding would have stopped before it (sample() checks the
   // context's position, which the pass moves to its end).
+  // No branch (adaptive, where no draft pays, or no room) is a plain pass;
+  // the source is asked all the same, so that it follows the sequence
+  // through plain passes (a later call continues from there).
   Result<Tree> draft(int at) {
     std::vector<int> lengths = shape();
     const int room = ctx_.n_context() - at - 2;
-    if (room < 1) return Tree{};
+    if (room < 1) lengths.clear();
     for (int& l : lengths) {
       l = std::min(l, room);
       st_.draft_lengths_sum += l;
@@ -187,7 +193,7 @@ class Loop {
   // decoded next. The kept branch's KV cache becomes sequence 0's, cut after
   // the last row drawn from. Returns what to decode next (empty: stopped).
   Result<Batch> keep_agreed(const Tree& tree, int at, const SampleFn& sample, int& step) {
-    Batch next = draw(0, sample, step);
+    Batch next = draw(0, sample, step, tree.branches.empty() ? -1 : tree.branches[0][0]);
     int branch = -1;
     if (!next.empty() && !tree.branches.empty()) {
       branch = judge_first(tree, next.tokens[0]);
@@ -201,7 +207,7 @@ class Loop {
       const std::vector<int32_t>& b = tree.branches[branch];
       tokens_.push_back(b[0]);
       for (kept = 1;; ++kept) {
-        next = draw(tree.row[branch][kept - 1], sample, step);
+        next = draw(tree.row[branch][kept - 1], sample, step, kept < static_cast<int>(b.size()) ? b[kept] : -1);
         if (next.empty() || kept == static_cast<int>(b.size())) break;
         const bool agrees = next.tokens[0] == b[kept];
         judged(kept, agrees);
@@ -240,10 +246,13 @@ class Loop {
     ++st_.accepted;
   }
 
-  // The model's draw from row `row` of the verification pass.
-  Batch draw(int row, const SampleFn& sample, int& step) {
+  // The model's draw from row `row` of the verification pass, whose draft
+  // (for a test's row rule) is `drafted`, -1 when none.
+  Batch draw(int row, const SampleFn& sample, int& step, int32_t drafted) {
     const std::span<const float> logits = ctx_.logits(row);
     c_.last_logits[0].assign(logits.begin(), logits.end());
+    if (const RowRuleForTesting rule = row_rule_for_testing.load(std::memory_order_acquire))
+      rule(c_.last_logits[0], drafted);
     ++st_.tokens;
     return sample(step++);
   }
@@ -300,6 +309,10 @@ Result<SpeculativeStats> generate(Context& ctx, Context::Impl& c, const Speculat
   LS_RETURN_IF_ERROR(loop.run(sample, decode));
   return loop.stats();
 }
+
+ScopedRowRuleForTesting::ScopedRowRuleForTesting(RowRuleForTesting rule)
+    : previous_(row_rule_for_testing.exchange(rule, std::memory_order_acq_rel)) {}
+ScopedRowRuleForTesting::~ScopedRowRuleForTesting() { row_rule_for_testing.store(previous_, std::memory_order_release); }
 
 void add_to(Stats& st, const SpeculativeStats& s) {
   const double decode_tokens = st.decode_tokens_per_s * st.decode_s;

@@ -6,7 +6,9 @@
 // pass.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "layerstream/context.h"
@@ -31,6 +33,25 @@ Status check(const Context& ctx, const Context::Impl& c, const SpeculativeOption
 // kept one.
 Result<SpeculativeStats> generate(Context& ctx, Context::Impl& c, const SpeculativeOptions& o,
                                   const std::vector<int32_t>& fed, const SampleFn& sample, const DecodeFn& decode);
+
+// Test seam, for tests only (no public header reaches it): a rule that
+// rewrites each verification row's logits before the sampler draws from
+// it, given the token drafted at that row (-1 on the row after the last
+// draft). It lets a test run a broken acceptance rule (forcing the draft:
+// "keep every draft") and check that its statistics catch it. Null, the
+// default, leaves the rows as the model computed them.
+using RowRuleForTesting = void (*)(std::span<float> logits, int32_t draft);
+// Sets the rule while in scope (one at a time; the previous rule after).
+class ScopedRowRuleForTesting {
+ public:
+  explicit ScopedRowRuleForTesting(RowRuleForTesting rule);
+  ~ScopedRowRuleForTesting();
+  ScopedRowRuleForTesting(const ScopedRowRuleForTesting&) = delete;
+  ScopedRowRuleForTesting& operator=(const ScopedRowRuleForTesting&) = delete;
+
+ private:
+  RowRuleForTesting previous_;
+};
 
 // Adds `s` to the call's figures: the draft time joins decode_s (and the
 // decode rate), s becomes st.speculative.

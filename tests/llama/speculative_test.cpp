@@ -13,12 +13,14 @@
 //    not;
 //  - the draft length chosen from measured costs: long where passes cost
 //    the same whatever they carry, short where they grow with the tokens or
-//    drafts are rejected;
+//    drafts are rejected, none (plain passes, with a rare probe) where no
+//    draft pays;
 //  - a draft with another vocabulary, bad draft_max, several sequences:
 //    clear errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -273,11 +275,10 @@ TEST_F(SpeculativeTest, SamplingDrawsPlainSamplingsTokens) {
 
 // DraftLength on synthetic measurements: pass_ms(n) for n tokens, the
 // draft's ms per token, and the share kept at every depth.
-int chosen(double pass_fixed_ms, double pass_per_token_ms, double draft_ms, double kept) {
-  DraftLength length(kMaxDraftTokens);
-  EXPECT_EQ(length.choose(), kMaxDraftTokens) << "nothing measured: the cap";
+void measure(DraftLength& length, double pass_fixed_ms, double pass_per_token_ms, double draft_ms, double kept,
+             int rounds = 50) {
   double owed = 0;  // kept outcomes spread evenly (error diffusion), so the averages settle near `kept`
-  for (int round = 0; round < 50; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     for (int n = 1; n <= kMaxDraftTokens + 1; n += 3)
       length.record_pass(n, (pass_fixed_ms + pass_per_token_ms * n) * 1e-3);
     length.record_draft(4, 4 * draft_ms * 1e-3);
@@ -286,16 +287,25 @@ int chosen(double pass_fixed_ms, double pass_per_token_ms, double draft_ms, doub
     owed -= keep;
     for (int d = 0; d < kMaxDraftTokens; ++d) length.record_depth(d, keep);
   }
+}
+
+int chosen(double pass_fixed_ms, double pass_per_token_ms, double draft_ms, double kept) {
+  DraftLength length(kMaxDraftTokens);
+  EXPECT_EQ(length.choose(), kMaxDraftTokens) << "nothing measured: the cap";
+  measure(length, pass_fixed_ms, pass_per_token_ms, draft_ms, kept);
   return length.choose();
 }
 
 TEST(DraftLengthTest, ChoosesFromMeasuredCosts) {
   // Streamed: a pass is bytes / link whatever it carries, drafts are cheap.
   EXPECT_EQ(chosen(60, 0, 1, 0.9), kMaxDraftTokens);
-  // Compute-bound passes and a costly, often wrong draft: one draft.
-  EXPECT_EQ(chosen(10, 10, 5, 0.5), 1);
-  // Flat passes but every draft rejected: each extra draft only costs.
-  EXPECT_EQ(chosen(60, 0, 1, 0.0), 1);
+  // Compute-bound passes and a costly draft kept half the time: one draft
+  // (1.5 tokens for 35 ms) beats a plain pass (1 for 20 ms) only when kept
+  // more often; at 0.5 the plain pass wins.
+  EXPECT_EQ(chosen(10, 10, 5, 0.9), 1);
+  EXPECT_EQ(chosen(10, 10, 5, 0.5), 0);
+  // Flat passes but every draft rejected: each draft only costs; plain passes.
+  EXPECT_EQ(chosen(60, 0, 1, 0.0), 0);
   // In between: a middle length.
   const int mid = chosen(20, 3, 2, 0.7);
   EXPECT_GT(mid, 1);
@@ -466,6 +476,21 @@ TEST(DraftLengthTest, ChoosesATreeWhereItPays) {
   EXPECT_EQ(measured_tree(0.9, 0.3, 0.9).most_kept(6), std::vector<int>{6});
   const std::vector<int> second_guess = measured_tree(0.0, 1.0, 1.0).most_kept(6);
   EXPECT_EQ(second_guess, (std::vector<int>{1, 5})) << "the first guess never kept: one draft there, the rest on the second";
+}
+
+// Where no draft pays, one pass in a while drafts a token anyway, so a
+// draft that starts to agree is noticed and taken up again.
+TEST(DraftLengthTest, ProbesWhilePlainAndRecovers) {
+  DraftLength length(kMaxDraftTokens);
+  measure(length, 60, 0, 1, 0.0);
+  std::vector<int> choices;
+  for (int pass = 0; pass < 64; ++pass) choices.push_back(length.choose());
+  const int probes = static_cast<int>(std::count(choices.begin(), choices.end(), 1));
+  EXPECT_EQ(std::count(choices.begin(), choices.end(), 0) + probes, 64) << "plain passes and one-token probes only";
+  EXPECT_GE(probes, 2);
+  EXPECT_LE(probes, 8) << "probes are rare";
+  measure(length, 60, 0, 1, 0.9, /*rounds=*/20);  // the draft now agrees
+  EXPECT_EQ(length.choose(), kMaxDraftTokens);
 }
 
 TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {
