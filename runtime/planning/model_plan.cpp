@@ -26,6 +26,7 @@
 #include "runtime/planning/block_probe.h"
 #include "runtime/planning/box_probe.h"
 #include "runtime/planning/box_profile.h"
+#include "runtime/planning/expert_rows.h"
 #include "runtime/planning/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
@@ -384,9 +385,33 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   const DeviceInfo device = sched::device_info_for(backend);
   // The host-cost prediction follows the machine planned for (as `bench --box`).
   const DeviceInfo planned_for = sched::device_info_for(fig.box_backend.value_or(backend));
+  // Mixtures of experts: the expert-level rows beside the layer-level ones.
+  planning::ExpertRowInputs experts;
+  if (planning::describe_experts(plan, fp)) {
+    const BackendKind for_backend = fig.box_backend.value_or(backend);
+    experts.footprint = &fp;
+    experts.cost = &cost;
+    experts.device = [&fig](const llama::RunnerFootprint::Matmul& m, int tokens) {
+      return layer_seconds({m}, fig.rates, tokens);
+    };
+    if (host_box) {
+      experts.host = [&host_box](const llama::RunnerFootprint::Matmul& m, int tokens) {
+        return planning::matmul_seconds(host_box->host, m.type, m.n_out, m.n_in, m.bytes, tokens,
+                                        host_box->ram_read_gbps);
+      };
+    } else if (for_backend == BackendKind::kHost) {
+      experts.host = experts.device;  // the host backend's device is the CPU
+    }
+    experts.crossing_latency_s = for_backend == BackendKind::kCuda ? 10e-6 : 0;
+    experts.decode_cls = decode_cls;
+    experts.prefill_cls = prefill_cls;
+    experts.prefill_rates = has_prefill_rates;
+  }
   for (uint64_t b : plan_budgets(plan, o)) {
+    const ExpertBudgetPlan expert_row = experts.footprint ? planning::plan_expert_budget(experts, b) : ExpertBudgetPlan{};
     if (b < plan.min_vram_bytes) {
       BudgetPlan row;
+      row.experts = expert_row;
       row.vram_bytes = b;
       row.ram_bytes = o.ram_budget;
       row.placement = "below the minimum " + format_bytes(plan.min_vram_bytes) + " (KV + activations " +
@@ -398,6 +423,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     LS_ASSIGN_OR_RETURN(const planning::RunnerExecutorView view, planning::runner_executor_view(fp, planned, device));
     cost.set_host_factor(sched::host_factor_before_measurement(view.options, planned_for));
     plan.budgets.push_back(plan_budget_row(view, fp, cost, decode_cls, prefill_cls, has_prefill_rates));
+    plan.budgets.back().experts = expert_row;
   }
   return plan;
 }
