@@ -167,19 +167,19 @@ class PlanCommand : public Command {
     if (p.experts > 0) {
       for (size_t i = 0; i < p.budgets.size(); ++i) {
         const ExpertBudgetPlan& e = p.budgets[i].experts;
-        budgets[i]["experts"] = {{"fits", e.fits},
-                                 {"note", e.note},
-                                 {"resident_per_layer_min", e.resident_min},
-                                 {"resident_per_layer_max", e.resident_max},
-                                 {"resident_total", e.resident_total},
-                                 {"resident_bytes", e.resident_bytes},
-                                 {"rest", e.rest},
-                                 {"predicted_decode_tokens_per_s", e.decode_tokens_per_s},
-                                 {"predicted_prefill_tokens_per_s", e.prefill_tokens_per_s},
-                                 {"decode_fetch_bytes_per_token", e.decode_fetch_bytes_per_token},
-                                 {"n_cpu_moe", e.n_cpu_moe},
-                                 {"n_cpu_moe_decode_tokens_per_s", e.n_cpu_moe_decode_tokens_per_s},
-                                 {"n_cpu_moe_prefill_tokens_per_s", e.n_cpu_moe_prefill_tokens_per_s}};
+        budgets[i]["experts"] = {
+            {"fits", e.fits},
+            {"note", e.note},
+            {"resident_total", e.resident_total},
+            {"predicted", {{"decode_tokens_per_s", e.decode_tokens_per_s}, {"prefill_tokens_per_s", e.prefill_tokens_per_s}}},
+            {"resident_bytes", e.resident_bytes},
+            {"resident", {{"per_layer_min", e.resident_min}, {"per_layer_max", e.resident_max}}},
+            {"rest", e.rest},
+            {"decode_fetch_bytes_per_token", e.decode_fetch_bytes_per_token},
+            {"n_cpu_moe",
+             {{"n", e.n_cpu_moe},
+              {"decode_tokens_per_s", e.n_cpu_moe_decode_tokens_per_s},
+              {"prefill_tokens_per_s", e.n_cpu_moe_prefill_tokens_per_s}}}};
       }
     }
     nlohmann::json experts = nullptr;
@@ -187,9 +187,7 @@ class PlanCommand : public Command {
       experts = {{"count", p.experts},
                  {"used", p.experts_used},
                  {"moe_layers", p.moe_layers},
-                 {"expert_bytes", p.expert_bytes},
-                 {"all_experts_bytes", p.all_experts_bytes},
-                 {"dense_bytes", p.dense_bytes},
+                 {"bytes", {{"expert", p.expert_bytes}, {"all_experts", p.all_experts_bytes}, {"dense", p.dense_bytes}}},
                  {"active_expert_bytes_per_token", p.active_expert_bytes_per_token},
                  {"min_vram_bytes", p.expert_min_vram_bytes}};
     return {{"model", p.model},

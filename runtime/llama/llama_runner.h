@@ -154,8 +154,8 @@ struct RunnerFootprint {
   };
   std::vector<std::vector<Matmul>> matmuls;  // per layer: the weight matrices it multiplies
   // Per layer, its mixture of experts (count 0: none): one expert's matrices
-  // (its gate, up and down slices). The layer's `matmuls` count `used` of
-  // them, as one token uses them.
+  // (its gate, up and down slices). The layer's `matmuls` end with them
+  // (one.size() entries), each `used` slices wide, as one token runs them.
   struct Experts {
     uint32_t count = 0, used = 0;
     std::vector<Matmul> one;

@@ -41,11 +41,9 @@ PassCosts pass_costs(const ExpertRowInputs& in, int cls, int tokens) {
     c.count = ex.count;
     c.used = ex.used;
     c.expert_bytes = ex.bytes();
-    // The cost model's compute counts `used` experts run by every token of
-    // the pass; what is left is the dense part (with any probe correction).
-    double used_s = 0;
-    for (const Matmul& m : ex.one) used_s += in.device({m.type, m.n_out * ex.used, m.n_in, m.bytes * ex.used}, tokens);
-    c.dense_s = std::max(0.0, compute - used_s);
+    // The cost model's compute counts the experts as layer_matmul_seconds
+    // does; what is left is the dense part (with any probe correction).
+    c.dense_s = std::max(0.0, compute - expected_experts_seconds(ex, tokens, in.device));
     const int per_hit = static_cast<int>(std::ceil(sched::uniform_tokens_per_hit(ex.count, ex.used, tokens) - 1e-9));
     c.device_s = 0;
     for (const Matmul& m : ex.one) c.device_s += in.device(m, per_hit);
@@ -127,6 +125,24 @@ void fill_placement(const ExpertRowInputs& in, const PassCosts& dec, const PassC
 }
 
 }  // namespace
+
+double expected_experts_seconds(const llama::RunnerFootprint::Experts& ex, int tokens, const MatmulSeconds& site) {
+  if (ex.count == 0) return 0;
+  const double hits = ex.count * sched::expert_hit_probability(static_cast<double>(ex.used) / ex.count, tokens);
+  const int per_hit = static_cast<int>(std::ceil(sched::uniform_tokens_per_hit(ex.count, ex.used, tokens) - 1e-9));
+  double one = 0;
+  for (const Matmul& m : ex.one) one += site(m, per_hit);
+  return hits * one;
+}
+
+double layer_matmul_seconds(const llama::RunnerFootprint& fp, size_t layer, int tokens, const MatmulSeconds& site) {
+  const std::vector<Matmul>& mats = fp.matmuls[layer];
+  const llama::RunnerFootprint::Experts* ex = layer < fp.experts.size() ? &fp.experts[layer] : nullptr;
+  const size_t dense = ex && ex->count > 0 ? mats.size() - std::min(mats.size(), ex->one.size()) : mats.size();
+  double s = 0;
+  for (size_t j = 0; j < dense; ++j) s += site(mats[j], tokens);
+  return s + (ex ? expected_experts_seconds(*ex, tokens, site) : 0);
+}
 
 bool describe_experts(MemoryPlan& plan, const llama::RunnerFootprint& fp) {
   if (fp.experts.size() != fp.layers.size()) return false;  // a footprint made without experts

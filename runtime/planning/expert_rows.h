@@ -30,6 +30,14 @@ struct ExpertRowInputs {
   bool prefill_rates = false;     // false: no prefill prediction (0)
 };
 
+// Seconds of the experts a pass of `tokens` tokens runs through one layer
+// on a site, as expert_plan.h counts them: the expected distinct experts hit,
+// each with the tokens a hit carries (0 for a dense layer).
+double expected_experts_seconds(const llama::RunnerFootprint::Experts& experts, int tokens, const MatmulSeconds& site);
+// Seconds of layer `layer`'s matmuls for a pass of `tokens` tokens: its dense
+// matmuls, and its experts as above (not `used` experts shared by every token).
+double layer_matmul_seconds(const llama::RunnerFootprint& fp, size_t layer, int tokens, const MatmulSeconds& site);
+
 // The model's expert sizes into `plan` (MemoryPlan::experts ...); false, and
 // nothing set, for a dense model.
 bool describe_experts(MemoryPlan& plan, const llama::RunnerFootprint& fp);

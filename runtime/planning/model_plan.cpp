@@ -200,15 +200,20 @@ void record_compute_estimates(sched::CostModel& cost, const llama::RunnerFootpri
   const int n = static_cast<int>(fp.layers.size());
   const planning::BlockTimes* b = fig.block ? &*fig.block : nullptr;
   const int head = n - 1;
+  // A mixture of experts' layer runs the experts its tokens pick (expert_rows.h).
+  const planning::MatmulSeconds device = [&fig](const llama::RunnerFootprint::Matmul& m, int tokens) {
+    return layer_seconds({m}, fig.rates, tokens);
+  };
+  auto estimate = [&](int i, int tokens) { return planning::layer_matmul_seconds(fp, i, tokens, device); };
   double decode_extra = 0, prefill_ratio = 1;
   if (b) {
-    decode_extra = b->block_decode_s - layer_seconds(fp.matmuls[b->block_layer], fig.rates, fp.n_seq);
-    const double est = b->prefill_tokens > 0 ? layer_seconds(fp.matmuls[b->block_layer], fig.rates, b->prefill_tokens) : 0;
+    decode_extra = b->block_decode_s - estimate(b->block_layer, fp.n_seq);
+    const double est = b->prefill_tokens > 0 ? estimate(b->block_layer, b->prefill_tokens) : 0;
     if (est > 0 && b->block_prefill_s > 0) prefill_ratio = b->block_prefill_s / est;
   }
   for (int i = 0; i < n; ++i) {
-    const double dec = layer_seconds(fp.matmuls[i], fig.rates, fp.n_seq);
-    const double pre = layer_seconds(fp.matmuls[i], fig.rates, fp.max_pass_tokens);
+    const double dec = estimate(i, fp.n_seq);
+    const double pre = estimate(i, fp.max_pass_tokens);
     double d = dec, p = pre;
     if (b && i == head) {
       d = b->head_decode_s;
@@ -269,12 +274,10 @@ MemoryPlan plan_sizes(const std::string& path, const PlanOptions& o, const llama
 // planner chooses each block's site (the head stays on the device).
 void record_host_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const planning::BoxFigures& box,
                            int decode_cls, int prefill_cls) {
-  auto host_s = [&](int i, int tokens) {
-    double s = 0;
-    for (const auto& m : fp.matmuls[i])
-      s += planning::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
-    return s;
+  const planning::MatmulSeconds host = [&box](const llama::RunnerFootprint::Matmul& m, int tokens) {
+    return planning::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
   };
+  auto host_s = [&](int i, int tokens) { return planning::layer_matmul_seconds(fp, i, tokens, host); };
   for (int i = 0; i < static_cast<int>(fp.layers.size()); ++i) {
     cost.record_host_compute(i, decode_cls, host_s(i, fp.n_seq));
     if (prefill_cls != decode_cls) cost.record_host_compute(i, prefill_cls, host_s(i, fp.max_pass_tokens));
@@ -392,7 +395,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     experts.footprint = &fp;
     experts.cost = &cost;
     experts.device = [&fig](const llama::RunnerFootprint::Matmul& m, int tokens) {
-      return layer_seconds({m}, fig.rates, tokens);
+      return layer_seconds({m}, fig.rates, tokens);  // as record_compute_estimates
     };
     if (host_box) {
       experts.host = [&host_box](const llama::RunnerFootprint::Matmul& m, int tokens) {
