@@ -75,9 +75,9 @@ void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, 
 
   // Merge: n_chunks x n_head x head_dim multiply-adds, small next to the above.
   for (int64_t h = 0; h < p.n_head; ++h) {
-    float m = -INFINITY;
+    float m = p.sinks ? p.sinks[h] : -INFINITY;
     for (int64_t c = 0; c < n_chunks; ++c) m = std::max(m, part_m[c * p.n_head + h]);
-    float l = 0;
+    float l = p.sinks ? std::exp(p.sinks[h] - m) : 0.0f;  // the sink's share of the denominator
     float* out = p.out + h * hd;
     std::fill(out, out + hd, 0.0f);
     for (int64_t c = 0; c < n_chunks; ++c) {
