@@ -26,7 +26,7 @@ namespace layerstream {
 //     a preset may be followed by ",key=value" overrides.
 //   keys: layers, hidden, ffn, heads, kv_heads, head_dim, vocab, ctx, dtype (a
 //     matrix type or a mix: q8_0, q4_k, q4_k_m, ...), tied (0/1), and for a
-//     mixture of experts arch (qwen3moe, mixtral; default llama), experts,
+//     mixture of experts arch (qwen3moe, mixtral, gpt-oss; default llama), experts,
 //     experts_used, expert_ffn (each expert's width; the same field as ffn).
 // InvalidArgument naming the key or value when it is not one of these, or
 // when the shape is not a valid model (validate_example_spec).
