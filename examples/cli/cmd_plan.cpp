@@ -2,8 +2,10 @@
 // fast it would run at each budget, without running it (Model::plan): each
 // part's bytes, the minimum budget, the all-resident budget, and per budget
 // the placement and predicted decode / prefill tokens/s from box figures
-// (--box probe.json, or measured now). With --replicas N: the plan of one of
-// N replicas sharing --vram and --ram (cmd_plan_replicas.h).
+// (--box probe.json, or measured now). A mixture of experts also gets the
+// expert-level rows (resident experts per layer, predicted tokens/s) next to
+// llama.cpp's --n-cpu-moe equivalent at each budget. With --replicas N: the
+// plan of one of N replicas sharing --vram and --ram (cmd_plan_replicas.h).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -121,6 +123,49 @@ class PlanCommand : public Command {
                   format_bytes(b.ram_bytes).c_str(), b.layers_resident, b.layers_ram, b.layers_disk, b.slots,
                   b.predicted_decode_tokens_per_s, prefill);
     }
+    if (p.experts > 0) print_experts(p);
+  }
+
+  static std::string tokens_per_s(double v) {
+    char out[32] = "n/a";
+    if (v > 0) std::snprintf(out, sizeof out, "%.1f", v);
+    return out;
+  }
+
+  // The expert-level rows of a mixture of experts (memory_plan.h: ExpertBudgetPlan).
+  static void print_experts(const MemoryPlan& p) {
+    std::printf("\nexperts: %d per layer, %d used per token, %d MoE layers; one expert %s, all experts %s, the rest "
+                "(dense parts, head) %s; a decoded token reads %s of experts; KV + activations + every dense part: "
+                "%s\n",
+                p.experts, p.experts_used, p.moe_layers, format_bytes(p.expert_bytes).c_str(),
+                format_bytes(p.all_experts_bytes).c_str(), format_bytes(p.dense_bytes).c_str(),
+                format_bytes(p.active_expert_bytes_per_token).c_str(), format_bytes(p.expert_min_vram_bytes).c_str());
+    std::printf("expert-level placement (predicted under uniform routing; the executor does not place experts one by "
+                "one yet: the rows above are what runs today), next to llama.cpp --n-cpu-moe N at the same budget:\n");
+    std::printf("%12s %13s %9s %13s %13s %14s %12s | %11s %13s %14s\n", "vram", "experts/layer", "resident", "rest",
+                "decode tok/s", "prefill tok/s", "fetched/tok", "--n-cpu-moe", "decode tok/s", "prefill tok/s");
+    for (const BudgetPlan& b : p.budgets) {
+      const ExpertBudgetPlan& e = b.experts;
+      if (!e.fits) {
+        std::printf("%12s  does not run: %s\n", format_bytes(b.vram_bytes).c_str(), e.note.c_str());
+        continue;
+      }
+      const std::string per_layer = e.resident_min == e.resident_max
+                                        ? std::to_string(e.resident_min)
+                                        : std::to_string(e.resident_min) + "-" + std::to_string(e.resident_max);
+      std::string n_cpu_moe = "n/a", llama_decode = "n/a", llama_prefill = "n/a";
+      if (e.n_cpu_moe >= 0) {
+        n_cpu_moe = std::to_string(e.n_cpu_moe);
+        llama_decode = tokens_per_s(e.n_cpu_moe_decode_tokens_per_s);
+        llama_prefill = tokens_per_s(e.n_cpu_moe_prefill_tokens_per_s);
+      }
+      std::printf("%12s %13s %9llu %13s %13s %14s %12s | %11s %13s %14s\n", format_bytes(b.vram_bytes).c_str(),
+                  per_layer.c_str(), static_cast<unsigned long long>(e.resident_total),
+                  e.rest.empty() ? "-" : e.rest.c_str(), tokens_per_s(e.decode_tokens_per_s).c_str(),
+                  tokens_per_s(e.prefill_tokens_per_s).c_str(),
+                  format_bytes(static_cast<uint64_t>(e.decode_fetch_bytes_per_token)).c_str(), n_cpu_moe.c_str(),
+                  llama_decode.c_str(), llama_prefill.c_str());
+    }
   }
 
   static nlohmann::json to_json(const MemoryPlan& p) {
@@ -135,7 +180,34 @@ class PlanCommand : public Command {
                          {"predicted_decode_pass_s", b.predicted_decode_pass_s},
                          {"predicted_decode_tokens_per_s", b.predicted_decode_tokens_per_s},
                          {"predicted_prefill_tokens_per_s", b.predicted_prefill_tokens_per_s}});
+    if (p.experts > 0) {
+      for (size_t i = 0; i < p.budgets.size(); ++i) {
+        const ExpertBudgetPlan& e = p.budgets[i].experts;
+        budgets[i]["experts"] = {
+            {"fits", e.fits},
+            {"note", e.note},
+            {"resident_total", e.resident_total},
+            {"predicted", {{"decode_tokens_per_s", e.decode_tokens_per_s}, {"prefill_tokens_per_s", e.prefill_tokens_per_s}}},
+            {"resident_bytes", e.resident_bytes},
+            {"resident", {{"per_layer_min", e.resident_min}, {"per_layer_max", e.resident_max}}},
+            {"rest", e.rest},
+            {"decode_fetch_bytes_per_token", e.decode_fetch_bytes_per_token},
+            {"n_cpu_moe",
+             {{"n", e.n_cpu_moe},
+              {"decode_tokens_per_s", e.n_cpu_moe_decode_tokens_per_s},
+              {"prefill_tokens_per_s", e.n_cpu_moe_prefill_tokens_per_s}}}};
+      }
+    }
+    nlohmann::json experts = nullptr;
+    if (p.experts > 0)
+      experts = {{"count", p.experts},
+                 {"used", p.experts_used},
+                 {"moe_layers", p.moe_layers},
+                 {"bytes", {{"expert", p.expert_bytes}, {"all_experts", p.all_experts_bytes}, {"dense", p.dense_bytes}}},
+                 {"active_expert_bytes_per_token", p.active_expert_bytes_per_token},
+                 {"min_vram_bytes", p.expert_min_vram_bytes}};
     return {{"model", p.model},
+            {"experts", experts},
             {"context", p.context},
             {"sequences", p.sequences},
             {"pass_tokens", p.pass_tokens},

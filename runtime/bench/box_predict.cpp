@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "layerstream/units.h"
+#include "runtime/planning/expert_rows.h"
 #include "runtime/planning/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
@@ -20,12 +21,15 @@ using planning::runner_executor_view;
 
 namespace {
 
-// Seconds of a layer's matmuls for `tokens` tokens on a rate table.
-double layer_seconds(const std::vector<llama::RunnerFootprint::Matmul>& mats, const RateTable& r, int tokens,
+// Seconds of layer i's matmuls for `tokens` tokens on a rate table (a
+// mixture of experts' experts counted as expert_rows.h counts them).
+double layer_seconds(const llama::RunnerFootprint& fp, int i, const RateTable& r, int tokens,
                      double decode_fallback_gbps) {
-  double s = 0;
-  for (const auto& m : mats) s += matmul_seconds(r, m.type, m.n_out, m.n_in, m.bytes, tokens, decode_fallback_gbps);
-  return s;
+  return planning::layer_matmul_seconds(fp, static_cast<size_t>(i), tokens,
+                                        [&](const llama::RunnerFootprint::Matmul& m, int t) {
+                                          return matmul_seconds(r, m.type, m.n_out, m.n_in, m.bytes, t,
+                                                                decode_fallback_gbps);
+                                        });
 }
 
 // The runner's footprint on the profile's backend (without CUDA here, the
@@ -81,10 +85,10 @@ sched::CostModel prediction_cost(const BoxFigures& box, const PredictOptions& o,
   for (int i = 0; i < n; ++i) {
     // A prefill pass computes logits for the last token of its sequence only.
     const int t = i == fp.head_layer && !decode ? 1 : tokens;
-    const double dev_s = layer_seconds(fp.matmuls[i], dev_rates, t, 0);
+    const double dev_s = layer_seconds(fp, i, dev_rates, t, 0);
     cost.record_compute(i, cls, dev_s);
     if (box.has_host()) {
-      const double host_s = layer_seconds(fp.matmuls[i], box.host, t, box.ram_read_gbps);
+      const double host_s = layer_seconds(fp, i, box.host, t, box.ram_read_gbps);
       cost.record_host_compute(i, cls, host_s);
       if (i != fp.head_layer) sum_dev += dev_s, sum_host += host_s;
     }

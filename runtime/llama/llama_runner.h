@@ -153,6 +153,15 @@ struct RunnerFootprint {
     uint64_t bytes = 0;
   };
   std::vector<std::vector<Matmul>> matmuls;  // per layer: the weight matrices it multiplies
+  // Per layer, its mixture of experts (count 0: none): one expert's matrices
+  // (its gate, up and down slices). The layer's `matmuls` end with them
+  // (one.size() entries), each `used` slices wide, as one token runs them.
+  struct Experts {
+    uint32_t count = 0, used = 0;
+    std::vector<Matmul> one;
+    uint64_t bytes() const;  // one expert's bytes
+  };
+  std::vector<Experts> experts;
   int head_layer = -1;  // index in `layers` of the head (never on the host site); -1: none
   // The smallest budget create() accepts: the reserve plus the least the
   // strategy's placement needs (the planner: usually two window slots).

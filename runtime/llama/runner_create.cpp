@@ -180,6 +180,12 @@ Status LlamaRunner::Impl::load_reserve_tensors() {
   return Status::OK();
 }
 
+uint64_t RunnerFootprint::Experts::bytes() const {
+  uint64_t b = 0;
+  for (const Matmul& m : one) b += m.bytes;
+  return b;
+}
+
 Result<RunnerFootprint> LlamaRunner::footprint(const std::string& path, const RunnerOptions& o, BackendKind backend) {
   LS_ASSIGN_OR_RETURN(GgufFile file, read_gguf_file(path));
   return footprint(file, o, backend);
@@ -208,20 +214,24 @@ Result<RunnerFootprint> LlamaRunner::footprint(const GgufFile& file, const Runne
   for (size_t i = 0; i < list.specs.size(); ++i) {
     list.specs[i].compute = [](const sched::LayerRun&, Stream&) { return Status::OK(); };
     std::vector<RunnerFootprint::Matmul> mats;
+    RunnerFootprint::Experts experts;
     if (list.block[i] >= 0) {
       const LlamaBlock& b = m.blocks[list.block[i]];
       for (const GgufTensorInfo* t : b.matrices()) mats.push_back(matmul(*t));
       if (b.moe) {  // the router, and the experts a token uses: n_expert_used slices of each
         mats.push_back(matmul(b.moe->router));
         const uint32_t used = m.hparams.n_expert_used;
+        experts = {m.hparams.n_expert, used, {}};
         for (const GgufTensorInfo* t : {&b.moe->gate_exps, &b.moe->up_exps, &b.moe->down_exps}) {
           mats.push_back({t->type, int64_t(t->dims[1]) * used, int64_t(t->dims[0]), expert_slice(*t, 0).bytes * used});
+          experts.one.push_back({t->type, int64_t(t->dims[1]), int64_t(t->dims[0]), expert_slice(*t, 0).bytes});
         }
       }
     } else {
       mats.push_back(matmul(m.output));
     }
     f.matmuls.push_back(std::move(mats));
+    f.experts.push_back(std::move(experts));
   }
   f.layers = std::move(list.specs);
   f.min_vram_budget = min_vram_for(f.layers, L.total, o, sched::disk_reads_direct(sched::device_info_for(backend)));

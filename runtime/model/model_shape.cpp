@@ -40,11 +40,20 @@ struct Preset {
   const char* name;
   uint32_t layers, hidden, ffn, heads, kv_heads, vocab, ctx;
   ExampleMix mix;
+  const char* arch = "llama";
+  uint32_t experts = 0, experts_used = 0, head_dim = 0;  // ffn: each expert's width when experts > 0
 };
+// Qwen3-30B-A3B: its config.json (num_hidden_layers 48, hidden_size 2048,
+// num_attention_heads 32, num_key_value_heads 4, head_dim 128, num_experts
+// 128, num_experts_per_tok 8, moe_intermediate_size 768, vocab_size 151936,
+// max_position_embeddings 40960, every layer sparse, untied output).
 constexpr Preset kPresets[] = {
     {"llama-70b-q4_k_m", 80, 8192, 28672, 64, 8, 128256, 8192, ExampleMix::kQ4_K_M},
     {"llama-8b-q4_k_m", 32, 4096, 14336, 32, 8, 128256, 8192, ExampleMix::kQ4_K_M},
+    {"qwen3-30b-a3b-q4_k_m", 48, 2048, 768, 32, 4, 151936, 40960, ExampleMix::kQ4_K_M, "qwen3moe", 128, 8, 128},
 };
+constexpr const char* kKeys = "layers, hidden, ffn, heads, kv_heads, head_dim, vocab, ctx, dtype, tied, arch, experts, "
+                              "experts_used, expert_ffn";
 
 Result<uint32_t> parse_u32(std::string_view key, std::string_view v) {
   uint32_t out = 0;
@@ -75,10 +84,8 @@ Result<ExampleModelSpec> parse_model_shape(std::string_view text) {
       if (!first || !found) {
         std::string names;
         for (const Preset& p : kPresets) names += std::string(names.empty() ? "" : ", ") + p.name;
-        return Status::InvalidArgument(fmt::format(
-            "shape: '{}' is not a preset ({}, first) or key=value (layers, hidden, ffn, heads, kv_heads, vocab, ctx, "
-            "dtype, tied)",
-            item, names));
+        return Status::InvalidArgument(
+            fmt::format("shape: '{}' is not a preset ({}, first) or key=value ({})", item, names, kKeys));
       }
       s.n_layers = found->layers;
       s.n_embd = found->hidden;
@@ -89,6 +96,10 @@ Result<ExampleModelSpec> parse_model_shape(std::string_view text) {
       s.n_ctx = found->ctx;
       s.mix = found->mix;
       s.dtype = example_mix_base(found->mix);
+      s.arch = found->arch;
+      s.n_expert = found->experts;
+      s.n_expert_used = found->experts_used;
+      s.head_dim = found->head_dim;
       first = false;
       continue;
     }
@@ -102,22 +113,29 @@ Result<ExampleModelSpec> parse_model_shape(std::string_view text) {
       s.mix = mix.value_or(ExampleMix::kUniform);
       continue;
     }
-    uint32_t* field = key == "layers"     ? &s.n_layers
-                      : key == "hidden"   ? &s.n_embd
-                      : key == "ffn"      ? &s.n_ff
-                      : key == "heads"    ? &s.n_head
-                      : key == "kv_heads" ? &s.n_head_kv
-                      : key == "vocab"    ? &s.n_vocab
-                      : key == "ctx"      ? &s.n_ctx
-                                          : nullptr;
+    if (key == "arch") {
+      s.arch = std::string(v);  // validate_example_spec names the ones it knows
+      continue;
+    }
+    // A mixture of experts' FFN width is each expert's (the example model's n_ff).
+    uint32_t* field = key == "layers"                        ? &s.n_layers
+                      : key == "hidden"                      ? &s.n_embd
+                      : key == "ffn" || key == "expert_ffn"  ? &s.n_ff
+                      : key == "heads"                       ? &s.n_head
+                      : key == "kv_heads"                    ? &s.n_head_kv
+                      : key == "head_dim"                    ? &s.head_dim
+                      : key == "vocab"                       ? &s.n_vocab
+                      : key == "ctx"                         ? &s.n_ctx
+                      : key == "experts"                     ? &s.n_expert
+                      : key == "experts_used"                ? &s.n_expert_used
+                                                             : nullptr;
     if (key == "tied") {
       LS_ASSIGN_OR_RETURN(uint32_t t, parse_u32(key, v));
       s.tied_output = t != 0;
       continue;
     }
     if (!field)
-      return Status::InvalidArgument(fmt::format(
-          "shape: unknown key '{}' (layers, hidden, ffn, heads, kv_heads, vocab, ctx, dtype, tied)", key));
+      return Status::InvalidArgument(fmt::format("shape: unknown key '{}' ({})", key, kKeys));
     LS_ASSIGN_OR_RETURN(*field, parse_u32(key, v));
   }
   if (Status st = validate_example_spec(s); !st.ok()) return st.WithContext(fmt::format("shape '{}'", text));

@@ -19,10 +19,15 @@ namespace layerstream {
 // A shape description: a preset name, or a comma-separated key=value list.
 //   presets: llama-70b-q4_k_m (Llama-3-70B: 80 layers, hidden 8192, ffn
 //     28672, 64 heads, 8 KV heads, vocab 128256, context 8192, Q4_K_M mix),
-//     llama-8b-q4_k_m (32, 4096, 14336, 32, 8, 128256, 8192);
+//     llama-8b-q4_k_m (32, 4096, 14336, 32, 8, 128256, 8192),
+//     qwen3-30b-a3b-q4_k_m (Qwen3-30B-A3B, qwen3moe: 48 layers, hidden 2048,
+//     32 heads, 4 KV heads, head_dim 128, 128 experts of width 768, 8 used,
+//     vocab 151936, context 40960, Q4_K_M mix);
 //     a preset may be followed by ",key=value" overrides.
-//   keys: layers, hidden, ffn, heads, kv_heads, vocab, ctx, dtype (a matrix
-//     type or a mix: q8_0, q4_k, q4_k_m, ...), tied (0/1).
+//   keys: layers, hidden, ffn, heads, kv_heads, head_dim, vocab, ctx, dtype (a
+//     matrix type or a mix: q8_0, q4_k, q4_k_m, ...), tied (0/1), and for a
+//     mixture of experts arch (qwen3moe, mixtral, gpt-oss; default llama), experts,
+//     experts_used, expert_ffn (each expert's width; the same field as ffn).
 // InvalidArgument naming the key or value when it is not one of these, or
 // when the shape is not a valid model (validate_example_spec).
 Result<ExampleModelSpec> parse_model_shape(std::string_view text);

@@ -26,6 +26,7 @@
 #include "runtime/planning/block_probe.h"
 #include "runtime/planning/box_probe.h"
 #include "runtime/planning/box_profile.h"
+#include "runtime/planning/expert_rows.h"
 #include "runtime/planning/runner_executor_view.h"
 #include "runtime/core/log.h"
 #include "runtime/core/status_macros.h"
@@ -199,15 +200,20 @@ void record_compute_estimates(sched::CostModel& cost, const llama::RunnerFootpri
   const int n = static_cast<int>(fp.layers.size());
   const planning::BlockTimes* b = fig.block ? &*fig.block : nullptr;
   const int head = n - 1;
+  // A mixture of experts' layer runs the experts its tokens pick (expert_rows.h).
+  const planning::MatmulSeconds device = [&fig](const llama::RunnerFootprint::Matmul& m, int tokens) {
+    return layer_seconds({m}, fig.rates, tokens);
+  };
+  auto estimate = [&](int i, int tokens) { return planning::layer_matmul_seconds(fp, i, tokens, device); };
   double decode_extra = 0, prefill_ratio = 1;
   if (b) {
-    decode_extra = b->block_decode_s - layer_seconds(fp.matmuls[b->block_layer], fig.rates, fp.n_seq);
-    const double est = b->prefill_tokens > 0 ? layer_seconds(fp.matmuls[b->block_layer], fig.rates, b->prefill_tokens) : 0;
+    decode_extra = b->block_decode_s - estimate(b->block_layer, fp.n_seq);
+    const double est = b->prefill_tokens > 0 ? estimate(b->block_layer, b->prefill_tokens) : 0;
     if (est > 0 && b->block_prefill_s > 0) prefill_ratio = b->block_prefill_s / est;
   }
   for (int i = 0; i < n; ++i) {
-    const double dec = layer_seconds(fp.matmuls[i], fig.rates, fp.n_seq);
-    const double pre = layer_seconds(fp.matmuls[i], fig.rates, fp.max_pass_tokens);
+    const double dec = estimate(i, fp.n_seq);
+    const double pre = estimate(i, fp.max_pass_tokens);
     double d = dec, p = pre;
     if (b && i == head) {
       d = b->head_decode_s;
@@ -268,12 +274,10 @@ MemoryPlan plan_sizes(const std::string& path, const PlanOptions& o, const llama
 // planner chooses each block's site (the head stays on the device).
 void record_host_estimates(sched::CostModel& cost, const llama::RunnerFootprint& fp, const planning::BoxFigures& box,
                            int decode_cls, int prefill_cls) {
-  auto host_s = [&](int i, int tokens) {
-    double s = 0;
-    for (const auto& m : fp.matmuls[i])
-      s += planning::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
-    return s;
+  const planning::MatmulSeconds host = [&box](const llama::RunnerFootprint::Matmul& m, int tokens) {
+    return planning::matmul_seconds(box.host, m.type, m.n_out, m.n_in, m.bytes, tokens, box.ram_read_gbps);
   };
+  auto host_s = [&](int i, int tokens) { return planning::layer_matmul_seconds(fp, i, tokens, host); };
   for (int i = 0; i < static_cast<int>(fp.layers.size()); ++i) {
     cost.record_host_compute(i, decode_cls, host_s(i, fp.n_seq));
     if (prefill_cls != decode_cls) cost.record_host_compute(i, prefill_cls, host_s(i, fp.max_pass_tokens));
@@ -384,9 +388,33 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
   const DeviceInfo device = sched::device_info_for(backend);
   // The host-cost prediction follows the machine planned for (as `bench --box`).
   const DeviceInfo planned_for = sched::device_info_for(fig.box_backend.value_or(backend));
+  // Mixtures of experts: the expert-level rows beside the layer-level ones.
+  planning::ExpertRowInputs experts;
+  if (planning::describe_experts(plan, fp)) {
+    const BackendKind for_backend = fig.box_backend.value_or(backend);
+    experts.footprint = &fp;
+    experts.cost = &cost;
+    experts.device = [&fig](const llama::RunnerFootprint::Matmul& m, int tokens) {
+      return layer_seconds({m}, fig.rates, tokens);  // as record_compute_estimates
+    };
+    if (host_box) {
+      experts.host = [&host_box](const llama::RunnerFootprint::Matmul& m, int tokens) {
+        return planning::matmul_seconds(host_box->host, m.type, m.n_out, m.n_in, m.bytes, tokens,
+                                        host_box->ram_read_gbps);
+      };
+    } else if (for_backend == BackendKind::kHost) {
+      experts.host = experts.device;  // the host backend's device is the CPU
+    }
+    experts.crossing_latency_s = for_backend == BackendKind::kCuda ? 10e-6 : 0;
+    experts.decode_cls = decode_cls;
+    experts.prefill_cls = prefill_cls;
+    experts.prefill_rates = has_prefill_rates;
+  }
   for (uint64_t b : plan_budgets(plan, o)) {
+    const ExpertBudgetPlan expert_row = experts.footprint ? planning::plan_expert_budget(experts, b) : ExpertBudgetPlan{};
     if (b < plan.min_vram_bytes) {
       BudgetPlan row;
+      row.experts = expert_row;
       row.vram_bytes = b;
       row.ram_bytes = o.ram_budget;
       row.placement = "below the minimum " + format_bytes(plan.min_vram_bytes) + " (KV + activations " +
@@ -398,6 +426,7 @@ Result<MemoryPlan> Model::plan(const std::string& path, const PlanOptions& o) {
     LS_ASSIGN_OR_RETURN(const planning::RunnerExecutorView view, planning::runner_executor_view(fp, planned, device));
     cost.set_host_factor(sched::host_factor_before_measurement(view.options, planned_for));
     plan.budgets.push_back(plan_budget_row(view, fp, cost, decode_cls, prefill_cls, has_prefill_rates));
+    plan.budgets.back().experts = expert_row;
   }
   return plan;
 }

@@ -151,6 +151,41 @@ TEST(ModelShape, ParsesPresetsAndKeysAndRejectsJunk) {
   }
 }
 
+// Qwen3-30B-A3B's preset: the GGUF keys llama.cpp reads for qwen3moe, the
+// expert tensors' shapes, and 30.5 B parameters in all (Qwen's figure).
+TEST(ModelShape, Qwen3MoePresetHasTheModelsSizes) {
+  LS_ASSERT_OK_AND_ASSIGN(ls::ExampleModelSpec s, ls::parse_model_shape("qwen3-30b-a3b-q4_k_m"));
+  LS_ASSERT_OK_AND_ASSIGN(ls::GgufFile f, ls::model_shape_file(s, "shape qwen3"));
+  auto u32 = [&](const std::string& key) {
+    auto v = f.get_u32_or(key, 0);
+    return v.ok() ? *v : 0u;
+  };
+  EXPECT_EQ(u32("qwen3moe.block_count"), 48u);
+  EXPECT_EQ(u32("qwen3moe.embedding_length"), 2048u);
+  EXPECT_EQ(u32("qwen3moe.attention.head_count"), 32u);
+  EXPECT_EQ(u32("qwen3moe.attention.head_count_kv"), 4u);
+  EXPECT_EQ(u32("qwen3moe.attention.key_length"), 128u);
+  EXPECT_EQ(u32("qwen3moe.expert_count"), 128u);
+  EXPECT_EQ(u32("qwen3moe.expert_used_count"), 8u);
+  EXPECT_EQ(u32("qwen3moe.expert_feed_forward_length"), 768u);
+  uint64_t params = 0;
+  bool saw_experts = false;
+  for (const ls::GgufTensorInfo& t : f.tensors()) {
+    uint64_t n = 1;
+    for (uint64_t d : t.dims) n *= d;
+    params += n;
+    if (t.name == "blk.0.ffn_up_exps.weight") {
+      saw_experts = true;
+      EXPECT_EQ(t.dims, (std::vector<uint64_t>{2048, 768, 128}));
+    }
+  }
+  EXPECT_TRUE(saw_experts);
+  EXPECT_NEAR(static_cast<double>(params), 30.5e9, 0.05e9);
+  auto bad = ls::parse_model_shape("qwen3-30b-a3b-q4_k_m,experts_used=200");
+  EXPECT_TRUE(bad.status().IsInvalidArgument()) << bad.status().ToString();
+  EXPECT_FALSE(ls::parse_model_shape("arch=qwen3moe,layers=2,hidden=256,ffn=256,heads=4,kv_heads=2,vocab=600").ok());
+}
+
 // The shape file has the layout of the file the generator writes.
 TEST(ModelShape, FileMatchesTheGeneratedModel) {
   ls::testing::TempDir dir;

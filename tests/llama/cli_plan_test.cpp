@@ -6,7 +6,9 @@
 //  - run at the default log level: no log line inside the generated text
 //    (stderr merged into stdout, as on a terminal), --log-level accepted
 //    after the subcommand;
-//  - example-model refuses a size larger than the free disk before writing.
+//  - example-model refuses a size larger than the free disk before writing;
+//  - a mixture of experts (shape and file): the expert-level rows and
+//    llama.cpp's --n-cpu-moe equivalent against the bytes written out.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -41,6 +43,19 @@ std::string write_box(TempDir& dir) {
   const std::string path = dir.file("box.json");
   std::ofstream(path) << box.dump();
   return path;
+}
+
+// A GPU box with Q8_0 rates and host figures: the link, the host's RAM read
+// and decode GB/s as given.
+nlohmann::json q8_gpu_box(double link_gbps, double ram_read_gbps, double host_decode_gbps) {
+  testing::HandWrittenBox b{.device = "Some GPU", .type = "Q8_0", .link_gbps = link_gbps, .disk_gbps = 2.0};
+  b.decode_gbps = 1000.0;
+  b.prefill_gflops = 100000.0;
+  b.host_threads = 8;
+  b.ram_read_gbps = ram_read_gbps;
+  b.host_decode_gbps = host_decode_gbps;
+  b.host_prefill_gmacs = 50.0;
+  return testing::box_json(b);
 }
 
 std::string make_model(TempDir& dir, const std::string& extra = "") {
@@ -183,16 +198,7 @@ TEST(CliExampleModel, LargerThanTheFreeDiskIsRefusedBeforeWriting) {
 // host figures it streams them.
 TEST(CliPlan, ShapeWithHostFiguresPutsBlocksOnTheHost) {
   TempDir dir;
-  nlohmann::json box = testing::box_json({.device = "Some GPU",
-                                          .type = "Q8_0",
-                                          .link_gbps = 5.0,
-                                          .disk_gbps = 2.0,
-                                          .decode_gbps = 1000.0,
-                                          .prefill_gflops = 100000.0,
-                                          .host_threads = 8,
-                                          .ram_read_gbps = 100.0,
-                                          .host_decode_gbps = 80.0,
-                                          .host_prefill_gmacs = 50.0});
+  nlohmann::json box = q8_gpu_box(5.0, 100.0, 80.0);
   const std::string with_host = dir.file("host.json"), without = dir.file("nohost.json");
   std::ofstream(with_host) << box.dump();
   box.erase("host");
@@ -212,6 +218,84 @@ TEST(CliPlan, ShapeWithHostFiguresPutsBlocksOnTheHost) {
   CliResult no_box = run_cli("plan --shape " + shape);
   EXPECT_NE(no_box.exit_code, 0);
   EXPECT_NE((no_box.out + no_box.err).find("--box"), std::string::npos);
+}
+
+// A mixture of experts given by its shape (Q8_0: 34 bytes per 32 weights):
+// the expert sizes are the bytes written out here; per budget the resident
+// experts fit beside KV, activations and the dense parts; llama.cpp's
+// --n-cpu-moe N is the smallest that fits; all resident, both are the same
+// placement; the expert-level choice is never slower than --n-cpu-moe.
+TEST(CliPlan, MixtureOfExpertsShapePlansExperts) {
+  TempDir dir;
+  const nlohmann::json box = q8_gpu_box(4.0, 60.0, 40.0);
+  const std::string box_path = dir.file("box.json"), json = dir.file("plan.json");
+  std::ofstream(box_path) << box.dump();
+  const int layers = 4, hidden = 512, ffn = 256, experts = 16, used = 2;
+  const std::string shape = "arch=qwen3moe,layers=4,hidden=512,expert_ffn=256,heads=8,kv_heads=2,vocab=600,"
+                            "experts=16,experts_used=2,dtype=q8_0";
+  CliResult p = run_cli("plan --shape " + shape + " --box " + box_path + " --ctx 64 --budgets 7 --json " + json);
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  EXPECT_THAT(p.out, HasSubstr("--n-cpu-moe"));
+  EXPECT_THAT(p.out, HasSubstr("does not place experts one by one yet"));
+  const auto j = nlohmann::json::parse(std::ifstream(json));
+  const uint64_t expert_bytes = 3ull * hidden * ffn / 32 * 34;
+  const auto& e = j["experts"];
+  EXPECT_EQ(e["count"], experts);
+  EXPECT_EQ(e["used"], used);
+  EXPECT_EQ(e["moe_layers"], layers);
+  EXPECT_EQ(e["bytes"]["expert"], expert_bytes);
+  EXPECT_EQ(e["bytes"]["all_experts"], uint64_t{layers} * experts * expert_bytes);
+  EXPECT_EQ(e["active_expert_bytes_per_token"], uint64_t{layers} * used * expert_bytes);
+  EXPECT_EQ(e["bytes"]["dense"].get<uint64_t>() + e["bytes"]["all_experts"].get<uint64_t>(), j["weight_bytes"]);
+  const uint64_t fixed = e["min_vram_bytes"];
+  EXPECT_GE(fixed, j["kv_bytes"].get<uint64_t>() + j["activation_bytes"].get<uint64_t>() + e["bytes"]["dense"].get<uint64_t>());
+  auto resident_if = [&](int n) { return fixed + uint64_t(layers - n) * experts * expert_bytes; };
+  bool some_partial = false;
+  for (const auto& b : j["budgets"]) {
+    const uint64_t vram = b["vram_bytes"];
+    const auto& x = b["experts"];
+    ASSERT_EQ(x["fits"].get<bool>(), vram >= fixed) << vram;
+    if (!x["fits"].get<bool>()) continue;
+    const uint64_t resident = x["resident_total"];
+    EXPECT_EQ(x["resident_bytes"], resident * expert_bytes);
+    EXPECT_LE(fixed + resident * expert_bytes, vram);
+    some_partial |= resident > 0 && resident < uint64_t{layers} * experts;
+    const int n = x["n_cpu_moe"]["n"];
+    ASSERT_GE(n, 0);
+    EXPECT_LE(resident_if(n), vram);
+    if (n > 0) EXPECT_GT(resident_if(n - 1), vram);
+    EXPECT_GE(x["predicted"]["decode_tokens_per_s"].get<double>(),
+              x["n_cpu_moe"]["decode_tokens_per_s"].get<double>() * (1 - 1e-9));
+    EXPECT_GT(x["predicted"]["prefill_tokens_per_s"].get<double>(), 0);
+  }
+  EXPECT_TRUE(some_partial);
+  const auto& top = j["budgets"].back()["experts"];
+  EXPECT_EQ(top["resident_total"], layers * experts);
+  EXPECT_EQ(top["rest"], "");
+  EXPECT_EQ(top["n_cpu_moe"]["n"], 0);
+  EXPECT_NEAR(top["predicted"]["decode_tokens_per_s"].get<double>(), top["n_cpu_moe"]["decode_tokens_per_s"].get<double>(),
+              1e-9 * top["predicted"]["decode_tokens_per_s"].get<double>());
+}
+
+// An example mixture of experts file: the same expert figures from the file
+// as from its shape, and a dense model has none.
+TEST(CliPlan, MixtureOfExpertsFileMatchesItsShape) {
+  TempDir dir;
+  const std::string model = dir.file("moe.gguf"), box = write_box(dir), a = dir.file("a.json"), b = dir.file("b.json");
+  ASSERT_TRUE(testing::cli_example_model(model, "--arch qwen3moe --experts 8 --experts-used 2 --layers 2 --hidden 64 "
+                                                "--ffn 64 --heads 4 --kv-heads 2 --dtype f32 --ctx 128"));
+  CliResult pf = run_cli("plan " + model + " --box " + box + " --ctx 64 --backend host --vram 64MiB --json " + a);
+  ASSERT_EQ(pf.exit_code, 0) << pf.out << pf.err;
+  CliResult ps = run_cli("plan --shape arch=qwen3moe,experts=8,experts_used=2,layers=2,hidden=64,ffn=64,heads=4,"
+                         "kv_heads=2,vocab=512,ctx=128,dtype=f32 --box " + box + " --ctx 64 --backend host --vram 64MiB --json " + b);
+  ASSERT_EQ(ps.exit_code, 0) << ps.out << ps.err;
+  const auto jf = nlohmann::json::parse(std::ifstream(a)), js = nlohmann::json::parse(std::ifstream(b));
+  EXPECT_EQ(jf["experts"]["bytes"]["expert"], 3u * 64 * 64 * 4);
+  EXPECT_EQ(jf["experts"], js["experts"]);
+  EXPECT_EQ(jf["budgets"][0]["experts"]["resident_total"], 16);
+  const std::string dense = make_model(dir), c = dir.file("c.json");
+  ASSERT_EQ(run_cli("plan " + dense + " --box " + box + " --ctx 64 --backend host --json " + c).exit_code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(std::ifstream(c))["experts"].is_null());
 }
 
 }  // namespace

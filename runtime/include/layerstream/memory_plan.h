@@ -35,6 +35,31 @@ struct PlanOptions {
   int decode_position = -1;
 };
 
+// A mixture of experts at one budget with experts as placement units: every
+// dense part (attention, router, norms; the head) resident, per layer the
+// experts a token picks most resident, the rest computed on the host from RAM
+// or fetched to the device when picked (the cheaper per hit); and llama.cpp's
+// --n-cpu-moe N at the same budget. Expected figures under uniform routing
+// (no routing statistics are measured before a run). The executor does not
+// place experts one by one yet: this is the prediction for the expert-level
+// placement; what runs today is the layer-level row (BudgetPlan above).
+struct ExpertBudgetPlan {
+  bool fits = false;           // false: KV, activations and the dense parts do not fit (why in `note`)
+  std::string note;
+  int resident_min = 0, resident_max = 0;  // resident experts per layer (least, most)
+  uint64_t resident_total = 0;             // resident experts, all layers
+  uint64_t resident_bytes = 0;
+  std::string rest;            // where the other experts run: "host", "fetched", "host+fetched"; "" when none
+  double decode_tokens_per_s = 0, prefill_tokens_per_s = 0;  // prefill 0: the box has no prefill rates
+  double decode_fetch_bytes_per_token = 0;  // expected expert bytes over the link per decoded token
+  // llama.cpp's --n-cpu-moe N: every expert of the first N MoE layers on the
+  // host (copied to the device for batches of >= 32 tokens, as llama.cpp's
+  // op offload does), everything else on the device; the smallest N that
+  // fits. -1: does not fit, or no host figures to predict the host with.
+  int n_cpu_moe = -1;
+  double n_cpu_moe_decode_tokens_per_s = 0, n_cpu_moe_prefill_tokens_per_s = 0;
+};
+
 // One budget's placement and predicted speed.
 struct BudgetPlan {
   uint64_t vram_bytes = 0, ram_bytes = 0;
@@ -44,6 +69,7 @@ struct BudgetPlan {
   double predicted_decode_pass_s = 0;   // one pass of `sequences` tokens
   double predicted_decode_tokens_per_s = 0;
   double predicted_prefill_tokens_per_s = 0;  // passes of prefill_chunk tokens (0: the box has no prefill rates)
+  ExpertBudgetPlan experts;             // mixtures of experts only (MemoryPlan::experts > 0)
 };
 
 struct MemoryPlan {
@@ -59,6 +85,17 @@ struct MemoryPlan {
   // window slot unless every block can compute on the host (then none).
   uint64_t min_vram_bytes = 0;
   uint64_t all_resident_vram_bytes = 0;  // KV + activations + every layer resident
+  // A mixture of experts (experts > 0; 0: a dense model): experts per MoE
+  // layer and per token, the MoE layers, the largest layer's bytes of one
+  // expert, every expert's bytes, the rest of the weights (dense parts and
+  // head), and the expected expert bytes one decoded token reads (used x an
+  // expert's bytes, summed over layers).
+  int experts = 0, experts_used = 0, moe_layers = 0;
+  uint64_t expert_bytes = 0, all_experts_bytes = 0, dense_bytes = 0;
+  uint64_t active_expert_bytes_per_token = 0;
+  // The least an expert-level placement needs: KV + activations + every
+  // dense part resident (each rounded to the slot alignment), no expert.
+  uint64_t expert_min_vram_bytes = 0;
   // The figures predictions come from.
   std::string figures_source;        // "box file X" or "measured now"
   double link_gbps = 0, disk_gbps = 0;
