@@ -35,6 +35,7 @@ xgrammar::CompiledGrammar compile_with(xgrammar::GrammarCompiler& compiler, cons
       return compiler.CompileJSONSchema(c.text, f.any_whitespace, std::nullopt, std::nullopt, f.strict, max_run);
     case ConstraintKind::kRegex: return compiler.CompileRegex(c.text);
     case ConstraintKind::kGrammar: return compiler.CompileGrammar(c.text, "root");
+    case ConstraintKind::kStructuralTag: return compiler.CompileStructuralTag(c.text);
   }
   throw std::invalid_argument("unknown constraint kind");
 }
@@ -116,7 +117,9 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Co
   }
   try {
     xgrammar::CompiledGrammar compiled = compile_with(impl_->compiler, constraint);
-    const bool json = constraint.kind == ConstraintKind::kJsonObject || constraint.kind == ConstraintKind::kJsonSchema;
+    // A structural tag's JSON (tool calls' arguments) is JSON too.
+    const bool json =
+        constraint.kind != ConstraintKind::kRegex && constraint.kind != ConstraintKind::kGrammar;
     return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(std::make_unique<CompiledGrammar::Impl>(
         CompiledGrammar::Impl{std::move(compiled), impl_->logits_size, json ? impl_->json_control_tokens : nullptr})));
   } catch (const std::exception& e) {
