@@ -48,10 +48,12 @@ CallShape shape_of(ToolCallFormat format) {
 }
 
 // One tag per tool: {"name": "f", "arguments": <args under f's schema>}.
+// A function without parameters takes none: its arguments are {}.
 ordered_json call_tag(const CallShape& shape, const ordered_json& function) {
-  ordered_json parameters = function.contains("parameters") && function["parameters"].is_object()
-                                ? function["parameters"]
-                                : ordered_json{{"type", "object"}};
+  ordered_json parameters =
+      function.contains("parameters") && function["parameters"].is_object()
+          ? function["parameters"]
+          : ordered_json{{"type", "object"}, {"properties", ordered_json::object()}, {"additionalProperties", false}};
   return {{"type", "tag"},
           {"begin", shape.before_name + function["name"].dump() + shape.between},
           {"content",

@@ -127,7 +127,7 @@ struct ToolCallForcing {
 // The constraint (for GenerateOptions::structured or Model::constrain) under
 // which a reply is only tool calls written in `format`, each naming a tool of
 // `tools_json` (OpenAI's `tools`) with arguments valid under that tool's
-// "parameters" schema (any object when it has none), so that
+// "parameters" schema ({} when it has none), so that
 // parse_tool_calls finds them. InvalidArgument for kNone, tools_json that is
 // not an array of function tools, or a function not among them.
 Result<StructuredOutput> forced_tool_calls(ToolCallFormat format, const std::string& tools_json,
