@@ -111,14 +111,16 @@ def forced(client, tools):
                                                max_tokens=80, tool_choice=choice_field,
                                                parallel_tool_calls=parallel)
             choice = r.choices[0]
-            check(choice.finish_reason == "tool_calls", f"{choice_field}: {choice}")
+            # With parallel calls a small model may go on calling until max_tokens.
+            check(choice.finish_reason == "tool_calls" or (parallel and choice.finish_reason == "length"),
+                  f"{choice_field}: {choice}")
             check(len(choice.message.tool_calls) >= 1 and (parallel or len(choice.message.tool_calls) == 1),
                   f"{choice_field} parallel={parallel}: {choice.message.tool_calls}")
             for call in choice.message.tool_calls:
                 check(call.function.name in names, f"{choice_field}: called {call.function.name}")
                 check_valid(call.function.name, call.function.arguments)
         calls, finish = streamed_calls(client, messages=UNRELATED, tools=tools, temperature=0, max_tokens=80,
-                                       tool_choice=choice_field)
+                                       tool_choice=choice_field, parallel_tool_calls=False)
         check(finish == "tool_calls" and calls and all(c.function.name in names for c in calls.values()),
               f"streamed {choice_field}: {finish} {calls}")
     try:
@@ -152,7 +154,7 @@ def main():
         with Server(args.cli, path, *flags) as s:
             client = openai.OpenAI(base_url=s.base + "/v1", api_key="unused", max_retries=0, timeout=120)
             round_trip(client, [{"role": "user", "content": "What is the weather in Paris?"}], TOOLS,
-                       tool_choice="required")
+                       tool_choice="required", parallel_tool_calls=False)
         ran.append("gemma-3: called (required), streamed, answered")
     if not ran:
         print(f"skip: neither {SMOLLM} nor {GEMMA} is in {args.models_dir}")
