@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "runtime/grammar/grammar_compiler.h"
+#include "runtime/grammar/json_schema_bounds.h"
 #include "runtime/grammar/xgrammar_impl.h"
 
 namespace layerstream::grammar {
@@ -32,7 +33,8 @@ xgrammar::CompiledGrammar compile_with(xgrammar::GrammarCompiler& compiler, cons
       return compiler.CompileJSONSchema(R"({"type": "object"})", f.any_whitespace, std::nullopt, std::nullopt,
                                         /*strict_mode=*/false, max_run);
     case ConstraintKind::kJsonSchema:
-      return compiler.CompileJSONSchema(c.text, f.any_whitespace, std::nullopt, std::nullopt, f.strict, max_run);
+      return compiler.CompileJSONSchema(bound_time_fractions(c.text), f.any_whitespace, std::nullopt, std::nullopt,
+                                        f.strict, max_run);
     case ConstraintKind::kRegex: return compiler.CompileRegex(c.text);
     case ConstraintKind::kGrammar: return compiler.CompileGrammar(c.text, "root");
     case ConstraintKind::kStructuralTag: return compiler.CompileStructuralTag(c.text);
