@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "runtime/grammar/grammar_compiler.h"
-#include "runtime/grammar/json_schema_bounds.h"
+#include "runtime/grammar/json_formats.h"
 #include "runtime/grammar/xgrammar_impl.h"
 
 namespace layerstream::grammar {
@@ -33,7 +33,7 @@ xgrammar::CompiledGrammar compile_with(xgrammar::GrammarCompiler& compiler, cons
       return compiler.CompileJSONSchema(R"({"type": "object"})", f.any_whitespace, std::nullopt, std::nullopt,
                                         /*strict_mode=*/false, max_run);
     case ConstraintKind::kJsonSchema:
-      return compiler.CompileJSONSchema(bound_time_fractions(c.text), f.any_whitespace, std::nullopt, std::nullopt,
+      return compiler.CompileJSONSchema(strict_formats(c.text), f.any_whitespace, std::nullopt, std::nullopt,
                                         f.strict, max_run);
     case ConstraintKind::kRegex: return compiler.CompileRegex(c.text);
     case ConstraintKind::kGrammar: return compiler.CompileGrammar(c.text, "root");
