@@ -57,14 +57,17 @@ class ForcedToolCallsTest : public ::testing::Test {
   void SetUp() override {
     if (!grammar::structured_output_available()) GTEST_SKIP() << "a build without structured output";
     const std::string path = dir_.file("model.gguf");
-    ASSERT_TRUE(testing::write_scratch_model(
-                    path, testing::tiny_llama_spec(GgmlType::F32, testing::fresh_seed(), 512))
-                    .ok());
+    const ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::F32, testing::fresh_seed(), 512);
+    ASSERT_TRUE(testing::write_scratch_model(path, spec).ok());
+    model_ = Model::open(path, host_options()).value();
+  }
+
+  static ModelOptions host_options() {
     ModelOptions o;
     o.backend = Backend::kHost;
     o.host_threads = 2;
     o.context = 512;
-    model_ = Model::open(path, o).value();
+    return o;
   }
 
   // The reply under the constraint at temperature 1.
