@@ -251,6 +251,9 @@ class TokenEvent(metaclass=_NbType):
     @property
     def token(self) -> int: ...
     @property
+    def logprob(self) -> TokenLogprob | None:
+        """The token's TokenLogprob when generate() was asked for logprobs, else None."""
+    @property
     def piece(self) -> str:
         """The text this token completes (invalid UTF-8 reads as U+FFFD)."""
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ._layerstream import ChatTemplate, Context, Generation, ToolCallStream
-from .completion import finish_reason, generation_on
+from ._layerstream import ChatTemplate, Context, GenerateResult, Generation, ToolCallStream
+from .completion import TokenLogprobs, chat_logprobs, finish_reason, generation_on
 
 ChatCompletion = dict[str, Any]
 
@@ -37,8 +37,10 @@ class ChatCall:
     share, the prompt's token count, and whether tools were offered (only
     then is the reply parsed for calls)."""
 
-    def __init__(self, model_name: str, template: ChatTemplate, prompt_tokens: int, with_tools: bool) -> None:
+    def __init__(self, model_name: str, template: ChatTemplate, prompt_tokens: int, with_tools: bool,
+                 piece: Callable[[int], str] | None = None) -> None:
         self.id = f"chatcmpl-{uuid.uuid4()}"
+        self.piece = piece  # a token's text, when logprobs are asked for
         self.created = int(time.time())
         self.model_name = model_name
         self.template = template
@@ -49,7 +51,15 @@ class ChatCall:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.model_name,
                 "choices": [choice]}
 
-    def completion(self, text: str, generated: int, reason: str | None) -> ChatCompletion:
+    def logprobs(self, result: GenerateResult) -> dict[str, Any] | None:
+        """The answer's ``logprobs`` object (None when not asked for)."""
+        if self.piece is None:
+            return None
+        entries = list(result.logprobs[0]) if result.logprobs else []
+        return chat_logprobs(self.piece, entries, list(result.generated[0])[: len(entries)])
+
+    def completion(self, text: str, generated: int, reason: str | None,
+                   logprobs: dict[str, Any] | None = None) -> ChatCompletion:
         """The whole answer: the assistant message, its tool calls parsed
         (finish_reason "tool_calls" when it made any)."""
         content, calls = self.template.parse_tool_calls(text) if self.with_tools else (text, [])
@@ -57,15 +67,16 @@ class ChatCall:
         if calls:
             message["tool_calls"] = openai_tool_calls(calls)
             reason = "tool_calls"
-        out = self._object("chat.completion", {"index": 0, "message": message, "logprobs": None,
+        out = self._object("chat.completion", {"index": 0, "message": message, "logprobs": logprobs,
                                                "finish_reason": reason})
         out["usage"] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": generated,
                         "total_tokens": self.prompt_tokens + generated}
         return out
 
-    def chunk(self, delta: dict[str, Any], reason: str | None = None) -> ChatCompletion:
+    def chunk(self, delta: dict[str, Any], reason: str | None = None,
+              logprobs: dict[str, Any] | None = None) -> ChatCompletion:
         """One ``chat.completion.chunk``."""
-        return self._object("chat.completion.chunk", {"index": 0, "delta": delta, "logprobs": None,
+        return self._object("chat.completion.chunk", {"index": 0, "delta": delta, "logprobs": logprobs,
                                                       "finish_reason": reason})
 
 
@@ -81,6 +92,7 @@ class ChatCompletionStream(Iterator[ChatCompletion]):
         self._generation = generation
         self._calls: ToolCallStream | None = call.template.tool_call_stream() if call.with_tools else None
         self._queue: list[ChatCompletion] = [call.chunk({"role": "assistant", "content": ""})]
+        self._logprobs = TokenLogprobs(call.piece, 0) if call.piece is not None else None
         self._done = False
 
     def __iter__(self) -> ChatCompletionStream:
@@ -96,21 +108,28 @@ class ChatCompletionStream(Iterator[ChatCompletion]):
     def _advance(self) -> None:
         """Queues the chunks of the next token, or the closing ones."""
         for event in self._generation:
+            if self._logprobs is not None:
+                self._logprobs.add(event)
             text = self._calls.feed(event.piece) if self._calls is not None else event.piece
             if text:
-                self._queue.append(self._call.chunk({"content": text}))
+                self._queue.append(self._call.chunk({"content": text}, None, self._held_logprobs()))
                 return
         reason = finish_reason(self._generation.result)
         if self._calls is not None:
             content, calls = self._calls.finish()
             if content:
-                self._queue.append(self._call.chunk({"content": content}))
+                self._queue.append(self._call.chunk({"content": content}, None, self._held_logprobs()))
             if calls:
                 tool_calls = [dict(c, index=i) for i, c in enumerate(openai_tool_calls(calls))]
-                self._queue.append(self._call.chunk({"tool_calls": tool_calls}))
+                self._queue.append(self._call.chunk({"tool_calls": tool_calls}, None, self._held_logprobs()))
                 reason = "tool_calls"
-        self._queue.append(self._call.chunk({}, reason))
+        # Tokens that showed no text (held as a call, the end-of-generation token) go with the last chunk.
+        self._queue.append(self._call.chunk({}, reason, self._held_logprobs()))
         self.close()
+
+    def _held_logprobs(self) -> dict[str, Any] | None:
+        """The logprobs of the tokens since the last chunk (when asked for)."""
+        return self._logprobs.take_chat() if self._logprobs is not None else None
 
     def close(self) -> None:
         """Stops the generation at the next token and gives the context's
@@ -134,4 +153,4 @@ def start_chat(context: Context, call: ChatCall, tokens: Sequence[int], sampling
         return ChatCompletionStream(call, context, generation_on(context, tokens, sampling))
     with context:
         result = context.complete(list(tokens), **sampling)
-    return call.completion(result.text[0], len(result.generated[0]), finish_reason(result))
+    return call.completion(result.text[0], len(result.generated[0]), finish_reason(result), call.logprobs(result))

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
-from ._layerstream import Context, GenerateResult, Generation, TokenLogprob
+from ._layerstream import Context, GenerateResult, Generation, TokenEvent, TokenLogprob
 
 Prompt = Union[str, Sequence[int]]
 Completion = dict[str, Any]
@@ -65,6 +65,57 @@ def sampling_args(*, stop: str | Sequence[str] | None, logit_bias: Mapping[int, 
     return dict(fields, stop=stop_list(stop), logit_bias=bias)
 
 
+class TokenLogprobs:
+    """A stream's generated tokens and their logprobs (TokenEvent.logprob)
+    since the last chunk, handed out as the chunk's completions
+    ``logprobs`` object; text offsets run on from `first_offset` over the
+    whole stream."""
+
+    def __init__(self, piece: Callable[[int], str], first_offset: int) -> None:
+        self._piece = piece
+        self._offset = first_offset
+        self._tokens: list[int] = []
+        self._entries: list[TokenLogprob | None] = []
+
+    def add(self, event: TokenEvent) -> None:
+        self._tokens.append(event.token)
+        self._entries.append(event.logprob)
+
+    def take(self) -> dict[str, Any] | None:
+        """The tokens since the last take (None when there are none)."""
+        if not self._tokens:
+            return None
+        out = logprobs_dict(self._piece, self._entries, self._tokens, self._offset)
+        self._offset += sum(len(p) for p in out["tokens"])
+        self._tokens, self._entries = [], []
+        return out
+
+    def take_chat(self) -> dict[str, Any] | None:
+        """The same in chat's shape (chat_logprobs)."""
+        if not self._tokens:
+            return None
+        out = chat_logprobs(self._piece, self._entries, self._tokens)
+        self._tokens, self._entries = [], []
+        return out
+
+
+def chat_logprobs(piece: Callable[[int], str], entries: Sequence[TokenLogprob | None],
+                  tokens: Sequence[int]) -> dict[str, Any]:
+    """OpenAI's chat ``logprobs`` object: ``content``, per token its text,
+    logprob, UTF-8 bytes and top_logprobs (the same for each alternative)."""
+
+    def one(token: int, logprob: float) -> dict[str, Any]:
+        text = piece(token)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+    content = []
+    for token, entry in zip(tokens, entries):
+        if entry is None:
+            continue
+        content.append(dict(one(token, entry.logprob), top_logprobs=[one(t, lp) for t, lp in entry.top]))
+    return {"content": content}
+
+
 class CompletionCall:
     """One create_completion call: the id, time and model every object of
     its answer shares, and the prompt's tokens."""
@@ -115,9 +166,10 @@ class CompletionCall:
         }
         return out
 
-    def chunk(self, text: str, reason: str | None = None) -> Completion:
-        """One stream chunk: the text of the tokens since the last one."""
-        return self._object(text, reason)
+    def chunk(self, text: str, reason: str | None = None, logprobs: dict[str, Any] | None = None) -> Completion:
+        """One stream chunk: the text of the tokens since the last one (and
+        their logprobs when asked for)."""
+        return self._object(text, reason, logprobs)
 
 
 class CompletionStream(Iterator[Completion]):
@@ -132,6 +184,7 @@ class CompletionStream(Iterator[Completion]):
         self._context = context
         self._generation = generation
         self._pending_echo = prompt_text if call.echo else ""
+        self._logprobs = TokenLogprobs(call.piece, len(prompt_text)) if call.piece is not None else None
         self._done = False
 
     def __iter__(self) -> CompletionStream:
@@ -141,10 +194,14 @@ class CompletionStream(Iterator[Completion]):
         if self._done:
             raise StopIteration
         for event in self._generation:
+            if self._logprobs is not None:
+                self._logprobs.add(event)
             if event.piece:
                 text, self._pending_echo = self._pending_echo + event.piece, ""
-                return self._call.chunk(text)
-        last = self._call.chunk(self._pending_echo, finish_reason(self._generation.result))
+                return self._call.chunk(text, None, self._logprobs.take() if self._logprobs else None)
+        # The tokens that completed no text (the end-of-generation token) go with the last chunk.
+        last = self._call.chunk(self._pending_echo, finish_reason(self._generation.result),
+                                self._logprobs.take() if self._logprobs else None)
         self.close()
         return last
 

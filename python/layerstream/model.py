@@ -69,7 +69,8 @@ class Model(_layerstream.Model):
             logprobs: with this many alternatives per token, the choice's
                 ``logprobs`` (tokens, token_logprobs, top_logprobs,
                 text_offset), of the prompt's tokens too with echo; None:
-                none. Not with stream=True.
+                none. Streamed, each chunk carries its tokens' (not with
+                echo).
             typical_p: locally typical sampling mass (1: off).
             presence_penalty: subtracted from the logit of a token that
                 occurs in the last repeat_last_n (OpenAI's; 0: off).
@@ -83,13 +84,14 @@ class Model(_layerstream.Model):
             ValueError: (InvalidArgumentError) the prompt does not fit the
                 context, or it is empty; a sampling value out of range
                 (the library's validate_sampling names it); logprobs with
-                stream=True.
+                echo and stream=True.
             MemoryError: (OutOfBudgetError) no sequence of the pool is free.
         """
         tokens = self.tokenize(prompt, add_special=True, parse_special=True) if isinstance(prompt, str) else list(
             prompt)
-        if logprobs is not None and stream:
-            raise ValueError("create_completion: logprobs is not available with stream=True")
+        if logprobs is not None and stream and echo:
+            raise ValueError("create_completion: logprobs with echo is not available with stream=True "
+                             "(the prompt's come with the whole result)")
         sampling = sampling_args(max_tokens=self._max_tokens(max_tokens, tokens), temperature=temperature,
                                  top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
                                  repeat_last_n=repeat_last_n, seed=seed, typical_p=typical_p,
@@ -124,6 +126,8 @@ class Model(_layerstream.Model):
         stop: str | Sequence[str] | None = None,
         stream: bool = False,
         chat_template: str = "",
+        logprobs: bool = False,
+        top_logprobs: int | None = None,
     ) -> ChatCompletion | ChatCompletionStream:
         """A reply to a conversation as an OpenAI ``chat.completion`` dict.
 
@@ -164,6 +168,11 @@ class Model(_layerstream.Model):
                 with one that has finish_reason.
             chat_template: a built-in template name or a Jinja file to use
                 instead of the file's; "": the file's.
+            logprobs: the choice's ``logprobs`` (``content``: per generated
+                token its text, logprob and bytes); streamed, each chunk
+                carries its tokens'.
+            top_logprobs: with logprobs, this many alternatives per token
+                (0-20; None: 0).
 
         Returns:
             The chat completion dict, or with stream=True a
@@ -175,6 +184,10 @@ class Model(_layerstream.Model):
                 the template refuses, or a prompt that does not fit.
             TypeError: a message or tool call that is not a dict of str.
         """
+        if top_logprobs is not None and not logprobs:
+            raise ValueError("create_chat_completion: top_logprobs needs logprobs=True")
+        if top_logprobs is not None and not 0 <= top_logprobs <= 20:
+            raise ValueError(f"create_chat_completion: top_logprobs is {top_logprobs}; it must be in [0, 20]")
         if tool_choice not in (None, "auto", "none"):
             raise ValueError(f"tool_choice: {tool_choice!r} is not supported (want 'auto', 'none' or None)")
         if tool_choice == "none":
@@ -187,7 +200,10 @@ class Model(_layerstream.Model):
                                  repeat_last_n=repeat_last_n, seed=seed, typical_p=typical_p,
                                  presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
                                  logit_bias=logit_bias, stop=stop_list(stop) + list(template.turn_ends))
-        call = ChatCall(self.info.path, template, len(tokens), bool(tools))
+        if logprobs:
+            sampling.update(logprobs=top_logprobs or 0)
+        piece = (lambda t: self.detokenize([t])) if logprobs else None
+        call = ChatCall(self.info.path, template, len(tokens), bool(tools), piece)
         self._close_last_stream()
         return self._remember(start_chat(self.create_context(), call, tokens, sampling, stream))
 

@@ -4,6 +4,7 @@
 #include "generation.h"
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -149,6 +150,8 @@ void bind_generation(nb::module_& m) {
 The text is empty while a multibyte character is incomplete.)")
       .def_ro("sequence", &TokenEvent::sequence)
       .def_ro("token", &TokenEvent::token)
+      .def_ro("logprob", &TokenEvent::logprob,
+              "The token's TokenLogprob when generate() was asked for logprobs, else None.")
       .def_prop_ro(
           "piece", [](const TokenEvent& e) { return utf8_text(e.piece); },
           "The text this token completes (invalid UTF-8 reads as U+FFFD).")

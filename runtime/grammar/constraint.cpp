@@ -10,6 +10,7 @@ std::string_view constraint_kind_name(ConstraintKind kind) {
     case ConstraintKind::kJsonSchema: return "json_schema";
     case ConstraintKind::kRegex: return "regex";
     case ConstraintKind::kGrammar: return "grammar";
+    case ConstraintKind::kStructuralTag: return "structural_tag";
   }
   return "unknown";
 }
@@ -28,6 +29,10 @@ Constraint Constraint::regex(std::string pattern) {
 
 Constraint Constraint::grammar(std::string ebnf) {
   return Constraint{ConstraintKind::kGrammar, std::move(ebnf), {}};
+}
+
+Constraint Constraint::structural_tag(std::string tag_json) {
+  return Constraint{ConstraintKind::kStructuralTag, std::move(tag_json), {}};
 }
 
 }  // namespace layerstream::grammar

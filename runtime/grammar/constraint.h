@@ -15,9 +15,10 @@ enum class ConstraintKind {
   kJsonSchema,  // JSON valid under `text`, a JSON schema (response_format json_schema)
   kRegex,       // the whole output matches `text` (no anchors needed)
   kGrammar,     // `text` is an EBNF / GBNF grammar with a `root` rule
+  kStructuralTag,  // `text` is xgrammar's structural tag JSON (tags around JSON under schemas)
 };
 
-// "json_object", "json_schema", "regex", "grammar": how errors name a kind.
+// "json_object", "json_schema", "regex", "grammar", "structural_tag": how errors name a kind.
 std::string_view constraint_kind_name(ConstraintKind kind);
 
 // How JSON (JSON mode or under a schema) may be laid out. Models write better JSON with
@@ -41,6 +42,7 @@ struct Constraint {
   static Constraint json_schema(std::string schema, JsonFormat format = {});
   static Constraint regex(std::string pattern);
   static Constraint grammar(std::string ebnf);
+  static Constraint structural_tag(std::string tag_json);
 };
 
 }  // namespace layerstream::grammar

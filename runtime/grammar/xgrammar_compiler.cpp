@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "runtime/grammar/grammar_compiler.h"
+#include "runtime/grammar/json_formats.h"
 #include "runtime/grammar/xgrammar_impl.h"
 
 namespace layerstream::grammar {
@@ -32,9 +33,11 @@ xgrammar::CompiledGrammar compile_with(xgrammar::GrammarCompiler& compiler, cons
       return compiler.CompileJSONSchema(R"({"type": "object"})", f.any_whitespace, std::nullopt, std::nullopt,
                                         /*strict_mode=*/false, max_run);
     case ConstraintKind::kJsonSchema:
-      return compiler.CompileJSONSchema(c.text, f.any_whitespace, std::nullopt, std::nullopt, f.strict, max_run);
+      return compiler.CompileJSONSchema(strict_formats(c.text), f.any_whitespace, std::nullopt, std::nullopt,
+                                        f.strict, max_run);
     case ConstraintKind::kRegex: return compiler.CompileRegex(c.text);
     case ConstraintKind::kGrammar: return compiler.CompileGrammar(c.text, "root");
+    case ConstraintKind::kStructuralTag: return compiler.CompileStructuralTag(c.text);
   }
   throw std::invalid_argument("unknown constraint kind");
 }
@@ -116,7 +119,9 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Co
   }
   try {
     xgrammar::CompiledGrammar compiled = compile_with(impl_->compiler, constraint);
-    const bool json = constraint.kind == ConstraintKind::kJsonObject || constraint.kind == ConstraintKind::kJsonSchema;
+    // A structural tag's JSON (tool calls' arguments) is JSON too.
+    const bool json =
+        constraint.kind != ConstraintKind::kRegex && constraint.kind != ConstraintKind::kGrammar;
     return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(std::make_unique<CompiledGrammar::Impl>(
         CompiledGrammar::Impl{std::move(compiled), impl_->logits_size, json ? impl_->json_control_tokens : nullptr})));
   } catch (const std::exception& e) {

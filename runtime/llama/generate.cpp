@@ -158,7 +158,9 @@ class Generation {
         next.add(t, ctx_.position(s), s, true);
       }
       res_.text[s] += piece;
-      if (cb_ && !cb_(TokenEvent{s, t, piece})) stopped_ = true;
+      if (cb_ && !cb_(TokenEvent{s, t, piece,
+                                 opt_.logprobs >= 0 ? std::optional(res_.logprobs[s].back()) : std::nullopt}))
+        stopped_ = true;
     }
     if (stopped_) {  // sampled, not decoded: pending
       for (size_t i = 0; i < next.size(); ++i) c_.pending[next.sequences[i]] = {next.tokens[i]};

@@ -34,6 +34,8 @@ Result<Constraint> constraint_for(const StructuredOutput& s) {
       return Constraint::regex(s.text);
     case K::kGrammar:
       return Constraint::grammar(s.text);
+    case K::kStructuralTag:
+      return Constraint::structural_tag(s.text);
     case K::kNone:
       break;
   }

@@ -125,29 +125,29 @@ SchedulerMetrics BatchScheduler::metrics() const {
   return metrics_;
 }
 
-void BatchScheduler::end(Slot& s, FinishReason reason, std::string error) {
+void BatchScheduler::end(Slot& s, FinishReason reason, Failure failure, std::string error) {
   std::string rest;
-  if (reason != FinishReason::kCancelled && reason != FinishReason::kError)
-    rest = s.text->finish(model_->detokenize(s.generated));
+  if (failure == Failure::kNone) rest = s.text->finish(model_->detokenize(s.generated));
   // Also when nothing is left to show: the count includes tokens of a stop string.
   s.state->append(rest, static_cast<int>(s.generated.size()));
   {  // counted before the client hears of the end: metrics never lag it
     std::lock_guard lock(mu_);
     --metrics_.active;
-    if (reason == FinishReason::kCancelled)
+    if (failure == Failure::kCancelled)
       ++metrics_.requests_cancelled;
-    else if (reason == FinishReason::kError)
+    else if (failure == Failure::kError)
       ++metrics_.requests_failed;
     else
       ++metrics_.requests_finished;
-    if (reason == FinishReason::kStop) ++metrics_.finished_stop;
-    if (reason == FinishReason::kLength) ++metrics_.finished_length;
+    if (reason == FinishReason::kEndOfGeneration || reason == FinishReason::kStopString)
+      ++metrics_.finished_stop;
+    if (reason == FinishReason::kLength || reason == FinishReason::kContextFull) ++metrics_.finished_length;
     // Its sequence keeps what it decoded: a prefix-cache entry from now on.
     cache_.release(s.seq);
     metrics_.kv_busy_tokens = cache_.busy_tokens();
     metrics_.kv_cached_tokens = cache_.cached_tokens();
   }
-  s.state->finish(reason, std::move(error));
+  s.state->finish(reason, failure, std::move(error));
   s.active = false;
   s.state.reset();
 }
@@ -184,14 +184,15 @@ bool BatchScheduler::admit() {
       // Accepted requests (running or queued) finish, unless the grace ran out.
       if (cancel_running_) {
         for (Queued& q : queue_) {
-          for (auto& st : q.states) st->finish(FinishReason::kCancelled, "the server is shutting down");
+          for (auto& st : q.states)
+            st->finish(FinishReason::kNone, Failure::kCancelled, "the server is shutting down");
           metrics_.requests_cancelled += q.states.size();
         }
         queue_.clear();
         metrics_.queued = 0;
         lock.unlock();
         for (auto& s : slots_)
-          if (s->active) end(*s, FinishReason::kCancelled, "the server is shutting down");
+          if (s->active) end(*s, FinishReason::kNone, Failure::kCancelled, "the server is shutting down");
         lock.lock();
       }
       if (metrics_.active == 0 && queue_.empty()) {
@@ -204,7 +205,7 @@ bool BatchScheduler::admit() {
     while (!queue_.empty()) {
       Queued& q = queue_.front();
       if (std::all_of(q.states.begin(), q.states.end(), [](auto& st) { return st->cancelled(); })) {
-        for (auto& st : q.states) st->finish(FinishReason::kCancelled);
+        for (auto& st : q.states) st->finish(FinishReason::kNone, Failure::kCancelled);
         metrics_.requests_cancelled += q.states.size();
         queue_.pop_front();
         continue;
@@ -256,7 +257,7 @@ void BatchScheduler::apply_placements() {
     if (!s.active) continue;
     if (Status st = apply_placement(s); !st.ok()) {
       cache_.forget(s.seq);
-      end(s, FinishReason::kError, st.message());
+      end(s, FinishReason::kNone, Failure::kError, st.message());
     }
   }
   to_place_.clear();
@@ -270,7 +271,7 @@ void BatchScheduler::pass() {
     Slot& s = *sp;
     if (!s.active) continue;
     if (s.state->cancelled()) {  // the client went away: free its sequence
-      end(s, FinishReason::kCancelled, "the client disconnected");
+      end(s, FinishReason::kNone, Failure::kCancelled, "the client disconnected");
       continue;
     }
     if (!s.prefilled && s.leader_prefills()) {
@@ -290,7 +291,7 @@ void BatchScheduler::pass() {
     LS_LOG_ERROR("serve: a pass of {} tokens failed: {}", batch.size(), st.ToString());
     for (Slot* s : in_pass) {
       cache_.forget(s->seq);  // what the failed pass left in the KV is unknown
-      end(*s, FinishReason::kError, st.ToString());
+      end(*s, FinishReason::kNone, Failure::kError, st.ToString());
     }
     return;
   }
@@ -354,7 +355,7 @@ void BatchScheduler::share_prompt(Slot& f) {
   const Slot& leader = *f.leader;
   if (Status st = ctx_->copy_sequence(leader.seq, f.seq); !st.ok()) {
     cache_.forget(f.seq);
-    end(f, FinishReason::kError, st.ToString());
+    end(f, FinishReason::kNone, Failure::kError, st.ToString());
     return;
   }
   cache_.extend(f.seq, f.request.prompt);
@@ -390,12 +391,12 @@ void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
   const std::span<const float> logits = ctx_->logits(s.batch_index);
   Result<int32_t> drawn = draw(s, logits);
   if (!drawn.ok()) {
-    end(s, FinishReason::kError, "structured output: " + drawn.status().message());
+    end(s, FinishReason::kNone, Failure::kError, "structured output: " + drawn.status().message());
     return;
   }
   const int32_t t = *drawn;
   if (t < 0 || model_->is_end_of_generation(t)) {
-    end(s, FinishReason::kStop);
+    end(s, FinishReason::kEndOfGeneration);
     return;
   }
   const auto now = RequestState::Clock::now();
@@ -412,9 +413,11 @@ void BatchScheduler::sample_next(Slot& s, std::vector<Latency>& latencies) {
     s.state->append(piece, static_cast<int>(s.generated.size()));
   }
   if (s.text->stopped())
-    end(s, FinishReason::kStop);
-  else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens || ctx_->position(s.seq) >= n_ctx_)
+    end(s, FinishReason::kStopString);
+  else if (static_cast<int>(s.generated.size()) >= s.request.max_tokens)
     end(s, FinishReason::kLength);
+  else if (ctx_->position(s.seq) >= n_ctx_)
+    end(s, FinishReason::kContextFull);
 }
 
 void BatchScheduler::loop() {

@@ -108,7 +108,7 @@ class BatchScheduler {
   void pass();  // one decode over the active slots
   void sample_next(Slot& slot, std::vector<Latency>& latencies);
   Result<int32_t> draw(Slot& slot, std::span<const float> logits);
-  void end(Slot& slot, FinishReason reason, std::string error = {});
+  void end(Slot& slot, FinishReason reason, Failure failure = Failure::kNone, std::string error = {});
 
   std::shared_ptr<Model> model_;
   std::unique_ptr<Context> ctx_;  // used by the loop thread only

@@ -109,26 +109,24 @@ bool has_tool(const json& tools, const std::string& name) {
   return false;
 }
 
-// `tool_choice`: "none" and "auto" are honoured; "required" and a named
-// function need a grammar to force the call, so they are refused.
+// `tool_choice`: "none", "auto", "required" or {"type": "function",
+// "function": {"name"}} naming one of the tools.
 std::optional<ApiError> parse_tool_choice(const json& j, ChatRequest& out) {
   const bool has_tools = !out.tools_json.empty();
   out.tool_choice = has_tools ? ToolChoice::kAuto : ToolChoice::kNone;
   if (!j.contains("tool_choice") || j["tool_choice"].is_null()) return std::nullopt;
   const json& c = j["tool_choice"];
-  const std::string kForcing =
-      " needs constrained decoding to force the call, which this server does not have yet; "
-      "send \"auto\" (the model may call) or \"none\"";
   if (c.is_string()) {
     const std::string s = c.get<std::string>();
     if (s == "none") {
       out.tool_choice = ToolChoice::kNone;  // the tools stay in the prompt, as OpenAI's do
       return std::nullopt;
     }
+    if (s != "auto" && s != "required")
+      return bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function");
     if (!has_tools) return bad("tool_choice", "'tool_choice' is only allowed when 'tools' are given");
-    if (s == "auto") return std::nullopt;
-    if (s == "required") return bad("tool_choice", "'tool_choice': \"required\"" + kForcing);
-    return bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function");
+    if (s == "required") out.tool_choice = ToolChoice::kRequired;
+    return std::nullopt;
   }
   if (!c.is_object() || c.value("type", "") != "function" || !c.contains("function") ||
       !c["function"].is_object() || !c["function"].contains("name") || !c["function"]["name"].is_string())
@@ -138,7 +136,9 @@ std::optional<ApiError> parse_tool_choice(const json& j, ChatRequest& out) {
   const std::string name = c["function"]["name"].get<std::string>();
   if (!has_tool(j["tools"], name))
     return bad("tool_choice", "'tool_choice' names '" + name + "', which is not in 'tools'");
-  return bad("tool_choice", "'tool_choice' naming a function" + kForcing);
+  out.tool_choice = ToolChoice::kNamed;
+  out.tool_name = name;
+  return std::nullopt;
 }
 
 }  // namespace

@@ -14,14 +14,20 @@ namespace layerstream::serve {
 
 struct ApiError;
 
-// What the client lets the model do with its tools. kRequired and a named
-// function need constrained decoding; the server refuses them for now.
-enum class ToolChoice { kNone, kAuto };
+// What the client lets the model do with its tools. kRequired and kNamed
+// are enforced by a grammar (forced_tool_calls in layerstream/chat.h).
+enum class ToolChoice {
+  kNone,      // no calls (the tools stay in the prompt)
+  kAuto,      // the model may call
+  kRequired,  // the reply is one or more calls
+  kNamed,     // the reply calls ChatRequest::tool_name
+};
 
 struct ChatRequest {
   std::vector<ChatMessage> messages;
   std::string tools_json;  // OpenAI's `tools` as JSON text; empty: none
   ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_name;  // kNamed: the function to call
   bool parallel_tool_calls = true;  // false: the first call only
 };
 

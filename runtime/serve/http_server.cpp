@@ -161,6 +161,14 @@ void HttpServer::routes() {
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   s.Post("/v1/chat/completions",
          [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+  // Not served (README, "Serving over HTTP"): the models are causal LMs and
+  // the executor keeps the final hidden state on the device.
+  s.Post("/v1/embeddings", [](const httplib::Request&, httplib::Response& res) {
+    send_error(res, error_of(501,
+                             "/v1/embeddings is not served: layerstream runs causal language models and does "
+                             "not expose their final hidden state; use an embedding model's server",
+                             "invalid_request_error", "not_implemented"));
+  });
   if (!options_.cors_origin.empty()) cors_routes();
 }
 
@@ -256,6 +264,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
   CompletionParams p;
   if (auto e = parse_completion_request(req.body, chat, options_.model_id, p)) return send_error(res, *e);
   if (auto e = check_sampling(p.sampling, model_->n_vocab())) return send_error(res, *e);
+  if (auto e = force_tool_calls(p)) return send_error(res, *e);
   if (auto e = check_structured(p.structured, p.structured_field)) return send_error(res, *e);
   if (p.n > scheduler.parallel())
     return send_error(res, error_of(400, "'n' is " + std::to_string(p.n) + "; this server decodes at most " +
@@ -289,8 +298,8 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
   RequestState::Chunk usage;
   for (auto& st : *states) {
     const RequestState::Chunk all = st->wait_all();
-    if (all.reason == FinishReason::kError) return send_error(res, error_of(500, all.error, "server_error"));
-    if (all.reason == FinishReason::kCancelled)
+    if (all.failure == Failure::kError) return send_error(res, error_of(500, all.error, "server_error"));
+    if (all.failure == Failure::kCancelled)
       return send_error(res,
                         error_of(503, all.error.empty() ? "cancelled" : all.error, "server_shutting_down"));
     size_t offset = format.prompt_bytes;
@@ -310,7 +319,7 @@ void HttpServer::complete(const httplib::Request& req, httplib::Response& res, b
 }
 
 ToolCallRules HttpServer::tool_call_rules(const CompletionParams& p, bool chat) const {
-  if (!chat || p.conversation.tool_choice != ToolChoice::kAuto) return {};
+  if (!chat || p.conversation.tool_choice == ToolChoice::kNone) return {};
   return {template_.tool_call_format(), p.conversation.parallel_tool_calls};
 }
 
@@ -338,6 +347,28 @@ std::optional<ApiError> HttpServer::generation_request(const CompletionParams& p
   g.logprobs = p.logprobs;
   g.prompt_logprobs = p.echo && p.logprobs >= 0;
   g.structured = p.structured;
+  return std::nullopt;
+}
+
+// tool_choice "required" or a named function: the reply is constrained to
+// calls in the template's format (a 400 naming tool_choice when the template
+// has none we parse, or when response_format constrains the reply too).
+std::optional<ApiError> HttpServer::force_tool_calls(CompletionParams& p) const {
+  const ChatRequest& c = p.conversation;
+  if (c.tool_choice != ToolChoice::kRequired && c.tool_choice != ToolChoice::kNamed) return std::nullopt;
+  auto refuse = [](std::string message) {
+    ApiError e = error_of(400, "'tool_choice': " + message, "invalid_request_error");
+    e.param = "tool_choice";
+    return e;
+  };
+  if (p.structured.kind != StructuredOutput::Kind::kNone)
+    return refuse("a forced tool call and '" + p.structured_field +
+                  "' both constrain the reply; send one of them");
+  auto forced = forced_tool_calls(template_.tool_call_format(), c.tools_json,
+                                  {.function = c.tool_name, .parallel = c.parallel_tool_calls});
+  if (!forced.ok()) return refuse(forced.status().message());
+  p.structured = std::move(*forced);
+  p.structured_field = "tool_choice";
   return std::nullopt;
 }
 
@@ -449,9 +480,9 @@ std::string HttpServer::stream_events(const ChoiceFormat& f, const ResponseIds& 
   if (!c.done) return out;
   const HeldReply held = finish_streamed_reply(calls, f.tools, ids, index);
   for (const json& chunk : held.chunks) out += sse(chunk);
-  if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled)
-    return out + sse(error_of(c.reason == FinishReason::kError ? 500 : 503, c.error,
-                              c.reason == FinishReason::kError ? "server_error" : "server_shutting_down")
+  if (c.failure != Failure::kNone)
+    return out + sse(error_of(c.failure == Failure::kError ? 500 : 503, c.error,
+                              c.failure == Failure::kError ? "server_error" : "server_shutting_down")
                          .body());
   json end = stream_chunk(ids, f.chat, index, "", false, c.reason);
   if (held.has_calls) finish_with_tool_calls(end);

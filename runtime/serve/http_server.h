@@ -83,6 +83,7 @@ class HttpServer {
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::optional<ApiError> prompt_tokens(CompletionParams& p, bool chat, std::vector<int32_t>& tokens);
   std::optional<ApiError> check_structured(const StructuredOutput& structured, const std::string& param) const;
+  std::optional<ApiError> force_tool_calls(CompletionParams& p) const;
   std::optional<ApiError> generation_request(const CompletionParams& p, std::vector<int32_t> tokens,
                                              GenerationRequest& g) const;
   // How a request's choices are written.

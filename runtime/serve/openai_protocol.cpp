@@ -285,7 +285,21 @@ json usage_json(const RequestState::Chunk& c) {
 }
 
 namespace {
-const char* wire_reason(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
+// OpenAI's finish_reason of a finished generation: its end (a token or a
+// stop string) is "stop", a limit (max_tokens or the context) "length".
+const char* wire_reason(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength:
+    case FinishReason::kContextFull:
+      return "length";
+    case FinishReason::kNone:
+    case FinishReason::kEndOfGeneration:
+    case FinishReason::kStopString:
+    case FinishReason::kCallback:
+      break;
+  }
+  return "stop";
+}
 }  // namespace
 
 std::optional<ApiError> check_sampling(const SamplingOptions& sampling, int n_vocab) {

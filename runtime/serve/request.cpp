@@ -2,22 +2,6 @@
 
 namespace layerstream::serve {
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kError:
-      return "error";
-    case FinishReason::kNone:
-      break;
-  }
-  return "none";
-}
-
 void RequestState::set_cached_tokens(int n) {
   std::lock_guard lock(mu_);
   cached_tokens_ = n;
@@ -38,12 +22,13 @@ void RequestState::append(const std::string& text, int completion_tokens, const 
   cv_.notify_all();
 }
 
-void RequestState::finish(FinishReason reason, std::string error) {
+void RequestState::finish(FinishReason reason, Failure failure, std::string error) {
   {
     std::lock_guard lock(mu_);
     if (done_) return;
     done_ = true;
     reason_ = reason;
+    failure_ = failure;
     error_ = std::move(error);
   }
   cv_.notify_all();
@@ -61,6 +46,7 @@ bool RequestState::next(Chunk& out, std::chrono::milliseconds timeout) {
   prompt_logprobs_.clear();
   out.done = done_;
   out.reason = reason_;
+  out.failure = failure_;
   out.error = error_;
   out.prompt_tokens = prompt_tokens_;
   out.completion_tokens = completion_tokens_;
@@ -77,6 +63,7 @@ RequestState::Chunk RequestState::wait_all() {
     if (!c.prompt_logprobs.empty()) all.prompt_logprobs = std::move(c.prompt_logprobs);
     all.done = c.done;
     all.reason = c.reason;
+    all.failure = c.failure;
     all.error = c.error;
     all.prompt_tokens = c.prompt_tokens;
     all.completion_tokens = c.completion_tokens;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "layerstream/context.h"
 #include "layerstream/sampler.h"
 #include "layerstream/structured_output.h"
 
@@ -28,9 +29,12 @@ struct GenerationRequest {
   StructuredOutput structured;    // response_format: each choice masked by its own TokenConstraint
 };
 
-// Why a request ended (OpenAI's finish_reason for the first two).
-enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
-const char* finish_reason_name(FinishReason reason);
+// How a request ended: a generation that finished has the library's
+// FinishReason (layerstream/context.h: end-of-generation token, stop
+// string, max_tokens, full context; OpenAI's finish_reason from it,
+// openai_protocol.cpp); the server's own ends are failures, with reason
+// kNone.
+enum class Failure { kNone, kCancelled, kError };
 
 class RequestState {
  public:
@@ -42,6 +46,7 @@ class RequestState {
     std::string text;
     bool done = false;
     FinishReason reason = FinishReason::kNone;
+    Failure failure = Failure::kNone;
     std::string error;
     int prompt_tokens = 0, completion_tokens = 0;
     int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
@@ -59,7 +64,7 @@ class RequestState {
   void set_cached_tokens(int n);
   void append(const std::string& text, int completion_tokens, const TokenLogprob* logprob = nullptr);
   void set_prompt_logprobs(std::vector<TokenLogprob> logprobs);
-  void finish(FinishReason reason, std::string error = {});
+  void finish(FinishReason reason, Failure failure = Failure::kNone, std::string error = {});
 
   // Client side. Waits up to `timeout` for text or the end; false on timeout
   // with nothing new.
@@ -78,6 +83,7 @@ class RequestState {
   std::vector<TokenLogprob> unread_logprobs_, prompt_logprobs_;
   bool done_ = false, cancelled_ = false;
   FinishReason reason_ = FinishReason::kNone;
+  Failure failure_ = Failure::kNone;
   std::string error_;
   const int prompt_tokens_;
   int completion_tokens_ = 0, cached_tokens_ = 0;

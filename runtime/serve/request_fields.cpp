@@ -68,7 +68,7 @@ const std::vector<RequestField>& request_fields() {
        "the prefix cache matches prompts by their tokens without a key"},
       {"tools", true, false, H::kHonoured, "array", "through the chat template; replies parsed into tool_calls"},
       {"tool_choice", true, false, H::kHonoured, "string or object",
-       "\"none\" and \"auto\"; \"required\" and a named function: 400 (need constrained decoding)"},
+       "\"none\", \"auto\"; \"required\" and a named function forced by a grammar over the tools' schemas"},
       {"parallel_tool_calls", true, false, H::kHonoured, "boolean", "false keeps the first call"},
       {"functions", true, false, H::kRefused, "array", "the deprecated form of tools: send tools"},
       {"function_call", true, false, H::kRefused, "string or object", "the deprecated form of tool_choice: send tool_choice"},

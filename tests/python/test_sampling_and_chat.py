@@ -157,8 +157,48 @@ def test_create_completion_logprobs_in_openai_shape(model):
     lengths = [len(p) for p in lp["tokens"]]
     assert lp["text_offset"] == [len(PROMPT) + sum(lengths[:i]) for i in range(len(lengths))]
     assert model.create_completion(PROMPT, max_tokens=2)["choices"][0]["logprobs"] is None
-    with pytest.raises(ValueError, match="stream"):
-        model.create_completion(PROMPT, max_tokens=2, logprobs=1, stream=True)
+    with pytest.raises(ValueError, match="echo"):
+        model.create_completion(PROMPT, max_tokens=2, logprobs=1, echo=True, stream=True)
+
+
+def test_streamed_logprobs_add_up_to_the_whole_answers(model):
+    whole = model.create_completion(PROMPT, max_tokens=8, temperature=0.9, seed=11, logprobs=3)
+    chunks = list(model.create_completion(PROMPT, max_tokens=8, temperature=0.9, seed=11, logprobs=3, stream=True))
+    parts = [c["choices"][0]["logprobs"] for c in chunks if c["choices"][0]["logprobs"] is not None]
+    assert len(parts) > 1  # token by token, not all at the end
+    joined = {key: [v for part in parts for v in part[key]] for key in parts[0]}
+    expected = whole["choices"][0]["logprobs"]
+    assert joined["tokens"] == expected["tokens"]
+    assert joined["token_logprobs"] == pytest.approx(expected["token_logprobs"], abs=1e-6)
+    assert joined["text_offset"] == expected["text_offset"]
+    assert [list(top) for top in joined["top_logprobs"]] == [list(top) for top in expected["top_logprobs"]]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+
+
+def test_chat_logprobs_whole_and_streamed(model):
+    whole = model.create_chat_completion(MESSAGES, max_tokens=8, temperature=0.9, seed=5, logprobs=True,
+                                         top_logprobs=2)
+    content = whole["choices"][0]["logprobs"]["content"]
+    assert len(content) == whole["usage"]["completion_tokens"]
+    with model.create_context() as ctx:
+        template = ls.ChatTemplate.for_model(model)
+        prompt = template.apply(MESSAGES, leave_bos_to_tokenizer=True)
+        ref = ctx.complete(model.tokenize(prompt, add_special=True, parse_special=True), max_tokens=8,
+                           temperature=0.9, seed=5, stop=template.turn_ends, logprobs=2)
+    assert [e["token"] for e in content] == [model.detokenize([t]) for t in ref.generated[0]]
+    assert [e["logprob"] for e in content] == pytest.approx([e.logprob for e in ref.logprobs[0]], abs=1e-6)
+    for entry in content:
+        assert entry["bytes"] == list(entry["token"].encode("utf-8"))
+        assert len(entry["top_logprobs"]) == 2 and entry["top_logprobs"][0]["logprob"] >= entry["logprob"] - 1e-6
+
+    chunks = list(model.create_chat_completion(MESSAGES, max_tokens=8, temperature=0.9, seed=5, logprobs=True,
+                                               top_logprobs=2, stream=True))
+    streamed = [e for c in chunks if c["choices"][0]["logprobs"] for e in c["choices"][0]["logprobs"]["content"]]
+    assert [e["token"] for e in streamed] == [e["token"] for e in content]
+    assert [e["logprob"] for e in streamed] == pytest.approx([e["logprob"] for e in content], abs=1e-6)
+    assert model.create_chat_completion(MESSAGES, max_tokens=2)["choices"][0]["logprobs"] is None
+    with pytest.raises(ValueError, match="top_logprobs"):
+        model.create_chat_completion(MESSAGES, max_tokens=2, top_logprobs=3)
 
 
 def test_echo_with_logprobs_scores_the_prompt(model):

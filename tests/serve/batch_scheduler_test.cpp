@@ -67,7 +67,7 @@ TEST_F(BatchSchedulerTest, SharedPassesGiveWhatEachRequestGetsAlone) {
     auto st = (*sched)->submit(r);
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     alone.push_back((*st)->wait_all());
-    ASSERT_NE(alone.back().reason, FinishReason::kError) << alone.back().error;
+    ASSERT_NE(alone.back().failure, Failure::kError) << alone.back().error;
   }
   const SchedulerMetrics before = (*sched)->metrics();
   std::vector<std::shared_ptr<RequestState>> states;
@@ -114,7 +114,7 @@ TEST_F(BatchSchedulerTest, AFullQueueRefusesAndACancelledRequestFreesItsSequence
 
   (*first)->cancel();
   const RequestState::Chunk end = (*first)->wait_all();
-  EXPECT_EQ(end.reason, FinishReason::kCancelled);
+  EXPECT_EQ(end.failure, Failure::kCancelled);
   EXPECT_LT(end.completion_tokens, 1000);
   auto next = (*sched)->submit(greedy({4, 5}, 2));
   ASSERT_TRUE(next.ok()) << next.status().ToString();
@@ -139,7 +139,7 @@ TEST_F(BatchSchedulerTest, RefusesPromptsThatDoNotFitAndDrainsOnShutdown) {
   (*sched)->drain(std::chrono::seconds(60));  // lets it finish
   EXPECT_TRUE((*running)->done());
   const RequestState::Chunk c = (*running)->wait_all();
-  EXPECT_NE(c.reason, FinishReason::kCancelled);
+  EXPECT_NE(c.failure, Failure::kCancelled);
   auto after = (*sched)->submit(greedy({1}, 1));
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.status().code(), StatusCode::kCancelled);
@@ -153,7 +153,7 @@ std::vector<RequestState::Chunk> run_in_turn(BatchScheduler& sched, const std::v
     EXPECT_TRUE(st.ok()) << st.status().ToString();
     if (!st.ok()) return out;
     out.push_back((*st)->wait_all());
-    EXPECT_NE(out.back().reason, FinishReason::kError) << out.back().error;
+    EXPECT_NE(out.back().failure, Failure::kError) << out.back().error;
   }
   return out;
 }

@@ -108,8 +108,8 @@ TEST(HttpServer, HealthFollowsLoadingServingAndDraining) {
 // earlier call reach the template (the prompt is exactly the rendered
 // conversation), the reply is parsed (the tiny model's random text holds no
 // call: content, finish "stop"), streamed it ends with a finish reason and
-// [DONE]; what cannot be honoured is a 400 naming the field.
-TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
+// [DONE]; tool_choice "required" forces a call.
+TEST(HttpServer, ChatWithToolsRendersThemAndForcesACallWhenRequired) {
   testing::TempDir dir;
   const std::string path = dir.file("tiny.gguf");
   ASSERT_TRUE(write_example_model(path, testing::tiny_llama_spec(GgmlType::F32, 3, 1024)).ok());
@@ -165,13 +165,33 @@ TEST(HttpServer, ChatWithToolsRendersThemAndRefusesWhatItCannotHonour) {
   EXPECT_NE(streamed->body.find(R"("finish_reason":"length")"), std::string::npos) << streamed->body;
   EXPECT_TRUE(streamed->body.ends_with("data: [DONE]\n\n")) << streamed->body;
 
-  auto required =
-      client.Post("/v1/chat/completions",
-                  R"({"messages":)" + messages + R"(,"tools":)" + tools + R"(,"tool_choice":"required"})",
-                  "application/json");
+  // tool_choice "required": the grammar makes even random text one call of
+  // the tool with arguments its schema allows. Without the grammar engine:
+  // a 400 naming tool_choice.
+  const std::string city_tool =
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+      R"("properties":{"city":{"enum":["Oslo","Paris"]}},"required":["city"],"additionalProperties":false}}}])";
+  const std::string forcing = R"({"max_tokens":250,"temperature":1,"seed":5,"parallel_tool_calls":false)";
+  auto required = client.Post("/v1/chat/completions",
+                              forcing + R"(,"messages":)" + messages + R"(,"tools":)" + city_tool +
+                                  R"(,"tool_choice":"required"})",
+                              "application/json");
   ASSERT_TRUE(required);
-  EXPECT_EQ(required->status, 400);
-  EXPECT_EQ(nlohmann::json::parse(required->body)["error"]["param"], "tool_choice") << required->body;
+  const nlohmann::json forced = nlohmann::json::parse(required->body);
+  if (!grammar::structured_output_available()) {
+    EXPECT_EQ(required->status, 400);
+    EXPECT_EQ(forced["error"]["param"], "tool_choice") << required->body;
+  } else {
+    ASSERT_EQ(required->status, 200) << required->body;
+    const nlohmann::json& fc = forced["choices"][0];
+    EXPECT_EQ(fc["finish_reason"], "tool_calls") << required->body;
+    ASSERT_EQ(fc["message"]["tool_calls"].size(), 1u) << required->body;
+    EXPECT_EQ(fc["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    const nlohmann::json arguments =
+        nlohmann::json::parse(fc["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(arguments == nlohmann::json({{"city", "Oslo"}}) || arguments == nlohmann::json({{"city", "Paris"}}))
+        << arguments;
+  }
   server.shutdown(std::chrono::seconds(5));
   http.join();
 }
@@ -274,6 +294,9 @@ TEST(HttpServer, LogprobsChoicesEchoTokenize) {
   EXPECT_NE(text["prompt"].get<std::string>().find("Hello there"), std::string::npos) << text.dump();
   EXPECT_EQ(post("/detokenize", {{"tokens", {1, -3}}}).second["error"]["param"], "tokens");
   EXPECT_EQ(post("/tokenize", {{"prompt", 5}}).second["error"]["param"], "prompt");
+  auto [embst, embeddings] = post("/v1/embeddings", {{"input", "Hello"}, {"model", "tiny"}});
+  EXPECT_EQ(embst, 501);
+  EXPECT_EQ(embeddings["error"]["code"], "not_implemented") << embeddings.dump();
 }
 
 }  // namespace

@@ -185,9 +185,6 @@ TEST(ServeTools, ParsesToolsToolChoiceAndToolHistory) {
     std::string fields, param, says;
   };
   const std::vector<Bad> bad = {
-      {tools + R"(,"tool_choice":"required")", "tool_choice", "constrained decoding"},
-      {tools + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})", "tool_choice",
-       "constrained decoding"},
       {tools + R"(,"tool_choice":{"type":"function","function":{"name":"other"}})", "tool_choice", "'other'"},
       {tools + R"(,"tool_choice":"sometimes")", "tool_choice", "\"auto\""},
       {R"("tool_choice":"auto")", "tool_choice", "only allowed when 'tools'"},
@@ -210,17 +207,29 @@ TEST(ServeTools, ParsesToolsToolChoiceAndToolHistory) {
       none));
   EXPECT_EQ(none.conversation.tool_choice, serve::ToolChoice::kNone);
   EXPECT_FALSE(none.conversation.tools_json.empty());  // still shown to the template
+
+  serve::CompletionParams required, named;
+  ASSERT_FALSE(serve::parse_completion_request(
+      R"({"messages":[{"role":"user","content":"hi"}],)" + tools + R"(,"tool_choice":"required"})", true, "m",
+      required));
+  EXPECT_EQ(required.conversation.tool_choice, serve::ToolChoice::kRequired);
+  ASSERT_FALSE(serve::parse_completion_request(
+      R"({"messages":[{"role":"user","content":"hi"}],)" + tools +
+          R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})",
+      true, "m", named));
+  EXPECT_EQ(named.conversation.tool_choice, serve::ToolChoice::kNamed);
+  EXPECT_EQ(named.conversation.tool_name, "get_weather");
 }
 
 TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   serve::RequestState::Chunk all;
   all.done = true;
-  all.reason = serve::FinishReason::kStop;
+  all.reason = FinishReason::kEndOfGeneration;
   all.text =
       "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call><tool_call>{\"name\": "
       "\"g\"}</tool_call>";
   // Two choices (n = 2): the second's reply holds the calls.
-  const std::vector<serve::Choice> choices{{"plain text", serve::FinishReason::kStop, nullptr},
+  const std::vector<serve::Choice> choices{{"plain text", FinishReason::kEndOfGeneration, nullptr},
                                            {all.text, all.reason, nullptr}};
   json body = serve::completion_response({"chatcmpl-1", "m", 0}, true, choices, all);
   ChatOutput out = parse_tool_calls(ToolCallFormat::kHermes, all.text);
@@ -238,7 +247,7 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json({{"a", 1}}));
   EXPECT_TRUE(call["id"].get<std::string>().starts_with("call_"));
 
-  json chunk = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, 0, "", false, serve::FinishReason::kNone);
+  json chunk = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, 0, "", false, FinishReason::kNone);
   serve::set_tool_calls_delta(chunk, out.tool_calls);
   const json& delta = chunk["choices"][0]["delta"]["tool_calls"][0];
   EXPECT_EQ(delta["index"], 0);
@@ -256,7 +265,7 @@ TEST(ServeTools, ResponsesCarryCallsAsOpenAiShapesThem) {
   EXPECT_EQ(held.chunks[0]["choices"][0]["delta"]["content"], "done");
   EXPECT_EQ(held.chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
 
-  json end = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, 0, "", false, serve::FinishReason::kLength);
+  json end = serve::stream_chunk({"chatcmpl-1", "m", 0}, true, 0, "", false, FinishReason::kLength);
   serve::finish_with_tool_calls(end);
   EXPECT_EQ(end["choices"][0]["finish_reason"], "length");  // cut off: not a finished call
 }

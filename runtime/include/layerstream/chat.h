@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "layerstream/status.h"
+#include "layerstream/structured_output.h"
 
 namespace layerstream {
 
@@ -116,6 +117,21 @@ struct ChatOutput {
   std::vector<ToolCall> tool_calls;
 };
 ChatOutput parse_tool_calls(ToolCallFormat format, std::string_view text);
+
+// OpenAI's tool_choice "required" (function empty: any of the tools) or a
+// named function: the reply must be tool calls.
+struct ToolCallForcing {
+  std::string function = {};  // the one function to call; empty: any
+  bool parallel = true;       // false: exactly one call
+};
+// The constraint (for GenerateOptions::structured or Model::constrain) under
+// which a reply is only tool calls written in `format`, each naming a tool of
+// `tools_json` (OpenAI's `tools`) with arguments valid under that tool's
+// "parameters" schema ({} when it has none), so that
+// parse_tool_calls finds them. InvalidArgument for kNone, tools_json that is
+// not an array of function tools, or a function not among them.
+Result<StructuredOutput> forced_tool_calls(ToolCallFormat format, const std::string& tools_json,
+                                           const ToolCallForcing& forcing = {});
 
 // The same, incrementally, for streaming: text that cannot be part of a
 // tool call is released as it comes; from where a call may begin, text is

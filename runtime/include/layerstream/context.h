@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,6 +62,7 @@ struct TokenEvent {
   int sequence = 0;
   int32_t token = 0;
   std::string piece;
+  std::optional<TokenLogprob> logprob = {};  // GenerateOptions::logprobs >= 0: this token's
 };
 // Return false to stop generating.
 using TokenCallback = std::function<bool(const TokenEvent&)>;

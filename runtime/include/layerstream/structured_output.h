@@ -26,6 +26,10 @@ struct StructuredOutput {
     kJsonSchema,  // JSON valid under the JSON schema `text`
     kRegex,       // text matching the regular expression `text` as a whole
     kGrammar,     // the GBNF / EBNF grammar `text` (start rule `root`)
+    // xgrammar's structural tag, as JSON `text`: literal text and JSON under
+    // schemas composed (tool calls: markers around each tool's arguments;
+    // forced_tool_calls in layerstream/chat.h writes one).
+    kStructuralTag,
   };
   Kind kind = Kind::kNone;
   std::string text;
