@@ -18,6 +18,11 @@ bool harmless(const std::string& name, const json& v) {
   if (name == "functions") return v.is_array() && v.empty();
   if (name == "function_call") return v == "none";
   if (name == "modalities") return v == json::array({"text"});
+  // SGLang's router (sglang-router) sends its extension fields at their defaults.
+  if (name == "no_stop_trim" || name == "ignore_eos" || name == "continue_final_message" ||
+      name == "return_hidden_states")
+    return v == false;
+  if (name == "skip_special_tokens" || name == "separate_reasoning" || name == "stream_reasoning") return v == true;
   return false;
 }
 
@@ -82,6 +87,13 @@ const std::vector<RequestField>& request_fields() {
       {"reasoning_effort", true, false, H::kRefused, "string", "no reasoning control"},
       {"verbosity", true, false, H::kRefused, "string", "no verbosity control"},
       {"suffix", false, true, H::kRefused, "string", "no fill-in-the-middle"},
+      {"no_stop_trim", true, true, H::kRefused, "boolean", "SGLang's extension (its router sends false, accepted)"},
+      {"ignore_eos", true, true, H::kRefused, "boolean", "SGLang's extension (its router sends false, accepted)"},
+      {"continue_final_message", true, false, H::kRefused, "boolean", "SGLang's extension (its router sends false, accepted)"},
+      {"return_hidden_states", true, true, H::kRefused, "boolean", "SGLang's extension (its router sends false, accepted)"},
+      {"skip_special_tokens", true, true, H::kRefused, "boolean", "SGLang's extension (its router sends true, accepted)"},
+      {"separate_reasoning", true, false, H::kRefused, "boolean", "SGLang's extension (its router sends true, accepted)"},
+      {"stream_reasoning", true, false, H::kRefused, "boolean", "SGLang's extension (its router sends true, accepted)"},
   };
   return fields;
 }

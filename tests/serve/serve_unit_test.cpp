@@ -154,6 +154,15 @@ TEST(OpenAiProtocol, EveryFieldWithAWrongTypeIsA400NamingIt) {
                      "modalities":["text"],"user":"u","store":false,"metadata":{"a":"b"},"service_tier":"auto",
                      "parallel_tool_calls":true,"prompt_cache_key":"k","seed":null})", true);
   EXPECT_FALSE(accepted) << accepted->message;
+  // SGLang's router adds its extension fields to every request it forwards, at their defaults:
+  // accepted as they are, refused (naming the field) when they ask for something.
+  const std::string sglang = R"(,"no_stop_trim":false,"ignore_eos":false,"continue_final_message":false,
+      "skip_special_tokens":true,"separate_reasoning":true,"stream_reasoning":true,"return_hidden_states":false)";
+  const auto routed = parse("{" + msgs + sglang + "}", true);
+  EXPECT_FALSE(routed) << routed->message;
+  EXPECT_FALSE(parse(R"({"prompt":"a","no_stop_trim":false,"ignore_eos":false,"skip_special_tokens":true})", false));
+  EXPECT_EQ(parse("{" + msgs + R"(,"ignore_eos":true})", true)->param, "ignore_eos");
+  EXPECT_EQ(parse("{" + msgs + R"(,"skip_special_tokens":false})", true)->param, "skip_special_tokens");
   // response_format: the kinds become the constraint; a json_schema without a schema or another type: 400.
   CompletionParams rf;
   ASSERT_FALSE(parse_completion_request(
