@@ -1,5 +1,6 @@
 #include "kernels/kernels.h"
 
+#include <cmath>
 #include <initializer_list>
 #include <string>
 
@@ -82,6 +83,16 @@ Status validate(const RopeParams& p) {
   }
   if (!(p.freq_base > 0)) return bad(op, "freq_base = " + std::to_string(p.freq_base) + ", must be > 0");
   if (!(p.freq_scale > 0)) return bad(op, "freq_scale = " + std::to_string(p.freq_scale) + ", must be > 0");
+  if (!std::isfinite(p.attn_factor)) return bad(op, "attn_factor = " + std::to_string(p.attn_factor) + ", must be finite");
+  if (p.ext_factor == 0) return Status::OK();
+  if (!(p.ext_factor >= 0 && p.ext_factor <= 1)) {
+    return bad(op, "ext_factor = " + std::to_string(p.ext_factor) + ", must be in [0, 1]");
+  }
+  if (p.n_ctx_orig <= 0) return bad(op, "n_ctx_orig = " + std::to_string(p.n_ctx_orig) + ", must be > 0 for YaRN");
+  if (!(p.beta_fast > 0 && p.beta_slow > 0 && std::isfinite(p.beta_fast) && std::isfinite(p.beta_slow))) {
+    return bad(op, "beta_fast = " + std::to_string(p.beta_fast) + ", beta_slow = " + std::to_string(p.beta_slow) +
+                       ", must be positive and finite");
+  }
   return Status::OK();
 }
 

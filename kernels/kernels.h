@@ -60,6 +60,12 @@ struct RmsNormParams {
 // freq_scale is GGUF linear scaling: 1 / rope.scaling.factor.
 // freq_factors (optional, Llama 3.1 `rope_freqs`): theta of pair i is divided
 // by freq_factors[i].
+// YaRN (ext_factor != 0; llama.cpp's ggml_rope_ext arguments): pair i's angle
+// blends the scaled theta with the unscaled one by a ramp over pair indices
+// from beta_fast and beta_slow at n_ctx_orig positions (math::rope_yarn_theta),
+// and both cos and sin are multiplied by math::rope_yarn_mscale (attn_factor,
+// times 1 + 0.1 ln(1 / freq_scale)). ext_factor 0 (the default): no ramp and
+// the magnitude is attn_factor.
 struct RopeParams {
   float* x = nullptr;
   int64_t n_tokens = 0, n_heads = 0, head_dim = 0, n_rot = 0;
@@ -68,6 +74,10 @@ struct RopeParams {
   float freq_scale = 1.0f;
   bool neox = false;
   const float* freq_factors = nullptr;  // [n_rot / 2] or null (all 1)
+  float ext_factor = 0.0f;              // YaRN's extrapolation mix (1: full YaRN)
+  float attn_factor = 1.0f;             // magnitude of cos and sin
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  int32_t n_ctx_orig = 0;               // the training context YaRN extends (> 0 when ext_factor != 0)
 };
 
 // y[t][o] = sum_i w[o][i] * x[t][i]. w is a GGUF weight [ne0 = n_in, ne1 =

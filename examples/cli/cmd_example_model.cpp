@@ -44,6 +44,11 @@ class ExampleModelCommand : public Command {
     sub.add_flag("--rope-freqs", spec_.rope_freqs, "llama: add Llama 3.1 RoPE frequency factors");
     sub.add_option("--sliding-window", spec_.sliding_window,
                    "gemma3, gpt-oss: sliding-window width of the local layers (gpt-oss: 0 writes 128)");
+    sub.add_option("--rope-scaling", spec_.rope_scaling, "rope.scaling.type: none, linear or yarn (as GPT-OSS)")
+        ->capture_default_str();
+    sub.add_option("--rope-factor", spec_.rope_factor, "rope.scaling.factor (GPT-OSS: 32)")->capture_default_str();
+    sub.add_option("--rope-orig-ctx", spec_.rope_orig_ctx,
+                   "yarn: rope.scaling.original_context_length (GPT-OSS: 4096; 0: --ctx)");
     sub.add_option("--threads", threads_, "Generator threads (0: all cores, at most 8)");
     add_json_flag(sub, json_path_);
     shape_opts_ = {"--layers", "--hidden", "--ffn", "--heads", "--kv-heads", "--vocab", "--ctx"};
@@ -80,6 +85,9 @@ class ExampleModelCommand : public Command {
       s->expert_dtype = spec.expert_dtype;
       s->rope_freqs = spec_.rope_freqs;
       s->sliding_window = spec_.sliding_window;
+      s->rope_scaling = spec_.rope_scaling;
+      s->rope_factor = spec_.rope_factor;
+      s->rope_orig_ctx = spec_.rope_orig_ctx;
       s->alignment = spec.alignment;
       spec = *s;
     }

@@ -4,6 +4,7 @@
 // compute with, an architecture it does not know) is still shown, with what
 // is unsupported, and exits 0; `run` refuses it with the same reason.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -86,8 +87,14 @@ class InspectCommand : public Command {
                   h.n_expert, h.n_expert_used, h.n_ff_exp, format_bytes(lo).c_str(),
                   hi != lo ? (" to " + format_bytes(hi)).c_str() : "", format_bytes(all).c_str());
     }
-    std::printf("vocab:         %u   context: %u   rms eps: %g   rope base: %g   rope scaling: %s x%g\n", h.n_vocab,
+    std::printf("vocab:         %u   context: %u   rms eps: %g   rope base: %g   rope scaling: %s x%g", h.n_vocab,
                 h.n_ctx_train, h.rms_eps, h.rope_freq_base, h.rope_scaling_type.c_str(), h.rope_scaling_factor);
+    if (h.rope_scaling_type == "yarn") {
+      const LlamaHparams::Rope r = h.rope(0);
+      std::printf(" (original context %u, magnitude %g)", r.n_ctx_orig,
+                  r.attn_factor * (1.0f + 0.1f * std::log(1.0f / r.freq_scale)));
+    }
+    std::printf("\n");
     {
       // What the architecture adds to the llama block (ArchTraits).
       const ArchTraits& t = h.traits;
@@ -152,6 +159,7 @@ class InspectCommand : public Command {
                     {"n_rot", h.n_rot},           {"n_vocab", h.n_vocab},       {"n_ctx_train", h.n_ctx_train},
                     {"rms_eps", h.rms_eps},       {"rope_freq_base", h.rope_freq_base},
                     {"rope_scaling_type", h.rope_scaling_type}, {"rope_scaling_factor", h.rope_scaling_factor},
+                    {"rope_scaling_orig_ctx", h.rope_scaling_orig_ctx}, {"rope_attn_factor", h.rope_attn_factor},
                     {"rope_neox", h.rope_neox},   {"attn_scale", h.attn_scale},
                     {"sliding_window", h.n_swa},  {"rope_freq_base_swa", h.rope_freq_base_swa},
                     {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},

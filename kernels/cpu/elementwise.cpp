@@ -50,32 +50,54 @@ void rmsnorm(const RmsNormParams& p, ThreadPool* pool) {
   });
 }
 
-// The angles' cos and sin for one token: the same bits rope_rotate computes
-// (cosf and sinf of rope_theta), kept between calls: a decode step ropes Q
+// YaRN's per-call constants (ramp ends and magnitude; none when ext_factor is 0).
+struct RopeYarn {
+  float low = 0, high = 0, mscale = 1;
+  RopeYarn(const RopeParams& p, int64_t n_rot) {
+    if (p.ext_factor != 0) math::rope_yarn_corr_dims(n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, low, high);
+    mscale = math::rope_yarn_mscale(p.freq_scale, p.ext_factor, p.attn_factor);
+  }
+  float theta(const RopeParams& p, int32_t pos, int64_t i, int64_t n_rot) const {
+    return math::rope_theta_ext(pos, i, n_rot, p.freq_base, p.freq_scale, p.freq_factors ? p.freq_factors[i] : 1.0f,
+                                p.ext_factor, low, high);
+  }
+};
+
+// The angles' cos and sin for one token (times YaRN's magnitude): the same
+// bits rope_rotate computes, kept between calls: a decode step ropes Q
 // and K of every layer at the same position, 2 x n_layers calls that would
 // each redo n_rot / 2 powf and sincosf (about 2 % of a SmolLM2 token).
 struct RopeAngles {
   int32_t pos = -1;
   int64_t n_rot = 0;
-  float freq_base = 0, freq_scale = 0;
+  float freq_base = 0, freq_scale = 0, ext_factor = 0, attn_factor = 0, beta_fast = 0, beta_slow = 0;
+  int32_t n_ctx_orig = 0;
   bool valid = false;
   float cos[kMaxHeadDim / 2], sin[kMaxHeadDim / 2];
 
-  const RopeAngles& at(int32_t position, const RopeParams& p, int64_t rot) {
+  bool same(int32_t position, const RopeParams& p, int64_t rot) const {
+    return valid && !p.freq_factors && position == pos && rot == n_rot && p.freq_base == freq_base &&
+           p.freq_scale == freq_scale && p.ext_factor == ext_factor && p.attn_factor == attn_factor &&
+           p.beta_fast == beta_fast && p.beta_slow == beta_slow && p.n_ctx_orig == n_ctx_orig;
+  }
+
+  const RopeAngles& at(int32_t position, const RopeParams& p, int64_t rot, const RopeYarn& yarn) {
     // Per-pair factors (Llama 3.1) are data, not a key: those calls recompute.
-    if (valid && !p.freq_factors && position == pos && rot == n_rot && p.freq_base == freq_base &&
-        p.freq_scale == freq_scale)
-      return *this;
+    if (same(position, p, rot)) return *this;
     for (int64_t i = 0; i < rot / 2; ++i) {
-      const float theta = math::rope_theta(position, i, rot, p.freq_base, p.freq_scale,
-                                           p.freq_factors ? p.freq_factors[i] : 1.0f);
-      cos[i] = cosf(theta);
-      sin[i] = sinf(theta);
+      const float theta = yarn.theta(p, position, i, rot);
+      cos[i] = cosf(theta) * yarn.mscale;
+      sin[i] = sinf(theta) * yarn.mscale;
     }
     pos = position;
     n_rot = rot;
     freq_base = p.freq_base;
     freq_scale = p.freq_scale;
+    ext_factor = p.ext_factor;
+    attn_factor = p.attn_factor;
+    beta_fast = p.beta_fast;
+    beta_slow = p.beta_slow;
+    n_ctx_orig = p.n_ctx_orig;
     valid = !p.freq_factors;
     return *this;
   }
@@ -83,17 +105,17 @@ struct RopeAngles {
 
 void rope(const RopeParams& p, ThreadPool* pool) {
   const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
+  const RopeYarn yarn(p, n_rot);
   if (n_rot / 2 > kMaxHeadDim / 2) {  // wider than any head the kernels take: no table
     parallel_rows(pool, p.n_tokens, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         for (int64_t i = 0; i < n_rot / 2; ++i) {
-          const float theta = math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale,
-                                               p.freq_factors ? p.freq_factors[i] : 1.0f);
+          const float theta = yarn.theta(p, p.positions[t], i, n_rot);
           int64_t i0, i1;
           math::rope_pair_index(i, n_rot, p.neox, i0, i1);
           for (int64_t h = 0; h < p.n_heads; ++h) {
             float* head = p.x + (t * p.n_heads + h) * p.head_dim;
-            math::rope_rotate(head[i0], head[i1], theta);
+            math::rope_rotate(head[i0], head[i1], theta, yarn.mscale);
           }
         }
       }
@@ -104,7 +126,7 @@ void rope(const RopeParams& p, ThreadPool* pool) {
     // Per thread (pool workers and the stream's thread): no sharing.
     thread_local RopeAngles angles;
     for (int64_t t = begin; t < end; ++t) {
-      const RopeAngles& a = angles.at(p.positions[t], p, n_rot);
+      const RopeAngles& a = angles.at(p.positions[t], p, n_rot, yarn);
       for (int64_t i = 0; i < n_rot / 2; ++i) {
         int64_t i0, i1;
         math::rope_pair_index(i, n_rot, p.neox, i0, i1);

@@ -32,8 +32,9 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, float* out, int64
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) orow[i] = xr[i] * scale * w[i];
 }
 
-// One thread per (token, head, pair).
-__global__ void rope_kernel(RopeParams p, int64_t n_rot) {
+// One thread per (token, head, pair). low, high, mscale: YaRN's ramp ends and
+// magnitude (math::rope_yarn_corr_dims, rope_yarn_mscale), computed once per launch.
+__global__ void rope_kernel(RopeParams p, int64_t n_rot, float low, float high, float mscale) {
   const int64_t pairs = n_rot / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= p.n_tokens * p.n_heads * pairs) return;
@@ -44,7 +45,9 @@ __global__ void rope_kernel(RopeParams p, int64_t n_rot) {
   math::rope_pair_index(i, n_rot, p.neox, i0, i1);
   float* head = p.x + th * p.head_dim;
   const float ff = p.freq_factors ? p.freq_factors[i] : 1.0f;
-  math::rope_rotate(head[i0], head[i1], math::rope_theta(p.positions[t], i, n_rot, p.freq_base, p.freq_scale, ff));
+  const float theta =
+      math::rope_theta_ext(p.positions[t], i, n_rot, p.freq_base, p.freq_scale, ff, p.ext_factor, low, high);
+  math::rope_rotate(head[i0], head[i1], theta, mscale);
 }
 
 // The binary elementwise ops: out[i] = Op()(a[i], b[i]), one thread per element.
@@ -103,7 +106,10 @@ Status launch_rope(const RopeParams& p, cudaStream_t s) {
   const int64_t n_rot = p.n_rot == 0 ? p.head_dim : p.n_rot;
   const int64_t n = p.n_tokens * p.n_heads * (n_rot / 2);
   if (n == 0) return Status::OK();
-  rope_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n_rot);
+  float low = 0, high = 0;
+  if (p.ext_factor != 0) math::rope_yarn_corr_dims(n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, low, high);
+  const float mscale = math::rope_yarn_mscale(p.freq_scale, p.ext_factor, p.attn_factor);
+  rope_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, n_rot, low, high, mscale);
   LS_CUDA_CHECK_LAUNCH("rope");
   return Status::OK();
 }

@@ -129,8 +129,9 @@ Status LlamaRunner::Impl::qkv(const Pass& p, const LayerRun& run, Stream& s, int
   return S.k.rmsnorm({kk, kn, kk, int64_t{T} * h.n_head_kv, hd, h.rms_eps}, s);
 }
 
-// RoPE on q and k at the pass's positions (the block's base: sliding-window
-// layers have their own; Llama 3.1's frequency factors from the reserve).
+// RoPE on q and k at the pass's positions (the block's base and scaling:
+// sliding-window layers have their own; Llama 3.1's frequency factors from
+// the reserve; YaRN's ramp and magnitude).
 Status LlamaRunner::Impl::rope_qk(const Pass& p, const LayerRun& run, Stream& s, int b) {
   const LlamaHparams& h = m.hparams;
   const SiteView S = site_view(run.site);
@@ -139,9 +140,15 @@ Status LlamaRunner::Impl::rope_qk(const Pass& p, const LayerRun& run, Stream& s,
   rp.head_dim = h.head_dim;
   rp.n_rot = h.n_rot;
   rp.positions = reinterpret_cast<const int32_t*>(S.base + lay.positions);
-  rp.freq_base = h.rope_base(static_cast<uint32_t>(b));
+  const LlamaHparams::Rope rope = h.rope(static_cast<uint32_t>(b));
+  rp.freq_base = rope.freq_base;
+  rp.freq_scale = rope.freq_scale;
+  rp.ext_factor = rope.ext_factor;
+  rp.attn_factor = rope.attn_factor;
+  rp.beta_fast = rope.beta_fast;
+  rp.beta_slow = rope.beta_slow;
+  rp.n_ctx_orig = static_cast<int32_t>(rope.n_ctx_orig);
   rp.freq_factors = m.rope_freqs ? S.f(lay.rope_freqs) : nullptr;
-  rp.freq_scale = h.rope_scaling_type == "linear" && h.rope_scaling_factor > 0 ? 1.0f / h.rope_scaling_factor : 1.0f;
   rp.neox = h.rope_neox;
   rp.x = S.f(lay.q);
   rp.n_heads = h.n_head;

@@ -369,6 +369,12 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   if (s.rope_freqs && s.arch != "llama") {
     return Status::InvalidArgument("example model: rope_freqs (Llama 3.1 frequency factors) needs arch llama");
   }
+  if (s.rope_scaling != "none" && s.rope_scaling != "linear" && s.rope_scaling != "yarn") {
+    return Status::InvalidArgument("example model: rope scaling '" + s.rope_scaling + "' must be none, linear or yarn");
+  }
+  if (!(s.rope_factor > 0 && std::isfinite(s.rope_factor))) {
+    return Status::InvalidArgument(fmt::format("example model: rope factor {} must be positive", s.rope_factor));
+  }
   if (s.sliding_window && s.arch != "gemma3" && s.arch != "gpt-oss") {
     return Status::InvalidArgument("example model: a sliding window needs arch gemma3 or gpt-oss");
   }
@@ -438,6 +444,13 @@ Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   LS_RETURN_IF_ERROR(w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f)));
   // qwen3 / gemma3 use a large global base (gemma3's local layers keep the default 10000).
   LS_RETURN_IF_ERROR(w.add(a + ".rope.freq_base", GgufValue::f32(a == "llama" ? 10000.0f : 1e6f)));
+  if (s.rope_scaling != "none") {
+    LS_RETURN_IF_ERROR(w.add(a + ".rope.scaling.type", GgufValue::string(s.rope_scaling)));
+    LS_RETURN_IF_ERROR(w.add(a + ".rope.scaling.factor", GgufValue::f32(s.rope_factor)));
+    if (s.rope_scaling == "yarn") {
+      LS_RETURN_IF_ERROR(u32(a + ".rope.scaling.original_context_length", s.rope_orig_ctx ? s.rope_orig_ctx : s.n_ctx));
+    }
+  }
   LS_RETURN_IF_ERROR(u32(a + ".vocab_size", s.n_vocab));
   LS_ASSIGN_OR_RETURN(TokenizerVocab vocab, try_make_example_vocab(s.n_vocab));
   LS_RETURN_IF_ERROR(add_tokenizer_metadata(w, vocab));

@@ -63,6 +63,12 @@ struct ExampleModelSpec {
   // gpt-oss always has one (every other layer; 0 here writes 128).
   uint32_t sliding_window = 0;
   uint32_t swa_pattern = 6;
+  // <arch>.rope.scaling.*: "none" writes no keys; "linear" or "yarn" write
+  // the type and factor, and yarn its original_context_length (as GPT-OSS
+  // ships: yarn, factor 32, 4096).
+  std::string rope_scaling = "none";
+  float rope_factor = 1.0f;
+  uint32_t rope_orig_ctx = 0;  // yarn: 0 writes n_ctx
   // general.alignment: 4096 for files we stream (O_DIRECT); 32 for interop
   // files given to llama.cpp's tools (llama-quantize lays data out at 32).
   uint32_t alignment = 4096;

@@ -35,6 +35,24 @@ const ArchTraits* arch_traits(const std::string& arch) {
 
 bool is_llama_family(const std::string& arch) { return arch_traits(arch) != nullptr; }
 
+LlamaHparams::Rope LlamaHparams::rope(uint32_t layer) const {
+  Rope r;
+  r.freq_base = rope_base(layer);
+  r.n_ctx_orig = rope_scaling_orig_ctx ? rope_scaling_orig_ctx : n_ctx_train;
+  if (rope_scaling_type == "none") return r;
+  const float global_scale = 1.0f / rope_scaling_factor;
+  r.freq_scale = is_swa(layer) && !rope_swa_scaled ? 1.0f : global_scale;
+  r.attn_factor = rope_attn_factor;
+  if (rope_scaling_type != "yarn") return r;
+  r.ext_factor = 1.0f;
+  // llama.cpp's yarn_attn_factor: YaRN's magnitude 1 + 0.1 ln(factor) for
+  // factor > 1, divided by the 1 + 0.1 ln(1 / freq_scale) the kernel applies.
+  const float factor = rope_scaling_factor;
+  const float mscale = factor <= 1.0f ? 1.0f : 1.0f + 0.1f * std::log(factor);
+  r.attn_factor = mscale / (1.0f + 0.1f * std::log(factor)) * rope_attn_factor;
+  return r;
+}
+
 ExpertSlice expert_slice(const GgufTensorInfo& t, uint32_t e) {
   const uint64_t n_expert = t.dims.size() > 2 ? t.dims[2] : 1;
   const uint64_t bytes = t.n_bytes / n_expert;  // the loader checked the shape: a whole number of rows each
@@ -118,25 +136,41 @@ class LlamaLoader {
     }
     h.rms_eps = static_cast<float>(eps);
     h.rope_freq_base = static_cast<float>(base);
+    LS_RETURN_IF_ERROR(read_rope_scaling());
+    LS_RETURN_IF_ERROR(read_moe_hparams());
+    return read_arch_hparams();
+  }
+
+  // <arch>.rope.scaling.*: as llama.cpp reads them, a factor without a type
+  // (or the older rope.scale_linear) is linear scaling.
+  Status read_rope_scaling() {
+    LlamaHparams& h = m_.hparams;
+    const bool has_type = f_.has(key("rope.scaling.type"));
     LS_ASSIGN_OR_RETURN(h.rope_scaling_type, f_.get_string_or(key("rope.scaling.type"), "none"));
-    LS_ASSIGN_OR_RETURN(double factor, f_.get_float_or(key("rope.scaling.factor"), 1.0));
-    if (f_.has(key("rope.scale_linear")) && !f_.has(key("rope.scaling.type"))) {  // older files
-      LS_ASSIGN_OR_RETURN(factor, f_.get_float(key("rope.scale_linear")));
-      h.rope_scaling_type = "linear";
-    }
+    std::string factor_key = key("rope.scaling.factor");
+    if (!f_.has(factor_key) && f_.has(key("rope.scale_linear"))) factor_key = key("rope.scale_linear");  // older files
+    LS_ASSIGN_OR_RETURN(double factor, f_.get_float_or(factor_key, 1.0));
+    if (!has_type && f_.has(factor_key)) h.rope_scaling_type = "linear";
     if (h.rope_scaling_type != "none" && h.rope_scaling_type != "linear" && h.rope_scaling_type != "yarn") {
       return Status::Unsupported(fmt::format("{}: {} = '{}' is not supported (none, linear, yarn)", f_.path(),
                                              key("rope.scaling.type"), h.rope_scaling_type));
     }
+    if (factor == 0) factor = 1;  // llama.cpp: 0 means unscaled
     if (!(factor > 0 && std::isfinite(factor))) {
       return Status::Corruption(
-          fmt::format("{}: hyper-parameter {} = {} must be positive", f_.path(), key("rope.scaling.factor"), factor));
+          fmt::format("{}: hyper-parameter {} = {} must be positive and finite", f_.path(), factor_key, factor));
     }
     h.rope_scaling_factor = static_cast<float>(factor);
     LS_ASSIGN_OR_RETURN(h.rope_scaling_orig_ctx,
                         f_.get_u32_or(key("rope.scaling.original_context_length"), h.n_ctx_train));
-    LS_RETURN_IF_ERROR(read_moe_hparams());
-    return read_arch_hparams();
+    if (h.rope_scaling_orig_ctx == 0) return bad_hparam(key("rope.scaling.original_context_length"), 0, "must be > 0");
+    LS_ASSIGN_OR_RETURN(double attn_factor, f_.get_float_or(key("rope.scaling.attn_factor"), 1.0));
+    if (!(attn_factor > 0 && std::isfinite(attn_factor))) {
+      return Status::Corruption(fmt::format("{}: hyper-parameter {} = {} must be positive and finite", f_.path(),
+                                            key("rope.scaling.attn_factor"), attn_factor));
+    }
+    h.rope_attn_factor = static_cast<float>(attn_factor);
+    return Status::OK();
   }
 
   // A mixture of experts: qwen3moe and gpt-oss always, llama when
@@ -191,11 +225,7 @@ class LlamaLoader {
   // The hyper-parameters only some architectures have.
   Status read_arch_hparams() {
     LlamaHparams& h = m_.hparams;
-    if (h.traits.gpt_oss && h.rope_scaling_type == "yarn") {
-      // YaRN changes every rotation's frequency and magnitude, not only past the training context.
-      return Status::Unsupported(fmt::format("{}: {} = 'yarn' is not implemented for architecture 'gpt-oss' "
-                                             "(its RoPE would be wrong at every position)", f_.path(), key("rope.scaling.type")));
-    }
+    h.rope_swa_scaled = h.traits.gpt_oss;  // llama.cpp: gpt-oss's freq_scale_swa is the global one
     double scale = 1.0 / std::sqrt(double(h.head_dim));
     if (h.arch == "gemma3" && h.n_layers == 62) scale = 1.0 / std::sqrt(double(h.n_embd / h.n_head));  // 27B
     LS_ASSIGN_OR_RETURN(scale, f_.get_float_or(key("attention.scale"), scale));

@@ -81,7 +81,8 @@ struct LlamaHparams {
   float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
   std::string rope_scaling_type = "none";  // <arch>.rope.scaling.type: none, linear, yarn
   float rope_scaling_factor = 1.0f;        // <arch>.rope.scaling.factor
-  uint32_t rope_scaling_orig_ctx = 0;      // <arch>.rope.scaling.original_context_length
+  uint32_t rope_scaling_orig_ctx = 0;      // <arch>.rope.scaling.original_context_length (default context_length)
+  float rope_attn_factor = 1.0f;           // <arch>.rope.scaling.attn_factor (RoPE magnitude)
   bool rope_neox = false;     // true: pairs (i, i + n_rot/2) (qwen2); false: adjacent pairs (llama)
   ArchTraits traits;          // arch_traits(arch)
   // Attention logit scale: <arch>.attention.scale, else gemma3's rule
@@ -96,6 +97,9 @@ struct LlamaHparams {
   uint32_t n_swa = 0;
   std::vector<bool> swa_layers;
   float rope_freq_base_swa = 10000.0f;
+  // Whether sliding-window layers scale RoPE as the global ones do (gpt-oss)
+  // or not at all (gemma3: llama.cpp's freq_scale_swa stays 1).
+  bool rope_swa_scaled = false;
   // Mixture of experts: every block's FFN is n_expert experts of width
   // n_ff_exp (<arch>.expert_count, expert_used_count; qwen3moe's
   // expert_feed_forward_length, llama's feed_forward_length), of which each
@@ -104,6 +108,21 @@ struct LlamaHparams {
   bool is_moe() const { return n_expert > 0; }
   bool is_swa(uint32_t layer) const { return n_swa > 0 && layer < swa_layers.size() && swa_layers[layer]; }
   float rope_base(uint32_t layer) const { return is_swa(layer) ? rope_freq_base_swa : rope_freq_base; }
+  struct Rope;
+  // The RoPE of block `layer`, as llama.cpp derives it from these keys.
+  Rope rope(uint32_t layer) const;
+};
+
+// How one block rotates q and k: llama.cpp's ggml_rope_ext arguments (see
+// kernels::RopeParams). none: freq_scale 1; linear: freq_scale 1 / factor;
+// yarn: also ext_factor 1, beta_fast 32, beta_slow 1 over n_ctx_orig =
+// rope.scaling.original_context_length, and attn_factor such that the
+// magnitude is (1 + 0.1 ln factor) x rope.scaling.attn_factor for factor > 1
+// (llama.cpp's defaults for these architectures: it reads no yarn_* keys for them).
+struct LlamaHparams::Rope {
+  float freq_base = 10000.0f, freq_scale = 1.0f;
+  float ext_factor = 0.0f, attn_factor = 1.0f, beta_fast = 32.0f, beta_slow = 1.0f;
+  uint32_t n_ctx_orig = 0;
 };
 
 // The FFN of a mixture-of-experts block: the router and the experts' three

@@ -1,5 +1,5 @@
 // Mixtures of experts on the CUDA backend: a qwen3moe, a mixtral and a
-// gpt-oss (MXFP4 experts) example model give, all resident on the GPU, the host backend's logits within the
+// gpt-oss (MXFP4 experts, YaRN RoPE) example model give, all resident on the GPU, the host backend's logits within the
 // two backends' agreement, and streamed from disk through a 2-slot window
 // the GPU's resident logits bit for bit. Skips with the reason when no
 // device is present.
@@ -36,7 +36,12 @@ TEST(MoeGpu, ResidentMatchesHostAndStreamedMatchesResident) {
     spec.arch = arch;
     spec.n_expert = 8;
     spec.n_expert_used = 2;
-    if (arch == "gpt-oss") spec.expert_dtype = GgmlType::MXFP4;  // with sinks, biases and its window, as it ships
+    if (arch == "gpt-oss") {  // with sinks, biases, its window and YaRN, as it ships (original context 8 of 14)
+      spec.expert_dtype = GgmlType::MXFP4;
+      spec.rope_scaling = "yarn";
+      spec.rope_factor = 32;
+      spec.rope_orig_ctx = 8;
+    }
     const std::string path = dir.file(arch + ".gguf");
     LS_ASSERT_OK(testing::write_scratch_model(path, spec));
 

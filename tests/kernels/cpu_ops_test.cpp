@@ -224,6 +224,71 @@ TEST_F(CpuKernelsTest, RopeFrequencyFactors) {
   }
 }
 
+// YaRN against the float64 definition: several factors and bases, positions
+// up to 4x past the original context, both layouts, partial rotation, the
+// angle table (decode and prefill) and the wide-head path without a table.
+TEST_F(CpuKernelsTest, RopeYarnMatchesReference) {
+  struct Case {
+    int64_t n_tok, n_heads, head_dim, n_rot;
+    float base;
+    bool neox;
+    RefYarn y;
+  };
+  const Case cases[] = {
+      {6, 4, 64, 0, 150000, true, {32, 1, 1, 32, 1, 64}},         // gpt-oss's shape of scaling
+      {3, 2, 128, 96, 10000, false, {4, 1, 1, 32, 1, 256}},
+      {5, 3, 32, 0, 1e6f, true, {8, 0.5, 0.9, 16, 2, 512}},       // partial mix, own betas and magnitude
+      {1, 2, 64, 0, 500000, false, {40, 1, 1.2, 32, 1, 4096}},
+      {2, 1, 2 * kMaxHeadDim + 64, 0, 10000, true, {16, 1, 1, 32, 1, 128}},  // no table
+  };
+  for (const Case& c : cases) {
+    std::vector<int32_t> pos(c.n_tok);
+    for (auto& p : pos) p = static_cast<int32_t>(rng_() % (4 * c.y.n_ctx_orig));
+    const std::vector<float> x = random_floats(c.n_tok * c.n_heads * c.head_dim, rng_);
+    const int64_t n_rot = c.n_rot ? c.n_rot : c.head_dim;
+    std::vector<double> ref = to_double(x);
+    ref_rope_yarn(ref, c.n_tok, c.n_heads, c.head_dim, n_rot, pos, c.base, c.neox, c.y);
+    RopeParams p{nullptr, c.n_tok, c.n_heads, c.head_dim, c.n_rot, pos.data(), c.base, float(1 / c.y.factor), c.neox};
+    p.ext_factor = float(c.y.ext_factor);
+    // The kernel multiplies attn_factor by 1 + 0.1 ln factor itself (ggml's convention).
+    p.attn_factor = float(c.y.attn_factor);
+    p.beta_fast = float(c.y.beta_fast);
+    p.beta_slow = float(c.y.beta_slow);
+    p.n_ctx_orig = c.y.n_ctx_orig;
+    std::vector<float> plain = x, got = x;
+    // First a plain rope at the same positions: the angle table must not be reused.
+    cpu::rope({plain.data(), c.n_tok, c.n_heads, c.head_dim, c.n_rot, pos.data(), c.base, p.freq_scale, c.neox}, nullptr);
+    p.x = got.data();
+    LS_ASSERT_OK(validate(p));
+    cpu::rope(p, c.n_tok > 2 ? &pool3_ : nullptr);
+    const double mscale = c.y.attn_factor * (1 + 0.1 * std::log(c.y.factor));
+    for (int64_t t = 0; t < c.n_tok; ++t) {
+      const double tol = (1e-6 + 4e-7 * pos[t]) * std::sqrt(2.0) * mscale;
+      for (int64_t i = 0; i < c.n_heads * c.head_dim; ++i) {
+        const size_t k = t * c.n_heads * c.head_dim + i;
+        ASSERT_LE(std::fabs(got[k] - ref[k]), tol) << "factor " << c.y.factor << " token " << t << " elem " << i;
+      }
+    }
+    EXPECT_NE(plain, got);  // YaRN is not linear scaling
+  }
+}
+
+// Bad YaRN parameters are refused by name.
+TEST_F(CpuKernelsTest, RopeYarnValidation) {
+  std::vector<float> x(8);
+  std::vector<int32_t> pos(1);
+  RopeParams p{x.data(), 1, 1, 8, 0, pos.data(), 10000, 0.25f, false};
+  p.ext_factor = 1;
+  EXPECT_NE(validate(p).message().find("n_ctx_orig"), std::string::npos);
+  p.n_ctx_orig = 64;
+  LS_EXPECT_OK(validate(p));
+  p.beta_slow = 0;
+  EXPECT_NE(validate(p).message().find("beta_slow"), std::string::npos);
+  p.beta_slow = 1;
+  p.ext_factor = 2;
+  EXPECT_NE(validate(p).message().find("ext_factor"), std::string::npos);
+}
+
 TEST_F(CpuKernelsTest, GeluMulAndScale) {
   for (int64_t n : {1, 31, 5000, 40000}) {
     std::vector<float> g, u;

@@ -271,6 +271,42 @@ TEST_F(CudaKernelsTest, GeluMulScaleRopeFactorsSlidingWindow) {
   }
 }
 
+// YaRN on the device against the float64 definition (positions up to 4x past
+// the original context, both layouts, several factors).
+TEST_F(CudaKernelsTest, RopeYarnMatchesReference) {
+  struct Case {
+    int64_t n_heads, head_dim;
+    float base;
+    bool neox;
+    RefYarn y;
+  };
+  for (const Case& c : {Case{4, 64, 150000, true, {32, 1, 1, 32, 1, 64}}, Case{3, 128, 10000, false, {4, 1, 1, 32, 1, 256}},
+                        Case{2, 32, 1e6f, true, {8, 0.5, 0.9, 16, 2, 512}}}) {
+    const int64_t n_tok = 5;
+    std::vector<int32_t> pos(n_tok);
+    for (auto& p : pos) p = static_cast<int32_t>(rng_() % (4 * c.y.n_ctx_orig));
+    const std::vector<float> x = random_floats(n_tok * c.n_heads * c.head_dim, rng_);
+    std::vector<double> ref = to_double(x);
+    ref_rope_yarn(ref, n_tok, c.n_heads, c.head_dim, c.head_dim, pos, c.base, c.neox, c.y);
+    Dev dx = Dev::from(x), dpos = Dev::from(pos);
+    RopeParams rp{dx.f(), n_tok, c.n_heads, c.head_dim, 0, static_cast<int32_t*>(dpos.p), c.base, float(1 / c.y.factor), c.neox};
+    rp.ext_factor = float(c.y.ext_factor);
+    rp.attn_factor = float(c.y.attn_factor);
+    rp.beta_fast = float(c.y.beta_fast);
+    rp.beta_slow = float(c.y.beta_slow);
+    rp.n_ctx_orig = c.y.n_ctx_orig;
+    LS_ASSERT_OK(k_->rope(rp, s_));
+    LS_ASSERT_OK(s_.synchronize());
+    const std::vector<float> got = dx.get<float>();
+    const double mscale = c.y.attn_factor * (1 + 0.1 * std::log(c.y.factor));
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t i = 0; i < c.n_heads * c.head_dim; ++i) {
+        const size_t k = t * c.n_heads * c.head_dim + i;
+        ASSERT_LE(std::fabs(got[k] - ref[k]), (1e-6 + 4e-7 * pos[t]) * std::sqrt(2.0) * mscale) << "factor " << c.y.factor;
+      }
+  }
+}
+
 TEST_F(CudaKernelsTest, SamplingMatchesTheCpuSampler) {
   const int64_t n = 50000;
   std::vector<float> logits = random_floats(n, rng_, -5, 5);

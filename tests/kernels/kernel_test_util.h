@@ -3,6 +3,7 @@
 // through the library's decoders), and float64 reference ops.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -150,6 +151,40 @@ inline void ref_rope(std::vector<double>& x, int64_t n_tok, int64_t n_heads, int
         const double x0 = v[a], x1 = v[b];
         v[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
         v[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+    }
+  }
+}
+
+// YaRN (arXiv 2309.00071) in float64, from its definition: pair i's unscaled
+// angle pos * base^(-2i/n_rot) is kept for pairs turning more than beta_fast
+// times over the original context, divided by `factor` for pairs turning
+// fewer than beta_slow times, and blended linearly between (ramp over pair
+// indices, its ends rounded outwards and clamped to [0, n_rot - 1], the mix
+// weighted by ext_factor); cos and sin are scaled by
+// attn_factor * (1 + 0.1 ln factor).
+struct RefYarn {
+  double factor = 1, ext_factor = 1, attn_factor = 1, beta_fast = 32, beta_slow = 1;
+  int n_ctx_orig = 0;
+};
+inline void ref_rope_yarn(std::vector<double>& x, int64_t n_tok, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                          const std::vector<int32_t>& pos, double base, bool neox, const RefYarn& y) {
+  // The pair index at which a pair turns `beta` times in n_ctx_orig positions.
+  auto corr = [&](double beta) { return n_rot * std::log(y.n_ctx_orig / (2 * M_PI * beta)) / (2 * std::log(base)); };
+  const double low = std::max(0.0, std::floor(corr(y.beta_fast)));
+  const double high = std::min(double(n_rot - 1), std::ceil(corr(y.beta_slow)));
+  const double mscale = y.attn_factor * (1 + 0.1 * std::log(y.factor));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t i = 0; i < n_rot / 2; ++i) {
+      const double extrap = pos[t] * std::pow(base, -2.0 * i / n_rot), interp = extrap / y.factor;
+      const double ramp = 1 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+      const double mix = ramp * y.ext_factor, theta = interp * (1 - mix) + extrap * mix;
+      const int64_t a = neox ? i : 2 * i, b = neox ? i + n_rot / 2 : 2 * i + 1;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        double* v = x.data() + (t * n_heads + h) * head_dim;
+        const double x0 = v[a], x1 = v[b];
+        v[a] = mscale * (x0 * std::cos(theta) - x1 * std::sin(theta));
+        v[b] = mscale * (x0 * std::sin(theta) + x1 * std::cos(theta));
       }
     }
   }

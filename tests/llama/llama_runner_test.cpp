@@ -302,18 +302,37 @@ void rmsnorm_heads(std::vector<double>& x, const std::vector<double>& w, double 
   }
 }
 
+// A layer's RoPE scaling, from the file's rope.scaling.* keys: none, linear
+// (angles divided by factor) or YaRN (arXiv 2309.00071: pairs turning more
+// than 32 times over orig_ctx positions keep their angle, fewer than once are
+// divided by factor, a linear ramp over pair indices between, cos and sin
+// scaled by 1 + 0.1 ln factor).
+struct RefRopeScaling {
+  double factor = 1, attn = 1;
+  int orig_ctx = 0;  // > 0: YaRN
+};
+
 // RoPE of each head: llama pairs (2i, 2i+1), neox pairs (i, i + n_rot/2);
-// pair i's angle pos * base^(-2i/n_rot) / factor[i] (factors empty: 1).
+// pair i's unscaled angle pos * base^(-2i/n_rot) / factor[i] (factors empty: 1).
 void rope(std::vector<double>& x, int n_heads, int hd, int n_rot, int pos, double base, bool neox,
-          const std::vector<double>& factors) {
+          const std::vector<double>& factors, const RefRopeScaling& sc) {
+  auto corr = [&](double turns) { return n_rot * std::log(sc.orig_ctx / (2 * M_PI * turns)) / (2 * std::log(base)); };
+  const double low = sc.orig_ctx ? std::max(0.0, std::floor(corr(32))) : 0;
+  const double high = sc.orig_ctx ? std::min(n_rot - 1.0, std::ceil(corr(1))) : 0;
+  const double mag = sc.attn * (sc.orig_ctx ? 1 + 0.1 * std::log(sc.factor) : 1);
   for (int h = 0; h < n_heads; ++h)
     for (int i = 0; i < n_rot / 2; ++i) {
-      const double th = pos * std::pow(base, -2.0 * i / n_rot) / (factors.empty() ? 1.0 : factors[i]);
+      const double extrap = pos * std::pow(base, -2.0 * i / n_rot) / (factors.empty() ? 1.0 : factors[i]);
+      double th = extrap / sc.factor;
+      if (sc.orig_ctx) {
+        const double keep = 1 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+        th = th * (1 - keep) + extrap * keep;
+      }
       double& a = x[h * hd + (neox ? i : 2 * i)];
       double& b = x[h * hd + (neox ? i + n_rot / 2 : 2 * i + 1)];
       const double a0 = a, b0 = b;
-      a = a0 * std::cos(th) - b0 * std::sin(th);
-      b = a0 * std::sin(th) + b0 * std::cos(th);
+      a = mag * (a0 * std::cos(th) - b0 * std::sin(th));
+      b = mag * (a0 * std::sin(th) + b0 * std::cos(th));
     }
 }
 
@@ -338,6 +357,13 @@ class RefRunner {
       // base 10000); gpt-oss: even layers local, with the global base.
       const bool local = h.n_swa > 0 && !h.swa_layers.empty() && h.swa_layers[l];
       const double base = local && gemma ? 10000.0 : h.rope_freq_base;
+      // gemma3's local layers are never scaled (llama.cpp), gpt-oss's are.
+      RefRopeScaling sc;
+      if (h.rope_scaling_type != "none" && !(local && gemma)) {
+        sc.factor = h.rope_scaling_factor;
+        sc.attn = h.rope_attn_factor;
+        if (h.rope_scaling_type == "yarn") sc.orig_ctx = int(h.rope_scaling_orig_ctx);
+      }
       auto xb = rmsnorm(x, B.an, h.rms_eps);
       auto q = mv(B.wq, xb, nh * hd), k = mv(B.wk, xb, nkv * hd), v = mv(B.wv, xb, nkv * hd);
       add(q, B.qb);
@@ -347,8 +373,8 @@ class RefRunner {
         rmsnorm_heads(q, B.qn, h.rms_eps);
         rmsnorm_heads(k, B.kn, h.rms_eps);
       }
-      rope(q, nh, hd, h.n_rot, pos_, base, neox, m_.rope_freqs);
-      rope(k, nkv, hd, h.n_rot, pos_, base, neox, m_.rope_freqs);
+      rope(q, nh, hd, h.n_rot, pos_, base, neox, m_.rope_freqs, sc);
+      rope(k, nkv, hd, h.n_rot, pos_, base, neox, m_.rope_freqs, sc);
       kc_[l].push_back(k);
       vc_[l].push_back(v);
       const int first = local && pos_ >= int(h.n_swa) ? pos_ - int(h.n_swa) + 1 : 0;
@@ -586,6 +612,9 @@ struct ArchCase {
   uint32_t n_expert = 0, n_expert_used = 0;  // qwen3moe, mixtral
   ExampleMix mix = ExampleMix::kUniform;     // a mix: dtype is its base type, widths of 256
   std::optional<GgmlType> expert_dtype;       // the experts' own type (gpt-oss: MXFP4)
+  const char* rope_scaling = "none";          // rope.scaling.type, factor, original_context_length
+  float rope_factor = 1;
+  uint32_t rope_orig_ctx = 0;
 };
 
 ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
@@ -599,6 +628,9 @@ ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
   s.n_expert_used = c.n_expert_used;
   s.mix = c.mix;
   s.expert_dtype = c.expert_dtype;
+  s.rope_scaling = c.rope_scaling;
+  s.rope_factor = c.rope_factor;
+  s.rope_orig_ctx = c.rope_orig_ctx;
   if (c.mix != ExampleMix::kUniform) {  // rows the K types hold; 3 layers keep the K-quant encoding short
     s.n_embd = s.n_ff = 256;
     s.n_layers = 3;
@@ -626,6 +658,12 @@ const ArchCase kArchCases[] = {
     // experts in MXFP4 as it ships them.
     {"gpt_oss", "gpt-oss", false, 0, 5, 2, GgmlType::F32, 4, 2},
     {"gpt_oss_q8_0_mxfp4", "gpt-oss", false, 0, 5, 2, GgmlType::Q8_0, 4, 2, ExampleMix::kUniform, GgmlType::MXFP4},
+    // RoPE scaling, its original context 8 of the run's 16 positions: GPT-OSS's
+    // YaRN (factor 32) on every layer, qwen3's YaRN (factor 4; head width 32),
+    // gemma3's linear scaling (its local layers unscaled).
+    {"gpt_oss_yarn", "gpt-oss", false, 32, 5, 2, GgmlType::F32, 4, 2, ExampleMix::kUniform, std::nullopt, "yarn", 32, 8},
+    {"qwen3_yarn", "qwen3", false, 32, 0, 6, GgmlType::F32, 0, 0, ExampleMix::kUniform, std::nullopt, "yarn", 4, 8},
+    {"gemma3_linear", "gemma3", false, 32, 5, 2, GgmlType::F32, 0, 0, ExampleMix::kUniform, std::nullopt, "linear", 8},
 };
 
 // Each test starts from the case's model written at `path`, seeded `seed`.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/model/gguf_file.h"
 #include "runtime/model/llama_model.h"
@@ -313,10 +314,80 @@ TEST(MoeModel, BadGptOssFilesNameTheKeyOrTensor) {
   auto f16_sinks = testing::gpt_oss_builder(4, 2);
   f16_sinks.tensor("blk.0.attn_sinks.weight")->type = static_cast<uint32_t>(GgmlType::F16);
   expect_refused(f16_sinks, "norms and biases must be F32", &Status::IsUnsupported);
+}
 
-  auto yarn = testing::gpt_oss_builder(4, 2);
-  yarn.add_str("gpt-oss.rope.scaling.type", "yarn");
-  expect_refused(yarn, "'yarn' is not implemented for architecture 'gpt-oss'", &Status::IsUnsupported);
+// GPT-OSS's YaRN (factor 32 over 4096 positions): every layer, windowed or
+// not, gets the ramp and llama.cpp's magnitude; the windowed ones their base.
+TEST(RopeScaling, GptOssYarnIsReadForEveryLayer) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::gpt_oss_builder(4, 2);
+  b.add_str("gpt-oss.rope.scaling.type", "yarn");
+  b.add_f32("gpt-oss.rope.scaling.factor", 32.0f);
+  b.add_u32("gpt-oss.rope.scaling.original_context_length", 4096);
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  const LlamaHparams& h = m.hparams;
+  ASSERT_TRUE(h.is_swa(0));
+  ASSERT_FALSE(h.is_swa(1));
+  for (uint32_t layer : {0u, 1u}) {
+    const LlamaHparams::Rope r = h.rope(layer);
+    EXPECT_EQ(r.freq_base, h.rope_base(layer));
+    EXPECT_FLOAT_EQ(r.freq_scale, 1.0f / 32);
+    EXPECT_EQ(r.ext_factor, 1.0f);
+    EXPECT_EQ(r.n_ctx_orig, 4096u);
+    EXPECT_EQ(r.beta_fast, 32.0f);
+    EXPECT_EQ(r.beta_slow, 1.0f);
+    // The kernel's magnitude attn_factor * (1 + 0.1 ln 32) is YaRN's 1 + 0.1 ln 32.
+    EXPECT_NEAR(r.attn_factor * (1 + 0.1 * std::log(32.0)), 1 + 0.1 * std::log(32.0), 1e-6);
+  }
+}
+
+// llama.cpp reads a factor without a type as linear scaling; gemma3's
+// windowed layers stay unscaled; rope.scaling.attn_factor scales the magnitude.
+TEST(RopeScaling, DefaultsAndPerLayerScale) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  auto b = testing::llama_builder(1, 64, 128, 4, 4, 512, "mistral");
+  b.add_f32("mistral.rope.scaling.factor", 4.0f);
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse(b.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  EXPECT_EQ(m.hparams.rope_scaling_type, "linear");
+  EXPECT_FLOAT_EQ(m.hparams.rope(0).freq_scale, 0.25f);
+  EXPECT_EQ(m.hparams.rope(0).ext_factor, 0.0f);
+
+  auto y = testing::llama_builder(1, 64, 128, 4, 4, 512, "llama");
+  y.add_str("llama.rope.scaling.type", "yarn");
+  y.add_f32("llama.rope.scaling.factor", 4.0f);
+  y.add_f32("llama.rope.scaling.attn_factor", 0.5f);
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile fy, parse(y.build(rng)));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel my, load_llama_model(fy));
+  const LlamaHparams::Rope r = my.hparams.rope(0);
+  EXPECT_EQ(r.n_ctx_orig, my.hparams.n_ctx_train);  // no original_context_length: the training context
+  EXPECT_NEAR(r.attn_factor * (1 + 0.1 * std::log(4.0)), 0.5 * (1 + 0.1 * std::log(4.0)), 1e-6);
+
+  LlamaHparams g;
+  g.rope_scaling_type = "linear";
+  g.rope_scaling_factor = 8;
+  g.n_swa = 512;
+  g.swa_layers = {true, false};
+  EXPECT_EQ(g.rope(0).freq_scale, 1.0f);  // gemma3: windowed layers unscaled
+  EXPECT_EQ(g.rope(1).freq_scale, 0.125f);
+  g.rope_swa_scaled = true;  // gpt-oss
+  EXPECT_EQ(g.rope(0).freq_scale, 0.125f);
+}
+
+TEST(RopeScaling, UnsupportedOrBadScalingIsRefusedByKey) {
+  auto longrope = testing::llama_builder(1, 64, 128, 4, 4, 512, "llama");
+  longrope.add_str("llama.rope.scaling.type", "longrope");
+  expect_refused(longrope, "llama.rope.scaling.type = 'longrope' is not supported (none, linear, yarn)",
+                 &Status::IsUnsupported);
+  auto negative = testing::llama_builder(1, 64, 128, 4, 4, 512, "llama");
+  negative.add_str("llama.rope.scaling.type", "yarn");
+  negative.add_f32("llama.rope.scaling.factor", -2.0f);
+  expect_refused(negative, "llama.rope.scaling.factor = -2", &Status::IsCorruption);
+  auto zero_ctx = testing::llama_builder(1, 64, 128, 4, 4, 512, "llama");
+  zero_ctx.add_str("llama.rope.scaling.type", "yarn");
+  zero_ctx.add_u32("llama.rope.scaling.original_context_length", 0);
+  expect_refused(zero_ctx, "llama.rope.scaling.original_context_length = 0", &Status::IsCorruption);
 }
 
 }  // namespace
