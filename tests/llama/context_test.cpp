@@ -15,9 +15,12 @@
 #include <span>
 #include <thread>
 
+#include "kernels/cpu/attention_split.h"
+#include "kernels/cpu/qdot.h"
 #include "layerstream/layerstream.h"
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_file.h"
+#include "tests/common/pass_invariance.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
@@ -123,6 +126,37 @@ TEST_F(ContextTest, SecondTurnPrefillsOnlyNewTokensAndMatchesOnePass) {
   for (size_t i = 0; i < turn2.size(); ++i) {
     auto l = chat->logits(static_cast<int>(i));
     EXPECT_EQ(std::vector<float>(l.begin(), l.end()), rows[history.size() + i]) << "turn 2 token " << i;
+  }
+}
+
+// Batch invariance beyond a verification pass: a prefill of many tokens over
+// a context longer than one attention chunk (kSplitPositions, where a
+// one-token pass splits its attention) gives each token the bits of
+// one-token passes: quantised weights on the fast (int8) path, what models
+// ship as, and F32 on the exact path. Reusing KV that decode passes wrote (a
+// chat's earlier answer, the prefix cache) relies on it: the reused rows are
+// those a prefill computes. (Float weights on the fast path and quantised
+// ones on the exact path hold it up to kBatchInvariantTokens only.)
+TEST(BatchInvariance, LongPrefillRowsEqualOneTokenPasses) {
+  if (kernels::cpu::amx::supported())
+    GTEST_SKIP() << "AMX's tile GEMM (passes of 16 tokens or more) sums in its own order";
+  testing::TempDir dir;
+  constexpr int kPrompt = static_cast<int>(kernels::cpu::kSplitPositions) - 8, kPass = 24;
+  struct Case {
+    GgmlType type;
+    bool exact;
+  };
+  for (const Case c : {Case{GgmlType::Q8_0, false}, Case{GgmlType::Q4_0, false}, Case{GgmlType::Q4_1, false},
+                       Case{GgmlType::F32, true}}) {
+    const std::string path = dir.file("m.gguf");
+    ASSERT_TRUE(testing::write_scratch_model(path, testing::tiny_llama_spec(c.type, testing::fresh_seed(), 256)).ok());
+    ModelOptions o = host_options(1);
+    o.context = kPrompt + kPass;
+    o.exact = c.exact;
+    LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path, o));
+    const testing::PassInvariance r = testing::measure_pass_invariance(*model, testing::fresh_seed(), kPrompt, kPass);
+    EXPECT_EQ(r.rows_differing, 0) << ggml_type_name(static_cast<uint32_t>(c.type)) << (c.exact ? " exact" : " fast")
+                                   << ": max |diff| " << r.max_diff;
   }
 }
 
