@@ -49,7 +49,12 @@ class KvType(enum.Enum):
     F16 = 1
 
 class PromptStart(enum.Enum):
-    """Where Context.generate puts its prompt: CONTINUE after what each sequence holds; REUSE_PREFIX at position 0, keeping the longest prefix each sequence holds and prefilling the rest; FRESH at position 0 on cleared sequences."""
+    """Where Context.generate puts its prompt.
+
+    CONTINUE: after what each sequence holds. REUSE_PREFIX: at
+    position 0, keeping the longest prefix each sequence holds and
+    prefilling the rest. FRESH: at position 0 on cleared sequences.
+    """
     CONTINUE = 0
     REUSE_PREFIX = 1
     FRESH = 2
@@ -273,7 +278,7 @@ class Stats(metaclass=_NbType):
     def prompt_tokens(self) -> int: ...
     @property
     def cached_tokens(self) -> int:
-        """Prompt tokens of sequence 0 whose KV was kept (prompt_start=PromptStart.REUSE_PREFIX)."""
+        """Prompt tokens of sequence 0 whose KV was kept (REUSE_PREFIX)."""
     @property
     def generated_tokens(self) -> int: ...
     @property

@@ -164,7 +164,7 @@ The text is empty while a multibyte character is incomplete.)")
       .def_ro("plan", &Stats::plan)
       .def_ro("prompt_tokens", &Stats::prompt_tokens)
       .def_ro("cached_tokens", &Stats::cached_tokens,
-              "Prompt tokens of sequence 0 whose KV was kept (prompt_start=PromptStart.REUSE_PREFIX).")
+              "Prompt tokens of sequence 0 whose KV was kept (REUSE_PREFIX).")
       .def_ro("generated_tokens", &Stats::generated_tokens)
       .def_ro("batch", &Stats::batch)
       .def_ro("prefill_s", &Stats::prefill_s)

@@ -23,9 +23,10 @@ void bind_options(nb::module_& m) {
       .value("F32", KvType::kF32)
       .value("F16", KvType::kF16);
   nb::enum_<PromptStart>(m, "PromptStart",
-                         "Where Context.generate puts its prompt: CONTINUE after what each sequence holds; "
-                         "REUSE_PREFIX at position 0, keeping the longest prefix each sequence holds and "
-                         "prefilling the rest; FRESH at position 0 on cleared sequences.")
+                         "Where Context.generate puts its prompt.\n\n"
+                         "CONTINUE: after what each sequence holds. REUSE_PREFIX: at\n"
+                         "position 0, keeping the longest prefix each sequence holds and\n"
+                         "prefilling the rest. FRESH: at position 0 on cleared sequences.")
       .value("CONTINUE", PromptStart::kContinue)
       .value("REUSE_PREFIX", PromptStart::kReusePrefix)
       .value("FRESH", PromptStart::kFresh);
