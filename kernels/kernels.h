@@ -112,6 +112,10 @@ struct MatmulParams {
 // Decode is n_tokens == 1; prefill is n_tokens > 1 (causal within the batch).
 // Sliding window (window > 0, Gemma's local layers): token t at position
 // P = start_pos + t attends only to positions p with P - p < window.
+// Attention sinks (sinks non-null, gpt-oss): head h's softmax has one more
+// logit, sinks[h], in its denominator only (it weighs no value row):
+//   out[t][h][:] = sum_p exp(s_p - m) v[p] / (exp(sinks[h] - m) + sum_p exp(s_p - m)),
+//   m = max(sinks[h], max_p s_p).
 // Largest head_dim attention supports (registers per lane on cuda).
 constexpr int64_t kMaxHeadDim = 256;
 
@@ -127,6 +131,7 @@ struct AttentionParams {
   int64_t n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   float scale = 0;  // 0 means 1/sqrt(head_dim)
   int64_t window = 0;  // 0: full causal attention; > 0: sliding window of that many positions
+  const float* sinks = nullptr;  // [n_head] or null (no sinks)
   float* out = nullptr;  // [n_tokens][n_head][head_dim]; must not alias q
 };
 
@@ -134,7 +139,8 @@ struct AttentionParams {
 //   kSilu: silu(g) = g / (1 + exp(-g)).
 //   kGelu: the tanh approximation of GELU (Gemma's GeGLU):
 //          gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
-enum class GatedActivation { kSilu, kGelu };
+//   kSwigluOai: gpt-oss's clamped SwiGLU, math::swiglu_oai (mixture-of-experts only).
+enum class GatedActivation { kSilu, kGelu, kSwigluOai };
 template <GatedActivation kAct>
 struct GatedMulParams {
   const float* gate = nullptr;
@@ -161,11 +167,12 @@ struct AddParams {
   int64_t n = 0;
 };
 
-// Mixture-of-experts FFN (qwen3moe, Mixtral). Per token t:
-//   ids, weights = math::moe_route(router . x[t])   (moe_router.h: softmax,
-//                  top n_used, weights renormalised over them)
+// Mixture-of-experts FFN (qwen3moe, Mixtral, gpt-oss). Per token t:
+//   ids, weights = math::moe_route(router . x[t] + router_bias)   (moe_router.h:
+//                  softmax, top n_used, weights renormalised over them)
 //   out[t] = sum over the chosen experts e, in increasing e, of
-//            weight_e * down_e(act(gate_e . x[t]) * (up_e . x[t]))
+//            weight_e * (down_e(act(gate_e . x[t] + gate_bias_e, up_e . x[t] + up_bias_e)) + down_bias_e)
+// (a null bias is zero; gpt-oss has all four).
 // router is [n_expert][n_embd]; gate/up/down are the 3-D expert tensors as
 // GGUF stores them: expert e's matrix is the contiguous slice at e x (the
 // tensor's bytes / n_expert), gate_e/up_e [n_ff][n_embd], down_e
@@ -188,6 +195,9 @@ struct MoeFfnParams {
   const void* down = nullptr;
   GgmlType down_type = GgmlType::F32;
   GatedActivation act = GatedActivation::kSilu;
+  const float* router_bias = nullptr;                      // [n_expert] or null
+  const float *gate_bias = nullptr, *up_bias = nullptr;   // [n_expert][n_ff] or null
+  const float* down_bias = nullptr;                        // [n_expert][n_embd] or null
   float* out = nullptr;  // [n_tokens][n_embd]; must not alias x
   void* work = nullptr;
   uint64_t work_bytes = 0;

@@ -34,10 +34,43 @@ std::string line(const std::string& name, const Side& s) {
                      t.min, t.median, t.max, p.median);
 }
 
+nlohmann::json side_json(const Side& s) {
+  const planning::MinMedMax t = planning::summarize(s.tokens_per_s);
+  return nlohmann::json{{"decode_tokens_per_s", {{"min", t.min}, {"median", t.median}, {"max", t.max}}},
+                        {"mean_pass_ms", s.pass_ms}};
+}
+
+double speedup(const Side& s, const Side& plain) {
+  return planning::summarize(s.tokens_per_s).median / planning::summarize(plain.tokens_per_s).median;
+}
+
+// The sides after the rounds: the speculative one, and with a tree the chain
+// at the same draft budget (tokens per pass side by side).
+void print(const SpeculativeBenchOptions& o, const std::string& draft, size_t prompt_tokens, const Side& plain,
+           const Side* chain, const Side& spec) {
+  std::cout << fmt::format("{} tokens greedy from a {}-token prompt, {} rounds each; draft: {} (at most {} per pass, "
+                           "{} branches at most)\n",
+                           o.tokens, prompt_tokens, o.rounds, draft, o.spec.draft_max, o.spec.branches)
+            << line("plain", plain);
+  if (chain)
+    std::cout << line("chain", *chain) << fmt::format("chain speedup {:.2f}x; tokens {}\n", speedup(*chain, plain),
+                                                      chain->tokens == plain.tokens ? "identical" : "DIFFER")
+              << format_speculative(chain->spec);
+  std::cout << line(chain ? "tree" : "speculative", spec)
+            << fmt::format("speedup (median tokens/s) {:.2f}x; tokens {}\n", speedup(spec, plain),
+                           spec.tokens == plain.tokens ? "identical" : "DIFFER from plain decoding")
+            << format_speculative(spec.spec);
+  if (chain)
+    std::cout << fmt::format("tokens per pass at {} drafts: chain {:.2f}, tree {:.2f}\n", o.spec.draft_max,
+                             chain->spec.tokens_per_pass(), spec.spec.tokens_per_pass());
+}
+
 }  // namespace
 
 int run_speculative_bench(const SpeculativeBenchOptions& o) {
-  auto model = Model::open(o.model_path, o.model);
+  ModelOptions pool = o.model;
+  pool.sequences += o.spec.extra_sequences();  // a draft tree's side branches
+  auto model = Model::open(o.model_path, pool);
   if (!model.ok()) return fail(model.status());
   auto draft = o.spec.open(**model);
   if (!draft.ok()) return fail(draft.status());
@@ -46,33 +79,33 @@ int run_speculative_bench(const SpeculativeBenchOptions& o) {
   plain.max_tokens = o.tokens;
   plain.sampling.temperature = 0;
   plain.stop_at_eog = false;
-  GenerateOptions spec = plain;
-  spec.speculative = {*draft, o.spec.draft_max, !o.spec.fixed};
-  Side a, b;
-  for (int i = 0; i < o.rounds; ++i) {  // alternating: both sides see the same box
+  GenerateOptions spec = plain, chain = plain;
+  spec.speculative = o.spec.options(*draft);
+  chain.speculative = spec.speculative;
+  chain.speculative.branches = 1;
+  const bool tree = o.spec.branches > 1;
+  Side a, b, c;
+  for (int i = 0; i < o.rounds; ++i) {  // alternating: every side sees the same box
     std::cerr << fmt::format("bench: round {}/{}\n", i + 1, o.rounds);
     if (Status s = round(**model, prompt, plain, a); !s.ok()) return fail(s);
+    if (tree)
+      if (Status s = round(**model, prompt, chain, c); !s.ok()) return fail(s);
     if (Status s = round(**model, prompt, spec, b); !s.ok()) return fail(s);
   }
-  const bool same = a.tokens == b.tokens;
-  const double speedup = planning::summarize(b.tokens_per_s).median / planning::summarize(a.tokens_per_s).median;
-  std::cout << fmt::format("{} tokens greedy from a {}-token prompt, {} rounds each; draft: {} (at most {} per pass)\n",
-                           o.tokens, prompt.size(), o.rounds, (*draft)->name(), o.spec.draft_max)
-            << line("plain", a) << line("speculative", b)
-            << fmt::format("speedup (median tokens/s) {:.2f}x; tokens {}\n", speedup,
-                           same ? "identical" : "DIFFER from plain decoding")
-            << format_speculative(b.spec);
+  const bool same = a.tokens == b.tokens && (!tree || a.tokens == c.tokens);
+  print(o, (*draft)->name(), prompt.size(), a, tree ? &c : nullptr, b);
   if (!o.json.empty()) {
-    const auto side_json = [](const Side& s) {
-      const planning::MinMedMax t = planning::summarize(s.tokens_per_s);
-      return nlohmann::json{{"decode_tokens_per_s", {{"min", t.min}, {"median", t.median}, {"max", t.max}}},
-                            {"mean_pass_ms", s.pass_ms}};
-    };
-    const nlohmann::json j = {{"model", o.model_path},          {"draft", (*draft)->name()},
-                              {"draft_max", o.spec.draft_max},   {"tokens", o.tokens},
-                              {"rounds", o.rounds},              {"plain", side_json(a)},
-                              {"speculative", side_json(b)},     {"speedup", speedup},
-                              {"identical", same},               {"figures", speculative_json(b.spec)}};
+    nlohmann::json j = {{"model", o.model_path},          {"draft", (*draft)->name()},
+                        {"draft_max", o.spec.draft_max},   {"branches", o.spec.branches},
+                        {"tokens", o.tokens},              {"rounds", o.rounds},
+                        {"plain", side_json(a)},           {"speculative", side_json(b)},
+                        {"speedup", speedup(b, a)},        {"identical", same},
+                        {"figures", speculative_json(b.spec)}};
+    if (tree) {
+      j["chain"] = side_json(c);
+      j["chain_speedup"] = speedup(c, a);
+      j["chain_figures"] = speculative_json(c.spec);
+    }
     if (Status s = write_json_file(o.json, j); !s.ok()) return fail(s);
   }
   if (!same) return fail(Status::Internal("speculative tokens differ from plain greedy tokens"));

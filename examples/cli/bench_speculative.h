@@ -1,6 +1,8 @@
 // `bench --draft MODEL | --lookup`: the same generation with and without
 // speculative decoding, side by side in one run (alternating rounds on one
 // model), with tokens per pass, acceptance per depth and decode tokens/s.
+// With --draft-branches > 1 the chain at the same --draft-max runs too, so
+// the tree's tokens per pass compare with the chain's.
 #pragma once
 
 #include <string>

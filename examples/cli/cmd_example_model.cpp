@@ -34,13 +34,16 @@ class ExampleModelCommand : public Command {
                    "general.alignment: 4096 (to stream) or 32 (input for llama.cpp's llama-quantize)")
         ->capture_default_str();
     sub.add_option("--seed", spec_.seed, "Seed of the weights")->capture_default_str();
-    sub.add_option("--arch", spec_.arch, "Architecture: llama, qwen3, gemma3, or the mixtures of experts qwen3moe, mixtral")
+    sub.add_option("--arch", spec_.arch,
+                   "Architecture: llama, qwen3, gemma3, or the mixtures of experts qwen3moe, mixtral, gpt-oss")
         ->capture_default_str();
-    sub.add_option("--experts", spec_.n_expert, "qwen3moe, mixtral: experts per block (each --ffn wide)");
-    sub.add_option("--experts-used", spec_.n_expert_used, "qwen3moe, mixtral: experts per token");
+    sub.add_option("--experts", spec_.n_expert, "qwen3moe, mixtral, gpt-oss: experts per block (each --ffn wide)");
+    sub.add_option("--experts-used", spec_.n_expert_used, "qwen3moe, mixtral, gpt-oss: experts per token");
+    sub.add_option("--expert-type", expert_dtype_, "Type of the expert tensors (e.g. mxfp4 as gpt-oss ships them; default: --dtype)");
     sub.add_option("--head-dim", spec_.head_dim, "Attention head width (0: hidden / heads)");
     sub.add_flag("--rope-freqs", spec_.rope_freqs, "llama: add Llama 3.1 RoPE frequency factors");
-    sub.add_option("--sliding-window", spec_.sliding_window, "gemma3: sliding-window width of the local layers");
+    sub.add_option("--sliding-window", spec_.sliding_window,
+                   "gemma3, gpt-oss: sliding-window width of the local layers (gpt-oss: 0 writes 128)");
     sub.add_option("--threads", threads_, "Generator threads (0: all cores, at most 8)");
     add_json_flag(sub, json_path_);
     shape_opts_ = {"--layers", "--hidden", "--ffn", "--heads", "--kv-heads", "--vocab", "--ctx"};
@@ -57,6 +60,10 @@ class ExampleModelCommand : public Command {
     }
     ExampleModelSpec spec = spec_;
     spec.dtype = *type;
+    if (!expert_dtype_.empty()) {
+      spec.expert_dtype = parse_ggml_type(expert_dtype_);
+      if (!spec.expert_dtype) return usage_error("--expert-type: unknown type '" + expert_dtype_ + "'");
+    }
     spec.mix = mix.value_or(ExampleMix::kUniform);
     if (!size_.empty()) {
       for (const auto& o : shape_opts_) {
@@ -70,6 +77,7 @@ class ExampleModelCommand : public Command {
       s->arch = spec_.arch;
       s->n_expert = spec_.n_expert;
       s->n_expert_used = spec_.n_expert_used;
+      s->expert_dtype = spec.expert_dtype;
       s->rope_freqs = spec_.rope_freqs;
       s->sliding_window = spec_.sliding_window;
       s->alignment = spec.alignment;
@@ -127,7 +135,7 @@ class ExampleModelCommand : public Command {
   }
 
  private:
-  std::string out_, size_, dtype_ = "f16", json_path_;
+  std::string out_, size_, dtype_ = "f16", expert_dtype_, json_path_;
   ExampleModelSpec spec_;
   unsigned threads_ = 0;
   std::vector<std::string> shape_opts_;

@@ -96,6 +96,8 @@ class InspectCommand : public Command {
       if (t.post_norms) extras += " post-norms";
       if (t.embed_scale) extras += " embedding-scale";
       if (t.ffn == FfnActivation::kGeluTanh) extras += " geglu";
+      if (t.ffn == FfnActivation::kSwigluOai) extras += " swiglu-oai";
+      if (t.gpt_oss) extras += " attention-sinks biases";
       if (model->rope_freqs) extras += " rope-freqs";
       int local = 0;
       for (uint32_t i = 0; i < h.n_layers; ++i) local += h.is_swa(i) ? 1 : 0;
@@ -154,7 +156,10 @@ class InspectCommand : public Command {
                     {"sliding_window", h.n_swa},  {"rope_freq_base_swa", h.rope_freq_base_swa},
                     {"qk_norm", h.traits.qk_norm}, {"post_norms", h.traits.post_norms},
                     {"embed_scale", h.traits.embed_scale}, {"rope_freqs", m.rope_freqs.has_value()},
-                    {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh ? "gelu_tanh" : "silu"}};
+                    {"ffn_activation", h.traits.ffn == FfnActivation::kGeluTanh    ? "gelu_tanh"
+                                       : h.traits.ffn == FfnActivation::kSwigluOai ? "swiglu_oai"
+                                                                                    : "silu"},
+                    {"attention_sinks", h.traits.gpt_oss}};
     if (h.is_moe()) {
       nlohmann::json per_block = nlohmann::json::array();
       for (const LlamaBlock& b : m.blocks) per_block.push_back(expert_bytes(b));

@@ -2,12 +2,14 @@
 // fast it would run at each budget, without running it (Model::plan): each
 // part's bytes, the minimum budget, the all-resident budget, and per budget
 // the placement and predicted decode / prefill tokens/s from box figures
-// (--box probe.json, or measured now).
+// (--box probe.json, or measured now). With --replicas N: the plan of one of
+// N replicas sharing --vram and --ram (cmd_plan_replicas.h).
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "examples/cli/cli_common.h"
+#include "examples/cli/cmd_plan_replicas.h"
 #include "layerstream/model.h"
 #include "layerstream/units.h"
 #include "runtime/core/status_macros.h"
@@ -26,6 +28,8 @@ class PlanCommand : public Command {
     sub.add_option("--box", po_.box, "`layerstream probe --json` file with the box's figures (default: measure now)");
     sub.add_option("--vram", vram_, "Answer for this one device budget (e.g. 512MiB)");
     sub.add_option("--ram", ram_, "Pinned RAM budget for RAM-tier layers (default 0)");
+    sub.add_option("--replicas", split_.replicas,
+                   "Plan N replicas sharing --vram and --ram equally: one's plan, and the aggregate tokens/s");
     sub.add_option("--budgets", po_.budgets, "Rows between the minimum and all-resident budgets")->capture_default_str();
     sub.add_option("--backend", backend_, "auto, host or cuda")->capture_default_str();
     sub.add_option("--sim-link", po_.sim_link_gbps, "Host backend: throttle H2D copies to GB/s");
@@ -44,8 +48,15 @@ class PlanCommand : public Command {
     auto plan = Model::plan(model_, po_);
     if (!plan.ok()) return fail(plan.status());
     print(*plan);
-    if (!json_.empty())
-      if (Status s = write_json_file(json_, to_json(*plan)); !s.ok()) return fail(s);
+    const bool replicas_fit = split_.replicas > 0 && plan->budgets.front().fits;
+    if (replicas_fit) print_replicas(split_, *plan);
+    if (!json_.empty()) {
+      nlohmann::json j = to_json(*plan);
+      if (replicas_fit) j["replicas"] = replicas_json(split_, *plan);
+      if (Status s = write_json_file(json_, j); !s.ok()) return fail(s);
+    }
+    if (split_.replicas > 0)
+      if (Status s = check_replica_share_fits(split_, *plan); !s.ok()) return fail(s);
     if (po_.vram_budget && !plan->budgets.front().fits)
       return fail(Status::OutOfBudget("vram budget " + format_bytes(po_.vram_budget) + " (" +
                                       std::to_string(po_.vram_budget) + " bytes) is below the minimum " +
@@ -69,6 +80,11 @@ class PlanCommand : public Command {
       LS_ASSIGN_OR_RETURN(po_.ram_budget, parse_size_flag("--ram", ram_));
     }
     if (po_.sequences < 1) return Status::InvalidArgument("--batch must be >= 1");
+    if (split_.replicas != 0) {
+      split_.vram_total = po_.vram_budget;
+      split_.ram_total = po_.ram_budget;
+      LS_RETURN_IF_ERROR(apply_replica_share(split_, po_));
+    }
     return Status::OK();
   }
 
@@ -144,6 +160,7 @@ class PlanCommand : public Command {
 
   std::string model_, vram_, ram_, json_, kv_type_ = "f32", backend_ = "auto", io_ = "auto";
   PlanOptions po_;
+  ReplicaSplit split_;
 };
 
 }  // namespace

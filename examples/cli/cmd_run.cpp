@@ -162,7 +162,9 @@ class RunCommand : public Command {
     ScopedInterruptHandler interrupt;
     const auto interrupted = [] { return fail(Status::Cancelled("run was interrupted")); };
     mo_.progress = [](float) { return !cancel_requested(); };  // SIGINT while loading cancels it
-    auto model = Model::open(model_, mo_);
+    ModelOptions pool = mo_;
+    pool.sequences += spec_.extra_sequences();  // a draft tree's side branches
+    auto model = Model::open(model_, pool);
     if (!model.ok()) return cancel_requested() ? interrupted() : fail(model.status());
     if (cancel_requested()) return interrupted();
     ContextOptions co;
@@ -171,7 +173,7 @@ class RunCommand : public Command {
     if (!context.ok()) return fail(context.status());
     auto draft = spec_.open(**model);
     if (!draft.ok()) return fail(draft.status());
-    gen_.speculative = {*draft, spec_.draft_max, !spec_.fixed};
+    gen_.speculative = spec_.options(*draft);
     if (cancel_requested()) return interrupted();
     std::vector<int32_t> prompt;
     if (!tokens_.empty()) {

@@ -1,5 +1,5 @@
 // The speculative-decoding flags of `run` and `bench` (--draft MODEL,
-// --lookup, --draft-max N), the draft source they ask for, and how the
+// --lookup, --draft-max N, --draft-branches N), the draft source they ask for, and how the
 // figures read (text and JSON).
 #pragma once
 
@@ -17,12 +17,18 @@ struct SpeculativeFlags {
   bool lookup = false;      // --lookup
   int draft_max = kMaxDraftTokens;
   bool fixed = false;       // --draft-fixed: always draft_max
+  int branches = 1;         // --draft-branches: most branches of a draft tree (1: a chain)
   void add_to(CLI::App& sub);
   bool any() const { return lookup || !draft_model.empty(); }
   // The source the flags ask for (null: none). A draft model opens with the
   // target's backend, threads, link and exactness, all of it resident.
   // InvalidArgument for both flags at once or a draft_max out of range.
   Result<std::shared_ptr<DraftSource>> open(const Model& target) const;
+  // GenerateOptions::speculative for `draft`.
+  SpeculativeOptions options(std::shared_ptr<DraftSource> draft) const;
+  // KV sequences the target's pool needs beyond the contexts' own: one per
+  // side branch of a tree.
+  int extra_sequences() const { return any() ? branches - 1 : 0; }
 };
 
 // "speculative: 3.41 tokens/pass over 12 passes, 38/51 drafts kept (75%);

@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
 """Bounded load through a gateway in front of `layerstream serve` replicas,
 on 127.0.0.1 only: for each gateway it starts fresh replicas and the gateway,
-sends REQUESTS chat requests from CLIENTS threads (prompts in groups that
-share a long preamble, so cache_aware has something to keep together),
-SIGTERMs one replica half-way, and reports client errors, each replica's
-finished requests and prefix-cache hits (from its /metrics, polled until it
-exits), and whether the drained replica's /health said 503 while it drained.
-Zero client errors are expected: the gateway retries elsewhere and stops
-routing to the replica whose /health failed.
+sends REQUESTS chat requests from CLIENTS threads, SIGTERMs one replica
+after SIGTERM_AT of them, and reports client errors, each replica's finished
+requests and prefix-cache hits (from its /metrics, polled until it exits),
+and whether the drained replica's /health said 503 while it drained. Zero
+client errors are expected: the gateway retries elsewhere and stops routing
+to the replica whose /health failed.
+
+The prompts come in GROUPS groups that share a long system prompt, asked in
+rounds (each round every group once, in a shuffled order). Give the replicas
+room for fewer groups than there are (--parallel + --cache-sequences KV
+sequences each, e.g. 10 for 12 groups) but more than half of them: a gateway
+that keeps each group on one replica then serves most prompts from that
+replica's prefix cache, one that spreads them does not. Each replica serves
+the model under its own id (a link STEM.rI.gguf), so every response names the
+replica that answered; the report gives, before the SIGTERM, each group's
+requests per replica, the affinity (the share of a group's requests on its
+most-used replica, over all requests) and the /metrics prefix-cache hit rate.
 
   examples/serve-replicas/load.py --cli build/ci/bin/layerstream --model SmolLM2-135M-Instruct.Q4_1.gguf \\
       --replica-args="--parallel 4 --ctx 1024" --gateways sglang:round_robin,sglang:cache_aware,litellm:least-busy
@@ -17,10 +27,13 @@ routing to the replica whose /health failed.
 sglang round_robin.
 Exit status 1 when any client request failed.
 """
+import collections
 import concurrent.futures
 import json
 import os
+import random
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -36,23 +49,30 @@ def reexec_in_venv(venv):
         os.execv(py, [py, *sys.argv])
 
 
-def prompts(n, groups=10):
-    """`n` chat requests: group g's all begin with the same long preamble."""
+def prompts(n, groups, rules, seed=1):
+    """`n` (group, chat messages): group g's all begin with the same system
+    prompt of `rules` rules; rounds of every group once, in shuffled order."""
+    rng, order = random.Random(seed), []
+    while len(order) < n:
+        round_ = list(range(groups))
+        rng.shuffle(round_)
+        order += round_
     out = []
-    for i in range(n):
-        g = i % groups
-        preamble = f"You are assistant {g}. " + " ".join(f"Rule {g}.{k}: be brief and exact." for k in range(12))
-        out.append([{"role": "system", "content": preamble},
-                    {"role": "user", "content": f"Question {i}: name a colour and a number."}])
+    for i, g in enumerate(order[:n]):
+        preamble = f"You are assistant {g}. " + " ".join(f"Rule {g}.{k}: be brief and exact." for k in range(rules))
+        out.append((g, [{"role": "system", "content": preamble},
+                        {"role": "user", "content": f"Question {i}: name a colour and a number."}]))
     return out
 
 
 def post_chat(url, model_id, messages, max_tokens, timeout=600):
+    """(completion tokens, the id of the model that answered)."""
     body = json.dumps({"model": model_id, "messages": messages, "max_tokens": max_tokens, "temperature": 0})
     req = urllib.request.Request(url + "/v1/chat/completions", data=body.encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read())["usage"]["completion_tokens"]
+        reply = json.loads(r.read())
+        return reply["usage"]["completion_tokens"], reply.get("model", "")
 
 
 class MetricsWatch:
@@ -81,29 +101,74 @@ class MetricsWatch:
         self.thread.join()
 
 
-def send_all(send, messages, clients, on_half=None):
-    """Sends every request from `clients` threads; (errors, completion tokens, wall s)."""
-    errors, tokens, done = [], [0], [0]
-    lock = threading.Lock()
+class Sent:
+    """What send_all saw: client errors, completion tokens, and per request
+    sent before `fired` was set, its (group, the model id that answered)."""
+
+    def __init__(self):
+        self.errors, self.tokens, self.done, self.before = [], 0, 0, []
+        self.fired = threading.Event()
+        self.lock = threading.Lock()
+
+
+def send_all(send, requests, clients, on_fire=None, fire_after=0):
+    """Sends every (group, messages) from `clients` threads; calls `on_fire`
+    once `fire_after` requests are done. (Sent, wall s)."""
+    sent = Sent()
 
     def one(i):
+        group, messages = requests[i]
+        before = not sent.fired.is_set()
         try:
-            n = send(messages[i])
-            with lock:
-                tokens[0] += n
+            n, served = send(messages)
+            with sent.lock:
+                sent.tokens += n
+                if before:
+                    sent.before.append((group, served))
         except Exception as e:  # noqa: BLE001 (every failure is a client error to report)
-            with lock:
-                errors.append(f"request {i}: {type(e).__name__}: {e}"[:300])
-        with lock:
-            done[0] += 1
-            fire = on_half is not None and done[0] == len(messages) // 2
+            with sent.lock:
+                sent.errors.append(f"request {i}: {type(e).__name__}: {e}"[:300])
+        with sent.lock:
+            sent.done += 1
+            fire = on_fire is not None and sent.done == fire_after
         if fire:
-            on_half()
+            on_fire()
+            sent.fired.set()
 
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        list(pool.map(one, range(len(messages))))
-    return errors, tokens[0], time.monotonic() - t0
+        list(pool.map(one, range(len(requests))))
+    return sent, time.monotonic() - t0
+
+
+def which_replica(served, reps):
+    """The index of the replica whose model id `served` names (LiteLLM may
+    prefix it with its provider), or "?"."""
+    for i, r in enumerate(reps):
+        if served == r.model_id or served.endswith("/" + r.model_id):
+            return i
+    return "?"
+
+
+def affinity(answered, reps):
+    """Per group its requests on each replica, and the share of all requests
+    that went to their group's most-used replica (1.0: every group stayed on
+    one replica; 1/replicas: spread evenly)."""
+    per_group = collections.defaultdict(collections.Counter)
+    for group, served in answered:
+        per_group[group][which_replica(served, reps)] += 1
+    total = sum(sum(c.values()) for c in per_group.values())
+    top = sum(max(c.values()) for c in per_group.values())
+    table = {g: [per_group[g][i] for i in range(len(reps))] + ([per_group[g]["?"]] if per_group[g]["?"] else [])
+             for g in sorted(per_group)}
+    return (round(top / total, 3) if total else None), table
+
+
+def hit_rate(metrics_by_url):
+    """Prefix-cache hit tokens / queried tokens over the replicas' /metrics."""
+    hits = sum(m.get("layerstream_prefix_cache_hits_total", 0) for m in metrics_by_url.values())
+    queries = sum(m.get("layerstream_prefix_cache_queries_total", 0) for m in metrics_by_url.values())
+    return round(hits / queries, 3) if queries else None
 
 
 def gateway_sender(kind, policy, reps, model_id, args, port):
@@ -112,46 +177,60 @@ def gateway_sender(kind, policy, reps, model_id, args, port):
     if kind == "sglang":
         router = rp.SglangRouter(sys.executable, urls, policy, port)
         router.wait_ready()
-        return (lambda msgs: post_chat(router.url, model_id, msgs, args.max_tokens)), router.stop
+        # No "model": each replica serves its own id and accepts a request without one.
+        return (lambda msgs: post_chat(router.url, "", msgs, args.max_tokens)), router.stop
     if kind == "litellm":
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download
         from litellm import Router
 
-        router = Router(model_list=rp.litellm_model_list(urls, model_id), routing_strategy=policy,
-                        num_retries=5, retry_after=0, allowed_fails=0, cooldown_time=120)
+        router = Router(model_list=rp.litellm_model_list(urls, model_id, [r.model_id for r in reps]),
+                        routing_strategy=policy, num_retries=5, retry_after=0, allowed_fails=0, cooldown_time=120)
 
         def send(msgs):
             r = router.completion(model=model_id, messages=msgs, max_tokens=args.max_tokens, temperature=0,
                                   timeout=600)
-            return r.usage.completion_tokens
+            return r.usage.completion_tokens, r.model or ""
         return send, lambda: None
     raise SystemExit(f"unknown gateway {kind!r} (sglang or litellm)")
 
 
-def run_gateway(spec, args, port):
+def run_gateway(spec, args, port, links_dir):
     kind, _, policy = spec.partition(":")
     model_id = rp.model_id_of(args.model)
-    reps = rp.start_replicas(args.cli, args.model, args.replicas, args.base_port, [args.replica_args.split()])
+    models = rp.tagged_models(args.model, args.replicas, tempfile.mkdtemp(dir=links_dir))
+    reps = rp.start_replicas(args.cli, args.model, args.replicas, args.base_port, [args.replica_args.split()],
+                             models=models)
     watch = MetricsWatch(reps)
+    victim, at_sigterm = reps[-1], {}
+
+    def sigterm_victim():
+        at_sigterm.update({r.url: rp.metrics(r.url) for r in reps})
+        victim.sigterm()
+
+    requests = prompts(args.requests, args.groups, args.rules)
+    fire_after = int(args.requests * args.sigterm_at) if args.sigterm_one else 0
     try:
         send, stop_gateway = gateway_sender(kind, policy, reps, model_id, args, port)
-        victim = reps[-1]
-        on_half = victim.sigterm if args.sigterm_one else None
-        errors, tokens, wall = send_all(send, prompts(args.requests), args.clients, on_half)
+        sent, wall = send_all(send, requests, args.clients, sigterm_victim if args.sigterm_one else None, fire_after)
         stop_gateway()
     finally:
         for r in reps:
             r.stop()
         watch.close()
+    share, table = affinity(sent.before, reps)
     per = []
     for r in reps:
         m = watch.last.get(r.url, {})
         per.append({"url": r.url, "finished": m.get('layerstream_requests_total{outcome="finished"}', 0),
                     "cache_hit_tokens": m.get("layerstream_prefix_cache_hits_total", 0),
                     "cache_query_tokens": m.get("layerstream_prefix_cache_queries_total", 0)})
-    return {"gateway": spec, "requests": args.requests, "clients": args.clients, "errors": len(errors),
-            "error_samples": errors[:3], "tokens": tokens, "wall_s": round(wall, 2),
-            "tokens_per_s": round(tokens / wall, 2), "replicas": per,
+    return {"gateway": spec, "requests": args.requests, "clients": args.clients, "groups": args.groups,
+            "errors": len(sent.errors), "error_samples": sent.errors[:3], "tokens": sent.tokens,
+            "wall_s": round(wall, 2), "tokens_per_s": round(sent.tokens / wall, 2), "replicas": per,
+            "before_sigterm": {"requests": len(sent.before), "affinity": share,
+                               "prefix_hit_rate": hit_rate(at_sigterm) if args.sigterm_one else None,
+                               "group_requests_per_replica": table},
+            "prefix_hit_rate": hit_rate(watch.last),
             "sigterm": victim.url if args.sigterm_one else None,
             "drained_health_503": (victim.url in watch.saw_503) if args.sigterm_one else None}
 
@@ -160,7 +239,7 @@ def throughput(args):
     """One replica with CLIENTS clients, then REPLICAS replicas behind
     sglang round_robin with the same clients: aggregate tokens/s of each."""
     model_id = rp.model_id_of(args.model)
-    msgs = prompts(args.requests)
+    msgs = [m for _, m in prompts(args.requests, args.groups, args.rules)]
     out = {}
     for n in (1, args.replicas):
         flags = (args.single_replica_args or args.replica_args) if n == 1 else args.replica_args
@@ -172,13 +251,14 @@ def throughput(args):
             else:
                 send, stop = gateway_sender("sglang", "round_robin", reps, model_id, args, args.router_port)
             send(msgs[0])  # warm-up
-            errors, tokens, wall = send_all(send, msgs, args.clients)
+            sent, wall = send_all(send, [(0, m) for m in msgs], args.clients)
             stop()
         finally:
             for r in reps:
                 r.stop()
         out[f"{n} replica(s)" + ("" if n == 1 else " behind sglang round_robin")] = {
-            "errors": len(errors), "tokens": tokens, "wall_s": round(wall, 2), "tokens_per_s": round(tokens / wall, 2)}
+            "errors": len(sent.errors), "tokens": sent.tokens, "wall_s": round(wall, 2),
+            "tokens_per_s": round(sent.tokens / wall, 2)}
     return out
 
 
@@ -192,8 +272,12 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--base-port", type=int, default=18100)
     ap.add_argument("--router-port", type=int, default=18190)
+    ap.add_argument("--groups", type=int, default=12, help="prompt groups sharing a system prompt")
+    ap.add_argument("--rules", type=int, default=16, help="rules in each group's system prompt (its length)")
+    ap.add_argument("--sigterm-at", type=float, default=0.75,
+                    help="SIGTERM the last replica once this share of the requests is done")
     ap.add_argument("--no-sigterm", dest="sigterm_one", action="store_false",
-                    help="do not SIGTERM a replica half-way")
+                    help="do not SIGTERM a replica")
     ap.add_argument("--throughput", action="store_true")
     ap.add_argument("--single-replica-args", default=None,
                     help="--throughput: flags of the lone replica (default --replica-args; give it the cores "
@@ -205,10 +289,11 @@ def main():
         print(json.dumps(throughput(args), indent=1))
         return 0
     failed = False
-    for spec in args.gateways.split(","):
-        result = run_gateway(spec, args, args.router_port)
-        print(json.dumps(result), flush=True)
-        failed |= result["errors"] > 0
+    with tempfile.TemporaryDirectory(prefix="replica-models-") as links_dir:
+        for spec in args.gateways.split(","):
+            result = run_gateway(spec, args, args.router_port, links_dir)
+            print(json.dumps(result), flush=True)
+            failed |= result["errors"] > 0
     return 1 if failed else 0
 
 

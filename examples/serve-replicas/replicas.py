@@ -70,6 +70,7 @@ class Replica:
 
     def __init__(self, cli, model, port, args):
         self.url = f"http://127.0.0.1:{port}"
+        self.model_id = model_id_of(model)
         self.log = tempfile.NamedTemporaryFile(prefix=f"replica-{port}-", suffix=".log", delete=False)
         cmd = [cli, "serve", model, "--host", "127.0.0.1", "--port", str(port), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
@@ -121,17 +122,34 @@ class SglangRouter:
                 self.proc.wait()
 
 
-def litellm_model_list(worker_urls, model_id):
+def litellm_model_list(worker_urls, model_id, served_ids=None):
     """LiteLLM Router deployments: one `hosted_vllm/` backend per replica (it
-    speaks the OpenAI API as vLLM does), all under one public model name."""
+    speaks the OpenAI API as vLLM does), all under one public model name.
+    `served_ids`: the id each replica serves (default `model_id` for all)."""
+    served_ids = served_ids or [model_id] * len(worker_urls)
     return [{"model_name": model_id,
-             "litellm_params": {"model": "hosted_vllm/" + model_id, "api_base": url + "/v1", "api_key": "unused"}}
-            for url in worker_urls]
+             "litellm_params": {"model": "hosted_vllm/" + served, "api_base": url + "/v1", "api_key": "unused"}}
+            for url, served in zip(worker_urls, served_ids)]
 
 
-def start_replicas(cli, model, n, base_port, per_replica_args, health_timeout=600):
-    """`n` replicas on base_port, base_port+1, ...; waits for every /health 200."""
-    replicas = [Replica(cli, model, base_port + i, per_replica_args[i % len(per_replica_args)]) for i in range(n)]
+def tagged_models(model, n, directory):
+    """Per replica a symbolic link to `model` named STEM.rI.gguf: replica I
+    then serves the model as `STEM.rI` (the id is the file's stem), so the
+    "model" of each response names the replica that answered it."""
+    stem = model_id_of(model)
+    links = []
+    for i in range(n):
+        link = os.path.join(directory, f"{stem}.r{i}.gguf")
+        os.symlink(os.path.abspath(model), link)
+        links.append(link)
+    return links
+
+
+def start_replicas(cli, model, n, base_port, per_replica_args, health_timeout=600, models=None):
+    """`n` replicas on base_port, base_port+1, ...; waits for every /health 200.
+    `models`: one model file per replica (default `model` for all)."""
+    models = models or [model] * n
+    replicas = [Replica(cli, models[i], base_port + i, per_replica_args[i % len(per_replica_args)]) for i in range(n)]
     try:
         for r in replicas:
             wait_healthy(r.url, r.proc, health_timeout)

@@ -46,7 +46,10 @@ void attend_in_chunks(const AttentionParams& p, int64_t kvh, const float* q, int
   for (int64_t c = 0; c < n_chunks; ++c)
     attend_chunk(p, kvh, q, first + c * kSplitPositions, std::min(kSplitPositions, n_pos - c * kSplitPositions), scale,
                  s.scores.data(), &s.m[c * group], &s.l[c * group], &s.acc[c * group * hd]);
-  for (int64_t g = 0; g < group; ++g) merge_chunks(n_chunks, &s.m[g], &s.l[g], &s.acc[g * hd], group, hd, out + g * hd);
+  for (int64_t g = 0; g < group; ++g) {
+    const float* sink = p.sinks ? p.sinks + kvh * group + g : nullptr;
+    merge_chunks(n_chunks, &s.m[g], &s.l[g], &s.acc[g * hd], group, hd, sink, out + g * hd);
+  }
 }
 
 }  // namespace
@@ -102,11 +105,13 @@ void attention_by_heads(const AttentionParams& p, ThreadPool* pool, float scale)
         attention_scores(static_cast<const uint16_t*>(p.k_cache) + row0, kv_row, n_pos, q, group, hd, scale,
                          scores.data());
       }
-      for (int64_t g = 0; g < group; ++g) {  // softmax in place
+      for (int64_t g = 0; g < group; ++g) {  // softmax in place (a sink: one more logit in the denominator)
         float* sg = scores.data() + g * n_pos;
-        float m = -INFINITY, l = 0;
+        const float* sink = p.sinks ? p.sinks + kvh * group + g : nullptr;
+        float m = sink ? *sink : -INFINITY, l = 0;
         for (int64_t i = 0; i < n_pos; ++i) m = std::max(m, sg[i]);
         for (int64_t i = 0; i < n_pos; ++i) l += (sg[i] = std::exp(sg[i] - m));
+        if (sink) l += std::exp(*sink - m);
         const float inv_l = 1.0f / l;
         for (int64_t i = 0; i < n_pos; ++i) sg[i] *= inv_l;
       }

@@ -38,10 +38,10 @@ void attend_chunk(const AttentionParams& p, int64_t kvh, const float* q, int64_t
 }
 
 void merge_chunks(int64_t n_chunks, const float* m, const float* l, const float* acc, int64_t stride, int64_t hd,
-                  float* out) {
-  float mx = -INFINITY;
+                  const float* sink, float* out) {
+  float mx = sink ? *sink : -INFINITY;
   for (int64_t c = 0; c < n_chunks; ++c) mx = std::max(mx, m[c * stride]);
-  float sum = 0;
+  float sum = sink ? std::exp(*sink - mx) : 0.0f;  // the sink's share of the denominator
   std::fill(out, out + hd, 0.0f);
   for (int64_t c = 0; c < n_chunks; ++c) {
     const float w = std::exp(m[c * stride] - mx);
@@ -86,7 +86,8 @@ void attention_split(const AttentionParams& p, ThreadPool* pool, int64_t first, 
 
   // Merge: n_chunks x n_head x head_dim multiply-adds, small next to the above.
   for (int64_t h = 0; h < p.n_head; ++h)
-    merge_chunks(n_chunks, pm + h, pl + h, pacc + h * hd, p.n_head, hd, p.out + h * hd);
+    merge_chunks(n_chunks, pm + h, pl + h, pacc + h * hd, p.n_head, hd, p.sinks ? p.sinks + h : nullptr,
+                 p.out + h * hd);
 }
 
 }  // namespace layerstream::kernels::cpu

@@ -50,9 +50,11 @@ void attend_chunk(const AttentionParams& p, int64_t kvh, const float* q, int64_t
                   float* scores, float* m, float* l, float* acc);
 
 // One head's output from n_chunks partials (chunk c's m, l at m[c * stride],
-// l[c * stride], its acc at acc[c * stride * head_dim]):
-//   M = max_c m_c,  out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c.
+// l[c * stride], its acc at acc[c * stride * head_dim]) and its attention
+// sink (null: none; kernels.h):
+//   M = max(sink, max_c m_c),
+//   out = sum_c e^(m_c - M) acc_c / (e^(sink - M) + sum_c e^(m_c - M) l_c).
 void merge_chunks(int64_t n_chunks, const float* m, const float* l, const float* acc, int64_t stride, int64_t hd,
-                  float* out);
+                  const float* sink, float* out);
 
 }  // namespace layerstream::kernels::cpu

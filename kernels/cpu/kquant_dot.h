@@ -1,4 +1,4 @@
-// Row kernels (see dot.h) for the Q5, K-quant and IQ4 types of
+// Row kernels (see dot.h) for the Q5, K-quant, IQ4 and MXFP4 types of
 // kernels/math/kquant_blocks.h, one template over the block type per ISA.
 // Each sub-block of 32 is unpacked with the shared math (codes, scale and
 // offset per half), decoded exactly to f32 in vector registers

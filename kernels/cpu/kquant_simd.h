@@ -47,6 +47,13 @@ LS_KQ_AVX2 __m256i iq4_lookup(__m256i idx) {
   return _mm256_shuffle_epi8(table, idx);
 }
 
+// MXFP4 codebook lookup of 32 indices (0..15): twice the e2m1 values.
+LS_KQ_AVX2 __m256i mxfp4_lookup(__m256i idx) {
+  const __m256i table = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+                                         0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  return _mm256_shuffle_epi8(table, idx);
+}
+
 LS_KQ_AVX2 float half(uint16_t h) { return _cvtsh_ss(h); }
 
 // ---- codes(block, s, scale, offset): sub-block s as 32 int8 codes ------------
@@ -128,6 +135,12 @@ LS_KQ_AVX2 __m256i codes(const math::BlockIQ4_XS& b, int s, float* scale, float*
   scale[0] = scale[1] = half(b.d) * static_cast<float>(ls - 32);
   offset[0] = offset[1] = 0.0f;
   return iq4_lookup(nibbles16(b.qs + 16 * s));
+}
+
+LS_KQ_AVX2 __m256i codes(const math::BlockMXFP4& b, int, float* scale, float* offset) {
+  scale[0] = scale[1] = math::e8m0_half_to_f32(b.e);
+  offset[0] = offset[1] = 0.0f;
+  return mxfp4_lookup(nibbles16(b.qs));
 }
 
 }  // namespace layerstream::kernels::cpu::kquant_simd

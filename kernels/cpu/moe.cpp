@@ -7,15 +7,35 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/math/activation.h"
 #include "kernels/math/moe_router.h"
 
 namespace layerstream::kernels::cpu {
 
 namespace {
 
+// y[r][:] += bias[:] for n rows of `width` (nothing for a null bias).
+void add_row_bias(float* y, const float* bias, int64_t n, int64_t width) {
+  if (!bias) return;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < width; ++i) y[r * width + i] += bias[i];
+}
+
+// gate := act(gate, up) over n values.
+void gated_activation(const MoeFfnParams& p, float* gate, const float* up, int64_t n, ThreadPool* pool) {
+  switch (p.act) {
+    case GatedActivation::kGelu: gelu_mul({gate, up, gate, n}, pool); break;
+    case GatedActivation::kSilu: silu_mul({gate, up, gate, n}, pool); break;
+    case GatedActivation::kSwigluOai:
+      for (int64_t i = 0; i < n; ++i) gate[i] = math::swiglu_oai(gate[i], up[i]);
+      break;
+  }
+}
+
 // The chosen experts of every token into w.ids / w.weights.
 void route(const MoeFfnParams& p, const MoeWork& w, ThreadPool* pool) {
   matmul(moe_router_matmul(p, w.logits), pool);
+  add_row_bias(w.logits, p.router_bias, p.n_tokens, p.n_expert);
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     math::moe_route(w.logits + t * p.n_expert, static_cast<int>(p.n_expert), static_cast<int>(p.n_used),
                     w.ids + t * p.n_used, w.weights + t * p.n_used);
@@ -37,17 +57,15 @@ void run_expert(const MoeFfnParams& p, const MoeWork& w, int64_t e, ThreadPool* 
   } else {
     matmul_fast_group(gate_up, 2, pool);
   }
-  const int64_t n_ff = int64_t{n} * p.n_ff;
-  if (p.act == GatedActivation::kGelu) {
-    gelu_mul({w.gate, w.up, w.gate, n_ff}, pool);
-  } else {
-    silu_mul({w.gate, w.up, w.gate, n_ff}, pool);
-  }
+  if (p.gate_bias) add_row_bias(w.gate, p.gate_bias + e * p.n_ff, n, p.n_ff);
+  if (p.up_bias) add_row_bias(w.up, p.up_bias + e * p.n_ff, n, p.n_ff);
+  gated_activation(p, w.gate, w.up, int64_t{n} * p.n_ff, pool);
   if (exact) {
     matmul(down, pool);
   } else {
     matmul_fast(down, pool);
   }
+  if (p.down_bias) add_row_bias(w.y, p.down_bias + e * p.n_embd, n, p.n_embd);
   for (int32_t j = 0; j < n; ++j) {
     float* o = p.out + w.rows[first + j] * p.n_embd;
     const float* y = w.y + j * p.n_embd;

@@ -1,5 +1,5 @@
 // AVX2 fast-path kernels, built twice from qdot_avx2.inc (Q8_0, Q4_0, Q4_1)
-// and qdot_kquant_avx2.inc (Q5_0/Q5_1, Q2_K-Q6_K, IQ4_NL/IQ4_XS): plain AVX2
+// and qdot_kquant_avx2.inc (Q5_0/Q5_1, Q2_K-Q6_K, IQ4_NL/IQ4_XS, MXFP4): plain AVX2
 // (pmaddubsw) and AVX-VNNI (vpdpbusd on 256-bit vectors, CPUs with AVX-VNNI
 // but without AVX-512, and this path when AVX-512 is switched off). Each
 // function carries its target attribute and is only called after CPUID

@@ -351,7 +351,7 @@ QuantKernels quant_kernels(GgmlType type) {
     case GgmlType::Q4_1: return {quantize, gemm<Q4_1>, "avx512-vnni"};
     case GgmlType::Q5_0: return {quantize, gemm<Q5_0>, "avx512-vnni"};
     default: {
-      // qdot_kquant_avx512.cpp; the types it lacks (Q5_1, Q2_K, Q3_K, IQ4)
+      // qdot_kquant_avx512.cpp; the types it lacks (Q5_1, Q2_K, Q3_K, IQ4, MXFP4)
       // take the 256-bit kernels (qdot_kquant_avx2.inc), named by their ISA.
       if (const QGemmFn g = kquant_gemm(type)) return {quantize, g, "avx512-vnni"};
       const QuantKernels k256 = avx2::quant_kernels(type);

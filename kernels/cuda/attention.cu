@@ -70,6 +70,11 @@ __device__ void attention_one(const AttentionParams& p, bool f16, float scale, i
       if (d < p.head_dim) acc[j] = acc[j] * rescale + weight * cache_elem(p.v_cache, f16, base + d);
     }
   }
+  if (p.sinks) {  // one more logit in the denominator, weighing no value row
+    float rescale, weight;
+    sm.push(p.sinks[h], rescale, weight);
+    for (int j = 0; j < kMaxPerLane; ++j) acc[j] *= rescale;
+  }
   float* out = p.out + (t * p.n_head + h) * p.head_dim;
   const float inv_l = 1.0f / sm.l;
   for (int j = 0; j < kMaxPerLane; ++j) {

@@ -2,7 +2,7 @@
 // logits are copied to the host, which routes (moe_router.h) and groups the
 // tokens by expert as the CPU does; the lists go back to the device, then
 // per chosen expert: its tokens' rows gathered, the existing matmul on its
-// gate/up/down slices, the rows added into out with their weights. The
+// gate/up/down slices (plus the expert's biases where given), the rows added into out with their weights. The
 // routing round trip synchronises the stream: a simple first path, not an
 // overlapped one (a device-side router and grouped GEMM would avoid it).
 #include <vector>
@@ -10,6 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/math/activation.h"
 #include "kernels/math/moe_router.h"
 #include "runtime/core/status_macros.h"
 
@@ -31,6 +32,37 @@ __global__ void scatter_add_kernel(const float* y, const int32_t* rows, const fl
   if (i >= n * width) return;
   const int64_t j = i / width, c = i % width;
   out[rows[j] * width + c] += weights[j] * y[i];
+}
+
+// y[r][:] += bias[:] for n rows of `width`.
+__global__ void add_row_bias_kernel(float* y, const float* bias, int64_t n, int64_t width) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n * width) y[i] += bias[i % width];
+}
+
+Status add_row_bias(float* y, const float* bias, int64_t n, int64_t width, cudaStream_t s) {
+  if (!bias || n == 0) return Status::OK();
+  add_row_bias_kernel<<<grid_for(n * width, 256), 256, 0, s>>>(y, bias, n, width);
+  LS_CUDA_CHECK_LAUNCH("moe add_row_bias");
+  return Status::OK();
+}
+
+__global__ void swiglu_oai_kernel(float* gate, const float* up, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) gate[i] = math::swiglu_oai(gate[i], up[i]);
+}
+
+// gate := act(gate, up) over n values.
+Status gated_activation(const MoeFfnParams& p, float* gate, const float* up, int64_t n, cudaStream_t s) {
+  switch (p.act) {
+    case GatedActivation::kGelu: return launch_gelu_mul({gate, up, gate, n}, s);
+    case GatedActivation::kSilu: return launch_silu_mul({gate, up, gate, n}, s);
+    case GatedActivation::kSwigluOai:
+      swiglu_oai_kernel<<<grid_for(n, 256), 256, 0, s>>>(gate, up, n);
+      LS_CUDA_CHECK_LAUNCH("moe swiglu_oai");
+      return Status::OK();
+  }
+  return Status::InvalidArgument("moe_ffn: unknown activation");
 }
 
 // The routing on the host, into the host copy `h` of the work buffer's routing arrays.
@@ -78,12 +110,11 @@ Status run_expert(const MoeFfnParams& p, const MoeWork& w, const MoeHostRouting&
   }
   LS_RETURN_IF_ERROR(launch_matmul(g, cublas, s));
   LS_RETURN_IF_ERROR(launch_matmul(u, cublas, s));
-  if (p.act == GatedActivation::kGelu) {
-    LS_RETURN_IF_ERROR(launch_gelu_mul({w.gate, w.up, w.gate, nf}, s));
-  } else {
-    LS_RETURN_IF_ERROR(launch_silu_mul({w.gate, w.up, w.gate, nf}, s));
-  }
+  if (p.gate_bias) LS_RETURN_IF_ERROR(add_row_bias(w.gate, p.gate_bias + e * p.n_ff, n, p.n_ff, s));
+  if (p.up_bias) LS_RETURN_IF_ERROR(add_row_bias(w.up, p.up_bias + e * p.n_ff, n, p.n_ff, s));
+  LS_RETURN_IF_ERROR(gated_activation(p, w.gate, w.up, nf, s));
   LS_RETURN_IF_ERROR(launch_matmul(d, cublas, s));
+  if (p.down_bias) LS_RETURN_IF_ERROR(add_row_bias(w.y, p.down_bias + e * p.n_embd, n, p.n_embd, s));
   scatter_add_kernel<<<grid_for(ne, 256), 256, 0, s>>>(w.y, w.rows + first, w.row_weights + first, n, p.n_embd, p.out);
   LS_CUDA_CHECK_LAUNCH("moe scatter_add");
   return Status::OK();
@@ -94,6 +125,7 @@ Status run_expert(const MoeFfnParams& p, const MoeWork& w, const MoeHostRouting&
 Status launch_moe_ffn(const MoeFfnParams& p, MoeHostRouting& host, cublasHandle_t cublas, cudaStream_t s) {
   const MoeWork w = moe_work(p.work, p.n_tokens, p.n_embd, p.n_ff, p.n_expert, p.n_used);
   LS_RETURN_IF_ERROR(launch_matmul(moe_router_matmul(p, w.logits), cublas, s));
+  LS_RETURN_IF_ERROR(add_row_bias(w.logits, p.router_bias, p.n_tokens, p.n_expert, s));
   LS_RETURN_IF_ERROR(route_on_host(p, w, host, s));
   LS_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p.out, 0, p.n_tokens * p.n_embd * sizeof(float), s));
   for (int64_t e = 0; e < p.n_expert; ++e) {

@@ -23,4 +23,14 @@ LS_HD float gelu_tanh(float g) {
 // The GeGLU gate: gelu(gate) * up.
 LS_HD float gelu_mul(float gate, float up) { return gelu_tanh(gate) * up; }
 
+// gpt-oss's gate (llama.cpp's swiglu_oai): the gate clamped from above and
+// the up projection clamped to [-limit, limit], then
+//   x sigmoid(alpha x) (y + 1),  alpha = 1.702, limit = 7.
+constexpr float kSwigluOaiAlpha = 1.702f, kSwigluOaiLimit = 7.0f;
+LS_HD float swiglu_oai(float gate, float up) {
+  const float x = kSwigluOaiLimit < gate ? kSwigluOaiLimit : gate;  // a NaN gate stays NaN
+  const float y = up < -kSwigluOaiLimit ? -kSwigluOaiLimit : (kSwigluOaiLimit < up ? kSwigluOaiLimit : up);
+  return x / (1.0f + expf(-kSwigluOaiAlpha * x)) * (y + 1.0f);
+}
+
 }  // namespace layerstream::math

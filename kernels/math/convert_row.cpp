@@ -119,6 +119,7 @@ Status encode_row(GgmlType type, const float* src, size_t n, void* dst, const fl
     case GgmlType::Q6_K: encode_kblocks<BlockQ6_K>(src, n, dst, weights, quantize_block_q6_k); break;
     case GgmlType::IQ4_NL: encode_kblocks<BlockIQ4_NL>(src, n, dst, weights, quantize_block_iq4_nl); break;
     case GgmlType::IQ4_XS: encode_kblocks<BlockIQ4_XS>(src, n, dst, weights, quantize_block_iq4_xs); break;
+    case GgmlType::MXFP4: encode_kblocks<BlockMXFP4>(src, n, dst, weights, quantize_block_mxfp4); break;
     default: return Status::Internal("encode_row: type marked supported but not handled");
   }
   return Status::OK();

@@ -39,7 +39,7 @@ constexpr std::array<GgmlTypeTraits, 32> kTypes = {{
     {GgmlType::BF16, "BF16", 1, 2, true},
     {GgmlType::TQ1_0, "TQ1_0", 256, 54, false},
     {GgmlType::TQ2_0, "TQ2_0", 256, 66, false},
-    {GgmlType::MXFP4, "MXFP4", 32, 17, false},
+    {GgmlType::MXFP4, "MXFP4", 32, 17, true},
 }};
 
 }  // namespace

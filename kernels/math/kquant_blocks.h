@@ -1,4 +1,4 @@
-// GGUF block layouts of the Q5 types, the K-quants and the IQ4 types
+// GGUF block layouts of the Q5 types, the K-quants, the IQ4 types and MXFP4
 // (ggml-common.h), decoded exactly, shared by the CPU kernels, the CUDA
 // kernels, the model writer and the tests. Layouts: docs/GGUF.md.
 //
@@ -80,6 +80,15 @@ struct BlockIQ4_XS {
   uint8_t scales_l[4]; // low 4 bits
   uint8_t qs[128];
 };
+// MXFP4 (OCP microscaling, gpt-oss's experts): 32 e2m1 values sharing a
+// power-of-two scale. e is an e8m0 exponent; the codes are twice the e2m1
+// values, so element = code * 2^(e - 128).
+struct BlockMXFP4 {
+  static constexpr int kElems = 32;
+  uint8_t e;
+  uint8_t qs[16];  // low nibble: element j, high nibble: element j + 16 (indices into mxfp4_value)
+};
+static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block size");
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24, "Q5 block sizes");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144, "K block sizes");
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210, "K block sizes");
@@ -89,6 +98,20 @@ static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136, "IQ4 bloc
 LS_HD int8_t iq4_value(int i) {
   constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   return kIq4Values[i];
+}
+
+// The e2m1 codebook doubled (so every code is an integer): sign bit 3, then
+// 0, 0.5, 1, 1.5, 2, 3, 4, 6 times two.
+LS_HD int8_t mxfp4_value(int i) {
+  constexpr int8_t kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  return kValues[i];
+}
+
+// 2^(e - 128): an e8m0 exponent with the halving of mxfp4_value folded in,
+// built from its bits (exact; e < 2 are the f32 subnormals 2^-128, 2^-127).
+LS_HD float e8m0_half_to_f32(uint8_t e) {
+  const uint32_t bits = e < 2 ? (uint32_t{0x00200000} << e) : (static_cast<uint32_t>(e - 1) << 23);
+  return f32_from_bits(bits);
 }
 
 // Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
@@ -210,23 +233,32 @@ LS_HD void unpack_sub(const BlockQ6_K& b, int s, int8_t* q, float* scale, float*
   }
 }
 
-LS_HD void unpack_sub(const BlockIQ4_NL& b, int /*s*/, int8_t* q, float* scale, float* offset) {
+// 16 bytes of 4-bit indices (element j in the low nibble of qs[j], j + 16
+// in the high one) through a codebook: IQ4's (iq4_value) or MXFP4's (mxfp4_value).
+LS_HD void codebook_codes(const uint8_t* qs, bool mxfp4, int8_t* q) {
   for (int j = 0; j < 16; ++j) {
-    q[j] = iq4_value(b.qs[j] & 0xF);
-    q[j + 16] = iq4_value(b.qs[j] >> 4);
+    q[j] = mxfp4 ? mxfp4_value(qs[j] & 0xF) : iq4_value(qs[j] & 0xF);
+    q[j + 16] = mxfp4 ? mxfp4_value(qs[j] >> 4) : iq4_value(qs[j] >> 4);
   }
+}
+
+LS_HD void unpack_sub(const BlockIQ4_NL& b, int /*s*/, int8_t* q, float* scale, float* offset) {
+  codebook_codes(b.qs, false, q);
   scale[0] = scale[1] = f16_to_f32(b.d);
+  offset[0] = offset[1] = 0.0f;
+}
+
+// MXFP4: codes from the nibbles, one power-of-two scale (code * scale is exact).
+LS_HD void unpack_sub(const BlockMXFP4& b, int /*s*/, int8_t* q, float* scale, float* offset) {
+  codebook_codes(b.qs, true, q);
+  scale[0] = scale[1] = e8m0_half_to_f32(b.e);
   offset[0] = offset[1] = 0.0f;
 }
 
 // IQ4_XS: sub-block s is an IQ4_NL block (nibbles of qs[16 s ..]) with scale
 // d * (ls - 32), ls = low nibble s of scales_l | 2 bits s of scales_h << 4.
 LS_HD void unpack_sub(const BlockIQ4_XS& b, int s, int8_t* q, float* scale, float* offset) {
-  const uint8_t* qs = b.qs + 16 * s;
-  for (int j = 0; j < 16; ++j) {
-    q[j] = iq4_value(qs[j] & 0xF);
-    q[j + 16] = iq4_value(qs[j] >> 4);
-  }
+  codebook_codes(b.qs + 16 * s, false, q);
   const int ls = ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
   scale[0] = scale[1] = f16_to_f32(b.d) * static_cast<float>(ls - 32);
   offset[0] = offset[1] = 0.0f;

@@ -397,6 +397,29 @@ BlockIQ4_NL quantize_block_iq4_nl(const float* x, const float* qw) {
   return b;
 }
 
+BlockMXFP4 quantize_block_mxfp4(const float* x, const float* /*qw*/) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  BlockMXFP4 b{};
+  if (amax > 0 && std::isfinite(amax)) {
+    const int e = static_cast<int>(std::floor(std::log2(amax))) - 2 + 127;
+    b.e = static_cast<uint8_t>(std::clamp(e, 0, 254));
+  }
+  const float d = e8m0_half_to_f32(b.e);
+  uint8_t L[32];
+  for (int j = 0; j < 32; ++j) {
+    int best = 0;
+    float best_err = std::fabs(x[j]);  // code 0 is 0
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(static_cast<float>(mxfp4_value(i)) * d - x[j]);
+      if (err < best_err) best = i, best_err = err;
+    }
+    L[j] = static_cast<uint8_t>(best);
+  }
+  pack_q4(L, b.qs);
+  return b;
+}
+
 BlockIQ4_XS quantize_block_iq4_xs(const float* x, const float* qw) {
   const Iq4Fit f = fit_iq4(x, qw, kQK_K);
   BlockIQ4_XS b{};

@@ -39,5 +39,10 @@ BlockQ5_K quantize_block_q5_k(const float* x, const float* qw = nullptr);
 BlockQ6_K quantize_block_q6_k(const float* x, const float* qw = nullptr);
 BlockIQ4_NL quantize_block_iq4_nl(const float* x, const float* qw = nullptr);
 BlockIQ4_XS quantize_block_iq4_xs(const float* x, const float* qw = nullptr);
+// MXFP4 as llama.cpp's reference encoder: the exponent from the block's
+// largest magnitude (2^floor(log2 amax) maps to code 8, i.e. 4.0), each value
+// to its nearest code (ties: the lower index). qw is not used: with a
+// power-of-two scale fixed by the maximum there is no scale to search.
+BlockMXFP4 quantize_block_mxfp4(const float* x, const float* qw = nullptr);
 
 }  // namespace layerstream::math

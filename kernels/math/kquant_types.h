@@ -28,6 +28,7 @@ bool visit_kquant_type(GgmlType t, Fn&& fn) {
     case GgmlType::Q6_K: fn(BlockTag<BlockQ6_K>{}); return true;
     case GgmlType::IQ4_NL: fn(BlockTag<BlockIQ4_NL>{}); return true;
     case GgmlType::IQ4_XS: fn(BlockTag<BlockIQ4_XS>{}); return true;
+    case GgmlType::MXFP4: fn(BlockTag<BlockMXFP4>{}); return true;
     default: return false;
   }
 }

@@ -2,7 +2,8 @@
 // target's vocabulary, decoding greedily in a context of its own. Its KV
 // cache follows the target's sequence: each proposal first rolls it back to
 // the longest prefix it shares with the target's tokens, then decodes the
-// rest, then drafts one token per pass.
+// rest, then drafts one token per pass (a tree: the draft's top tokens for
+// the next position, each continued greedily).
 #include <algorithm>
 
 #include "kernels/math/argmax.h"
@@ -22,23 +23,32 @@ class ModelDraft final : public DraftSource {
 
   Result<std::vector<int32_t>> propose(int first_position, std::span<const int32_t> tokens,
                                        int max_tokens) override {
-    std::vector<int32_t> out;
-    if (!history_.update(first_position, tokens) || history_.tokens().empty()) return out;
-    const std::vector<int32_t>& h = history_.tokens();
+    const int lengths[] = {max_tokens};
+    LS_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> tree, propose_tree(first_position, tokens, lengths));
+    return tree.empty() ? std::vector<int32_t>{} : std::move(tree[0]);
+  }
+
+  // Branch r starts with the draft's rank-r token for the next position and
+  // continues greedily. The side branches are decoded first and rolled back,
+  // so the draft's KV cache ends holding branch 0, the likeliest to be kept.
+  Result<std::vector<std::vector<int32_t>>> propose_tree(int first_position, std::span<const int32_t> tokens,
+                                                         std::span<const int> lengths) override {
+    std::vector<std::vector<int32_t>> tree;
+    if (!history_.update(first_position, tokens) || lengths.empty() || history_.tokens().empty()) return tree;
+    const std::vector<int32_t> h = history_.tokens();
     // Room for the history and the drafts that get decoded (all but the last).
-    const int room = ctx_->n_context() - static_cast<int>(h.size()) - (max_tokens - 1);
-    if (room < 0) max_tokens += room;
-    if (max_tokens < 1) return out;
+    const int room = ctx_->n_context() - static_cast<int>(h.size()) + 1;
     LS_RETURN_IF_ERROR(catch_up(h));
-    for (int i = 0;; ++i) {
-      const std::span<const float> logits = ctx_->logits(ctx_->last_decode_tokens() - 1);
-      out.push_back(static_cast<int32_t>(math::argmax_row(logits.data(), static_cast<int64_t>(logits.size()))));
-      if (i + 1 == max_tokens) return out;
-      Batch next;
-      next.add(out.back(), ctx_->position(0), 0, true);
-      LS_RETURN_IF_ERROR(ctx_->decode(next));
-      held_.push_back(out.back());
+    const std::vector<int32_t> firsts = top_tokens(static_cast<int>(lengths.size()));
+    tree.resize(firsts.size());
+    for (int r = static_cast<int>(firsts.size()) - 1; r >= 0; --r) {
+      const int length = std::min(lengths[r], room);
+      if (length < 1) return std::vector<std::vector<int32_t>>{};
+      LS_RETURN_IF_ERROR(rewind(h.size()));
+      tree[r].push_back(firsts[r]);
+      LS_RETURN_IF_ERROR(extend(tree[r], length));
     }
+    return tree;
   }
   std::string name() const override { return "draft model " + model_->info().path; }
 
@@ -62,6 +72,45 @@ class ModelDraft final : public DraftSource {
     last.add(h.back(), static_cast<int32_t>(h.size() - 1), 0, true);
     LS_RETURN_IF_ERROR(ctx_->decode(last));
     held_ = h;
+    return Status::OK();
+  }
+
+  // The n likeliest next tokens after the last decode, the argmax first
+  // (the token greedy decoding takes, ties included).
+  std::vector<int32_t> top_tokens(int n) const {
+    const std::span<const float> logits = ctx_->logits(ctx_->last_decode_tokens() - 1);
+    const int64_t V = static_cast<int64_t>(logits.size());
+    std::vector<int32_t> out{static_cast<int32_t>(math::argmax_row(logits.data(), V))};
+    if (n <= 1) return out;
+    std::vector<int32_t> ids(V);
+    for (int64_t i = 0; i < V; ++i) ids[i] = static_cast<int32_t>(i);
+    const int64_t k = std::min<int64_t>(n, V);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    for (int64_t i = 0; i < k && static_cast<int>(out.size()) < n; ++i)
+      if (ids[i] != out[0]) out.push_back(ids[i]);
+    return out;
+  }
+
+  // Forgets the draft's positions >= keep (the history ends there).
+  Status rewind(size_t keep) {
+    if (held_.size() <= keep) return Status::OK();
+    LS_RETURN_IF_ERROR(ctx_->remove(0, static_cast<int>(keep)));
+    held_.resize(keep);
+    return Status::OK();
+  }
+
+  // Greedy continuation of `branch` (its tokens after the history) up to
+  // `length` tokens, decoding all but the last.
+  Status extend(std::vector<int32_t>& branch, int length) {
+    while (static_cast<int>(branch.size()) < length) {
+      Batch next;
+      next.add(branch.back(), ctx_->position(0), 0, true);
+      LS_RETURN_IF_ERROR(ctx_->decode(next));
+      held_.push_back(branch.back());
+      const std::span<const float> logits = ctx_->logits(0);
+      branch.push_back(static_cast<int32_t>(math::argmax_row(logits.data(), static_cast<int64_t>(logits.size()))));
+    }
     return Status::OK();
   }
 

@@ -81,6 +81,11 @@ Status LlamaRunner::Impl::attention(const Pass& p, const LayerRun& run, Stream& 
   LS_RETURN_IF_ERROR(rope_qk(p, run, s, b));
   LS_RETURN_IF_ERROR(attend(p, run, s, b));
   LS_RETURN_IF_ERROR(block_matmul(run, s, w.attn_output, S.f(lay.att), S.f(lay.tmp), T));
+  if (w.attn_output_bias) {  // gpt-oss
+    const auto* bp = static_cast<const float*>(tensor(run, *w.attn_output_bias));
+    float* tmp = S.f(lay.tmp);
+    for (int t = 0; t < T; ++t) LS_RETURN_IF_ERROR(S.k.add({tmp + t * h.n_embd, bp, tmp + t * h.n_embd, h.n_embd}, s));
+  }
   LS_RETURN_IF_ERROR(post_norm(p, run, s, w.attn_post_norm));
   return S.k.add({S.f(lay.x), S.f(lay.tmp), S.f(lay.x), int64_t{T} * h.n_embd}, s);
 }
@@ -150,6 +155,7 @@ Status LlamaRunner::Impl::rope_qk(const Pass& p, const LayerRun& run, Stream& s,
 // keys and values appended to it at the segment's positions).
 Status LlamaRunner::Impl::attend(const Pass& p, const LayerRun& run, Stream& s, int b) {
   const LlamaHparams& h = m.hparams;
+  const LlamaBlock& w = m.blocks[b];
   const int64_t hd = h.head_dim, nq = int64_t{h.n_head} * hd, nkv = int64_t{h.n_head_kv} * hd;
   const SiteView S = site_view(run.site);
   for (const Segment& sg : p.segs) {
@@ -168,6 +174,7 @@ Status LlamaRunner::Impl::attend(const Pass& p, const LayerRun& run, Stream& s, 
     ap.head_dim = hd;
     ap.scale = h.attn_scale;
     ap.window = h.is_swa(static_cast<uint32_t>(b)) ? h.n_swa : 0;
+    ap.sinks = w.attn_sinks ? static_cast<const float*>(tensor(run, *w.attn_sinks)) : nullptr;
     ap.out = S.f(lay.att) + sg.row * nq;
     LS_RETURN_IF_ERROR(S.k.attention(ap, s));
   }
@@ -196,7 +203,16 @@ Status LlamaRunner::Impl::moe_ffn(const Pass& p, const LayerRun& run, Stream& s,
   mp.up_type = w.up_exps.type;
   mp.down = tensor(run, w.down_exps);
   mp.down_type = w.down_exps.type;
-  mp.act = h.traits.ffn == FfnActivation::kGeluTanh ? kernels::GatedActivation::kGelu : kernels::GatedActivation::kSilu;
+  mp.act = h.traits.ffn == FfnActivation::kGeluTanh    ? kernels::GatedActivation::kGelu
+           : h.traits.ffn == FfnActivation::kSwigluOai ? kernels::GatedActivation::kSwigluOai
+                                                        : kernels::GatedActivation::kSilu;
+  auto bias = [&](const std::optional<GgufTensorInfo>& t) {
+    return t ? static_cast<const float*>(tensor(run, *t)) : nullptr;
+  };
+  mp.router_bias = bias(w.router_bias);  // gpt-oss's biases
+  mp.gate_bias = bias(w.gate_bias);
+  mp.up_bias = bias(w.up_bias);
+  mp.down_bias = bias(w.down_bias);
   mp.out = S.f(lay.tmp);
   mp.work = S.base + lay.moe_work;
   mp.work_bytes = lay.moe_work_bytes;

@@ -334,7 +334,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
   if (append && prompt.empty() && impl_->pending[0].empty()) return Status::InvalidArgument("the prompt has no tokens");
   LS_RETURN_IF_ERROR(check_options(o, impl_->m->info.vocab));
   const bool speculate = o.speculative.draft != nullptr;
-  if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, o.speculative));
+  if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, *impl_, o.speculative));
   int cached = 0;
   std::vector<std::vector<int32_t>> feed;
   if (append) {

@@ -18,15 +18,17 @@ namespace layerstream::speculative {
 using SampleFn = std::function<Batch(int step)>;
 using DecodeFn = std::function<Status(const Batch&)>;
 
-// InvalidArgument when `o` cannot run on `ctx` (draft_max out of range,
-// several sequences). Checked before anything is decoded.
-Status check(const Context& ctx, const SpeculativeOptions& o);
+// InvalidArgument when `o` cannot run on `ctx` (draft_max or branches out
+// of range, several sequences); OutOfBudget when the model's KV pool has no
+// free sequence for each side branch. Checked before anything is decoded.
+Status check(const Context& ctx, const Context::Impl& c, const SpeculativeOptions& o);
 
 // Generation after the prefill of `fed` (the tokens this call decoded, which
 // end at the context's position): per pass, the sampled token and the
-// source's drafts decoded together with logits for each, then the tokens
-// sampled from those rows kept while they equal the drafts, the KV cache
-// cut after the last kept one.
+// source's drafts (a chain, or a tree's branches as extra sequences)
+// decoded together with logits for each, then the tokens sampled from those
+// rows kept while they equal the drafts, the KV cache cut after the last
+// kept one.
 Result<SpeculativeStats> generate(Context& ctx, Context::Impl& c, const SpeculativeOptions& o,
                                   const std::vector<int32_t>& fed, const SampleFn& sample, const DecodeFn& decode);
 

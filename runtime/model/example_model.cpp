@@ -64,6 +64,8 @@ Dist dist_for(const std::string& name, const ExampleModelSpec& s) {
   const double residual = 1.0 / std::sqrt(2.0 * s.n_layers);  // keeps the residual stream's variance bounded
   const double e = s.n_embd, ff = s.n_ff;
   if (name.find("norm") != std::string::npos) return {1.0f, 0.1f};
+  if (name.find("attn_sinks") != std::string::npos) return with_std(1.0);  // gpt-oss's per-head sink logits
+  if (name.find(".bias") != std::string::npos) return with_std(0.1);
   if (name == "rope_freqs.weight") return {8.0f, 7.0f};  // factors in [1, 15)
   if (name == "token_embd.weight") return with_std(1.0);
   if (name == "output.weight") return with_std(1.0 / std::sqrt(e));
@@ -102,13 +104,17 @@ void apply_mix(const ExampleModelSpec& s, std::vector<TensorDecl>& decls) {
   for (size_t i = 0; i < decls.size(); ++i) decls[i].type = (*plan)[i].type;
 }
 
-bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe" || arch == "mixtral"; }
+bool is_moe_arch(const std::string& arch) { return arch == "qwen3moe" || arch == "mixtral" || arch == "gpt-oss"; }
+
+uint32_t sliding_window(const ExampleModelSpec& s) { return s.arch == "gpt-oss" && !s.sliding_window ? 128 : s.sliding_window; }
 
 std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
   const uint64_t e = s.n_embd, hd = head_dim(s), q = uint64_t{s.n_head} * hd, kv = uint64_t{s.n_head_kv} * hd;
   const bool qk_norm = s.arch == "qwen3" || s.arch == "gemma3" || s.arch == "qwen3moe";
   const bool post_norms = s.arch == "gemma3";
+  const bool gpt_oss = s.arch == "gpt-oss";  // biases, sinks, post_attention_norm as the FFN norm
   std::vector<TensorDecl> out;
+  auto f32 = [&](std::string name, std::vector<uint64_t> dims) { out.push_back({std::move(name), std::move(dims), GgmlType::F32}); };
   // Uniform: dtype, or llama.cpp's fallback where its block does not divide
   // the rows. A mix's types come from the quantiser's rules (apply_mix).
   auto matrix = [&](std::string name, uint64_t ne0, uint64_t ne1) {
@@ -122,6 +128,7 @@ std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
   auto experts = [&](std::string name, uint64_t ne0, uint64_t ne1) {
     matrix(std::move(name), ne0, ne1);
     out.back().dims.push_back(s.n_expert);
+    if (s.expert_dtype) out.back().type = *s.expert_dtype;
   };
   matrix("token_embd.weight", e, s.n_vocab);
   if (s.rope_freqs) out.push_back({"rope_freqs.weight", {hd / 2}, GgmlType::F32});
@@ -131,18 +138,33 @@ std::vector<TensorDecl> tensor_decls(const ExampleModelSpec& s) {
     matrix(n("attn_q.weight"), e, q);
     matrix(n("attn_k.weight"), e, kv);
     matrix(n("attn_v.weight"), e, kv);
+    if (gpt_oss) {
+      f32(n("attn_q.bias"), {q});
+      f32(n("attn_k.bias"), {kv});
+      f32(n("attn_v.bias"), {kv});
+    }
     if (qk_norm) {
       out.push_back({n("attn_q_norm.weight"), {hd}, GgmlType::F32});
       out.push_back({n("attn_k_norm.weight"), {hd}, GgmlType::F32});
     }
     matrix(n("attn_output.weight"), q, e);
-    if (post_norms) out.push_back({n("post_attention_norm.weight"), {e}, GgmlType::F32});
-    out.push_back({n("ffn_norm.weight"), {e}, GgmlType::F32});
+    if (gpt_oss) {
+      f32(n("attn_output.bias"), {e});
+      f32(n("attn_sinks.weight"), {s.n_head});
+    }
+    if (post_norms || gpt_oss) out.push_back({n("post_attention_norm.weight"), {e}, GgmlType::F32});
+    if (!gpt_oss) out.push_back({n("ffn_norm.weight"), {e}, GgmlType::F32});
     if (s.n_expert > 0) {
       out.push_back({n("ffn_gate_inp.weight"), {e, s.n_expert}, GgmlType::F32});
       experts(n("ffn_gate_exps.weight"), e, s.n_ff);
       experts(n("ffn_down_exps.weight"), s.n_ff, e);
       experts(n("ffn_up_exps.weight"), e, s.n_ff);
+      if (gpt_oss) {
+        f32(n("ffn_gate_inp.bias"), {s.n_expert});
+        f32(n("ffn_gate_exps.bias"), {s.n_ff, s.n_expert});
+        f32(n("ffn_down_exps.bias"), {e, s.n_expert});
+        f32(n("ffn_up_exps.bias"), {s.n_ff, s.n_expert});
+      }
     } else {
       matrix(n("ffn_gate.weight"), e, s.n_ff);
       matrix(n("ffn_up.weight"), e, s.n_ff);
@@ -277,9 +299,33 @@ uint32_t llama_file_type(const ExampleModelSpec& spec) {
     case ExampleMix::kQ4_K_M: return 15;
     case ExampleMix::kQ5_K_M: return 17;
     case ExampleMix::kQ3_K_M: return 12;
-    default: return llama_file_type(spec.dtype);
+    default:
+      if (spec.expert_dtype == GgmlType::MXFP4) return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+      return llama_file_type(spec.dtype);
   }
 }
+
+namespace {
+
+// The experts' own type: a mixture of experts only, supported, its block
+// dividing both expert widths, and not with a mix (whose rules type every matrix).
+Status validate_expert_dtype(const ExampleModelSpec& s) {
+  if (s.arch == "gpt-oss" && s.mix != ExampleMix::kUniform) {
+    return Status::InvalidArgument(fmt::format("example model: mix {} is not available for arch gpt-oss", example_mix_name(s.mix)));
+  }
+  if (!s.expert_dtype) return Status::OK();
+  const GgmlTypeTraits tr = ggml_type_traits(*s.expert_dtype);
+  if (!is_moe_arch(s.arch)) return Status::InvalidArgument("example model: an expert type needs a mixture-of-experts arch");
+  if (s.mix != ExampleMix::kUniform) return Status::InvalidArgument("example model: an expert type cannot be combined with a mix");
+  if (!tr.supported) return Status::Unsupported(fmt::format("unsupported expert tensor type {}", tr.name));
+  if (s.n_embd % tr.block_elems || s.n_ff % tr.block_elems) {
+    return Status::InvalidArgument(fmt::format("example model: hidden {} and ffn {} must be multiples of {} for expert type {}",
+                                               s.n_embd, s.n_ff, tr.block_elems, tr.name));
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 Status validate_example_spec(const ExampleModelSpec& s) {
   if (s.mix != ExampleMix::kUniform && s.dtype != example_mix_base(s.mix)) {
@@ -310,8 +356,9 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   if (head_dim(s) % 2 || head_dim(s) == 0) return bad("head dim", head_dim(s), "must be even and > 0");
   if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "gemma3" && !is_moe_arch(s.arch)) {
     return Status::InvalidArgument(
-        fmt::format("example model: arch '{}' is not one of llama, qwen3, gemma3, qwen3moe, mixtral", s.arch));
+        fmt::format("example model: arch '{}' is not one of llama, qwen3, gemma3, qwen3moe, mixtral, gpt-oss", s.arch));
   }
+  LS_RETURN_IF_ERROR(validate_expert_dtype(s));
   if (is_moe_arch(s.arch) != (s.n_expert > 0)) {
     return bad("experts", s.n_expert, fmt::format("must be {} for arch {}", is_moe_arch(s.arch) ? "> 0" : "0", s.arch));
   }
@@ -322,8 +369,8 @@ Status validate_example_spec(const ExampleModelSpec& s) {
   if (s.rope_freqs && s.arch != "llama") {
     return Status::InvalidArgument("example model: rope_freqs (Llama 3.1 frequency factors) needs arch llama");
   }
-  if (s.sliding_window && s.arch != "gemma3") {
-    return Status::InvalidArgument("example model: a sliding window needs arch gemma3");
+  if (s.sliding_window && s.arch != "gemma3" && s.arch != "gpt-oss") {
+    return Status::InvalidArgument("example model: a sliding window needs arch gemma3 or gpt-oss");
   }
   if (const uint64_t q = uint64_t{s.n_head} * head_dim(s); q % tr.block_elems) {
     return bad("heads x head dim", q, fmt::format("must be a multiple of {} for {}", tr.block_elems, tr.name));
@@ -374,7 +421,7 @@ Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
   if (s.n_expert > 0) {
     LS_RETURN_IF_ERROR(u32(a + ".expert_count", s.n_expert));
     LS_RETURN_IF_ERROR(u32(a + ".expert_used_count", s.n_expert_used));
-    if (a == "qwen3moe") LS_RETURN_IF_ERROR(u32(a + ".expert_feed_forward_length", s.n_ff));
+    if (a == "qwen3moe" || a == "gpt-oss") LS_RETURN_IF_ERROR(u32(a + ".expert_feed_forward_length", s.n_ff));
   }
   LS_RETURN_IF_ERROR(u32(a + ".rope.dimension_count", head_dim(s)));
   LS_RETURN_IF_ERROR(u32(a + ".attention.head_count", s.n_head));
@@ -383,9 +430,10 @@ Result<GgufWriter> example_model_layout(const ExampleModelSpec& s) {
     LS_RETURN_IF_ERROR(u32(a + ".attention.key_length", s.head_dim));
     LS_RETURN_IF_ERROR(u32(a + ".attention.value_length", s.head_dim));
   }
-  if (s.sliding_window) {
-    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window", s.sliding_window));
-    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window_pattern", s.swa_pattern));
+  if (sliding_window(s)) {
+    LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window", sliding_window(s)));
+    // gpt-oss: llama.cpp's fixed pattern, every other layer local
+    if (a != "gpt-oss") LS_RETURN_IF_ERROR(u32(a + ".attention.sliding_window_pattern", s.swa_pattern));
   }
   LS_RETURN_IF_ERROR(w.add(a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f)));
   // qwen3 / gemma3 use a large global base (gemma3's local layers keep the default 10000).

@@ -3,8 +3,9 @@
 // demo, the benchmarks and the tests as a stand-in for a real model. The
 // architecture is llama by default; qwen3 and gemma3 (and llama with Llama 3.1
 // RoPE frequency factors) give the tests tiny models of those too, and the
-// mixtures of experts qwen3moe and mixtral (a llama file with
-// llama.expert_count) the keys, tensor names and shapes llama.cpp reads.
+// mixtures of experts qwen3moe, mixtral (a llama file with
+// llama.expert_count) and gpt-oss the keys, tensor names and shapes llama.cpp
+// reads.
 #pragma once
 
 #include <atomic>
@@ -48,15 +49,18 @@ struct ExampleModelSpec {
   // llama, qwen3 (QK-norm, neox RoPE), gemma3, or a mixture of experts:
   // qwen3moe, mixtral (general.architecture "llama" with expert keys).
   std::string arch = "llama";
-  // Mixture of experts (qwen3moe, mixtral only): experts per block, experts
-  // per token; each expert is n_ff wide. The router is F32, as llama.cpp's
-  // converter and quantiser keep it.
+  // Mixture of experts (qwen3moe, mixtral, gpt-oss only): experts per block,
+  // experts per token; each expert is n_ff wide. The router is F32, as
+  // llama.cpp's converter and quantiser keep it.
   uint32_t n_expert = 0;
   uint32_t n_expert_used = 0;
+  // The experts' type (gpt-oss ships them in MXFP4); unset: dtype.
+  std::optional<GgmlType> expert_dtype;
   uint32_t head_dim = 0;       // attention.key_length; 0 = n_embd / n_head
   bool rope_freqs = false;     // llama: write a rope_freqs tensor (Llama 3.1 frequency factors)
   // gemma3: attention.sliding_window and attention.sliding_window_pattern
   // (every pattern-th layer global); 0 = the file has no sliding window.
+  // gpt-oss always has one (every other layer; 0 here writes 128).
   uint32_t sliding_window = 0;
   uint32_t swa_pattern = 6;
   // general.alignment: 4096 for files we stream (O_DIRECT); 32 for interop

@@ -23,7 +23,13 @@ const ArchTraits* arch_traits(const std::string& arch) {
   if (arch == "llama" || arch == "mistral") return &kLlama;
   if (arch == "qwen2") return &kQwen2;
   if (arch == "qwen3" || arch == "qwen3moe") return &kQwen3;
+  static const ArchTraits kGptOss{.rope_neox = true,
+                                  .ffn = FfnActivation::kSwigluOai,
+                                  .sliding_window = true,
+                                  .swa_pattern = 2,
+                                  .gpt_oss = true};
   if (arch == "gemma3") return &kGemma3;
+  if (arch == "gpt-oss") return &kGptOss;
   return nullptr;
 }
 
@@ -63,7 +69,7 @@ class LlamaLoader {
     LS_ASSIGN_OR_RETURN(h.arch, f_.get_string("general.architecture"));
     if (!is_llama_family(h.arch)) {
       return Status::Unsupported(fmt::format(
-          "{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma3)", f_.path(), h.arch));
+          "{}: architecture '{}' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)", f_.path(), h.arch));
     }
     h.traits = *arch_traits(h.arch);
     h.rope_neox = h.traits.rope_neox;
@@ -133,11 +139,12 @@ class LlamaLoader {
     return read_arch_hparams();
   }
 
-  // A mixture of experts: qwen3moe always, llama when <arch>.expert_count > 0
-  // (Mixtral). llama.cpp reads a llama file with expert_count 0 as dense.
+  // A mixture of experts: qwen3moe and gpt-oss always, llama when
+  // <arch>.expert_count > 0 (Mixtral). llama.cpp reads a llama file with
+  // expert_count 0 as dense.
   Status read_moe_hparams() {
     LlamaHparams& h = m_.hparams;
-    const bool moe_arch = h.arch == "qwen3moe";
+    const bool moe_arch = h.arch == "qwen3moe" || h.arch == "gpt-oss";
     const bool has_router = f_.find_tensor("blk.0.ffn_gate_inp.weight") != nullptr;
     if (!moe_arch && !f_.has(key("expert_count"))) {
       if (!has_router) return Status::OK();
@@ -146,7 +153,7 @@ class LlamaLoader {
     }
     LS_ASSIGN_OR_RETURN(h.n_expert, f_.get_u32(key("expert_count")));
     if (h.n_expert == 0) {
-      if (moe_arch) return bad_hparam(key("expert_count"), 0, "must be > 0 (qwen3moe is a mixture of experts)");
+      if (moe_arch) return bad_hparam(key("expert_count"), 0, fmt::format("must be > 0 ({} is a mixture of experts)", h.arch));
       if (has_router) return bad_hparam(key("expert_count"), 0, "but the file has expert tensors: must be > 0");
       return Status::OK();
     }
@@ -157,9 +164,12 @@ class LlamaLoader {
                         fmt::format("must be in 1..{} (expert_count)", h.n_expert));
     }
     // llama.cpp: qwen3moe's experts are expert_feed_forward_length wide (else
-    // n_ff / n_expert_used); Mixtral's are feed_forward_length wide.
+    // n_ff / n_expert_used), gpt-oss's likewise (the key is required);
+    // Mixtral's are feed_forward_length wide.
     h.n_ff_exp = h.n_ff;
-    if (moe_arch) {
+    if (h.traits.gpt_oss) {
+      LS_ASSIGN_OR_RETURN(h.n_ff_exp, f_.get_u32(key("expert_feed_forward_length")));
+    } else if (moe_arch) {
       LS_ASSIGN_OR_RETURN(h.n_ff_exp, f_.get_u32_or(key("expert_feed_forward_length"), h.n_ff / h.n_expert_used));
     }
     if (h.n_ff_exp == 0) return bad_hparam(key("expert_feed_forward_length"), 0, "must be > 0");
@@ -168,8 +178,10 @@ class LlamaLoader {
       return Status::Unsupported(fmt::format("{}: {} = {} (shared experts) is not supported for architecture '{}'",
                                              f_.path(), key("expert_shared_count"), shared, h.arch));
     }
+    // gpt-oss's gating is a softmax over the chosen experts' logits, which
+    // moe_route computes too (the softmax over all, renormalised over the chosen).
     LS_ASSIGN_OR_RETURN(uint32_t gating, f_.get_u32_or(key("expert_gating_func"), 1));
-    if (gating != 1) {  // llama.cpp: 1 softmax, 2 sigmoid
+    if (gating != 1 && !h.traits.gpt_oss) {  // llama.cpp: 1 softmax, 2 sigmoid
       return Status::Unsupported(fmt::format("{}: {} = {} is not supported (only 1, softmax)", f_.path(),
                                              key("expert_gating_func"), gating));
     }
@@ -179,6 +191,11 @@ class LlamaLoader {
   // The hyper-parameters only some architectures have.
   Status read_arch_hparams() {
     LlamaHparams& h = m_.hparams;
+    if (h.traits.gpt_oss && h.rope_scaling_type == "yarn") {
+      // YaRN changes every rotation's frequency and magnitude, not only past the training context.
+      return Status::Unsupported(fmt::format("{}: {} = 'yarn' is not implemented for architecture 'gpt-oss' "
+                                             "(its RoPE would be wrong at every position)", f_.path(), key("rope.scaling.type")));
+    }
     double scale = 1.0 / std::sqrt(double(h.head_dim));
     if (h.arch == "gemma3" && h.n_layers == 62) scale = 1.0 / std::sqrt(double(h.n_embd / h.n_head));  // 27B
     LS_ASSIGN_OR_RETURN(scale, f_.get_float_or(key("attention.scale"), scale));
@@ -199,7 +216,11 @@ class LlamaLoader {
       }
       return Status::OK();
     }
-    LS_ASSIGN_OR_RETURN(h.n_swa, f_.get_u32_or(key("attention.sliding_window"), 0));
+    if (h.traits.gpt_oss) {  // llama.cpp requires it for gpt-oss
+      LS_ASSIGN_OR_RETURN(h.n_swa, f_.get_u32(key("attention.sliding_window")));
+    } else {
+      LS_ASSIGN_OR_RETURN(h.n_swa, f_.get_u32_or(key("attention.sliding_window"), 0));
+    }
     if (h.n_swa == 0) return Status::OK();
     h.swa_layers.assign(h.n_layers, false);
     if (const GgufValue* arr = f_.find(key("attention.sliding_window_pattern")); arr && arr->is_array()) {
@@ -214,7 +235,9 @@ class LlamaLoader {
       LS_ASSIGN_OR_RETURN(uint32_t pattern, f_.get_u32_or(key("attention.sliding_window_pattern"), h.traits.swa_pattern));
       for (uint32_t i = 0; i < h.n_layers; ++i) h.swa_layers[i] = pattern == 0 || i % pattern < pattern - 1;
     }
-    LS_ASSIGN_OR_RETURN(double base_swa, f_.get_float_or(key("rope.freq_base_swa"), 10000.0));
+    // gpt-oss's local layers default to the global base, gemma3's to 10000.
+    const double base_swa_default = h.traits.gpt_oss ? h.rope_freq_base : 10000.0;
+    LS_ASSIGN_OR_RETURN(double base_swa, f_.get_float_or(key("rope.freq_base_swa"), base_swa_default));
     if (!(base_swa > 0 && std::isfinite(base_swa))) {
       return Status::Corruption(fmt::format("{}: hyper-parameter {} = {} must be positive and finite", f_.path(),
                                             key("rope.freq_base_swa"), base_swa));
@@ -287,7 +310,7 @@ class LlamaLoader {
       LS_ASSIGN_OR_RETURN(b.attn_k, tensor(n("attn_k.weight"), {e, kv}, false));
       LS_ASSIGN_OR_RETURN(b.attn_v, tensor(n("attn_v.weight"), {e, kv}, false));
       LS_ASSIGN_OR_RETURN(b.attn_output, tensor(n("attn_output.weight"), {q, e}, false));
-      LS_ASSIGN_OR_RETURN(b.ffn_norm, tensor(n("ffn_norm.weight"), {e}, true));
+      LS_ASSIGN_OR_RETURN(b.ffn_norm, tensor(n(h.traits.gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), {e}, true));
       if (h.is_moe()) {
         LS_RETURN_IF_ERROR(read_experts(i, b));
       } else {
@@ -306,6 +329,10 @@ class LlamaLoader {
         LS_ASSIGN_OR_RETURN(b.attn_post_norm, tensor(n("post_attention_norm.weight"), {e}, true));
         LS_ASSIGN_OR_RETURN(b.ffn_post_norm, tensor(n("post_ffw_norm.weight"), {e}, true));
       }
+      if (h.traits.gpt_oss) {
+        LS_ASSIGN_OR_RETURN(b.attn_output_bias, tensor(n("attn_output.bias"), {e}, true));
+        LS_ASSIGN_OR_RETURN(b.attn_sinks, tensor(n("attn_sinks.weight"), {h.n_head}, true));
+      }
     }
     LS_ASSIGN_OR_RETURN(m_.rope_freqs, optional_tensor("rope_freqs.weight", {h.n_rot / 2}));
     return Status::OK();
@@ -322,6 +349,12 @@ class LlamaLoader {
     LS_ASSIGN_OR_RETURN(t.gate_exps, tensor(n("ffn_gate_exps.weight"), {e, ff, ne}, false));
     LS_ASSIGN_OR_RETURN(t.up_exps, tensor(n("ffn_up_exps.weight"), {e, ff, ne}, false));
     LS_ASSIGN_OR_RETURN(t.down_exps, tensor(n("ffn_down_exps.weight"), {ff, e, ne}, false));
+    if (h.traits.gpt_oss) {
+      LS_ASSIGN_OR_RETURN(t.router_bias, tensor(n("ffn_gate_inp.bias"), {ne}, true));
+      LS_ASSIGN_OR_RETURN(t.gate_bias, tensor(n("ffn_gate_exps.bias"), {ff, ne}, true));
+      LS_ASSIGN_OR_RETURN(t.up_bias, tensor(n("ffn_up_exps.bias"), {ff, ne}, true));
+      LS_ASSIGN_OR_RETURN(t.down_bias, tensor(n("ffn_down_exps.bias"), {e, ne}, true));
+    }
     b.moe = std::move(t);
     return Status::OK();
   }
@@ -367,11 +400,14 @@ class LlamaLoader {
       std::vector<GgufTensorInfo> ts = {b.attn_norm, b.attn_q, b.attn_k, b.attn_v, b.attn_output, b.ffn_norm};
       if (b.moe) {  // the experts are part of the block: placed, streamed and computed with it
         ts.insert(ts.end(), {b.moe->router, b.moe->gate_exps, b.moe->up_exps, b.moe->down_exps});
+        for (const auto* bias : {&b.moe->router_bias, &b.moe->gate_bias, &b.moe->up_bias, &b.moe->down_bias}) {
+          if (*bias) ts.push_back(**bias);
+        }
       } else {
         ts.insert(ts.end(), {b.ffn_gate, b.ffn_up, b.ffn_down});
       }
       for (const auto* opt : {&b.attn_q_bias, &b.attn_k_bias, &b.attn_v_bias, &b.attn_q_norm, &b.attn_k_norm,
-                              &b.attn_post_norm, &b.ffn_post_norm}) {
+                              &b.attn_post_norm, &b.ffn_post_norm, &b.attn_output_bias, &b.attn_sinks}) {
         if (*opt) ts.push_back(**opt);
       }
       ModelLayer l = make_layer(LayerKind::kBlock, fmt::format("blk.{}", i), static_cast<int>(i), std::move(ts));

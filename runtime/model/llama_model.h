@@ -1,6 +1,6 @@
 // The Llama-family view of a GGUF file (architectures llama, mistral,
-// qwen2, qwen3, gemma3, and the mixtures of experts qwen3moe and llama with
-// <arch>.expert_count, i.e. Mixtral): validated hyper-parameters, the tensors of every
+// qwen2, qwen3, gemma3, and the mixtures of experts qwen3moe, gpt-oss and
+// llama with <arch>.expert_count, i.e. Mixtral): validated hyper-parameters, the tensors of every
 // block, and the file as a sequence of *layers* (embedding, block 0..n-1,
 // head) each with the byte span the runtime reads to load it. What an
 // architecture does differently from llama is one ArchTraits value plus a
@@ -22,6 +22,10 @@
 // Mixture-of-experts blocks (n_expert > 0) have, instead of ffn_gate/up/down:
 //   ffn_gate_inp       [n_embd, n_expert]            (the router)
 //   ffn_gate/up_exps   [n_embd, n_ff_exp, n_expert]  ffn_down_exps [n_ff_exp, n_embd, n_expert]
+// gpt-oss (traits.gpt_oss) adds attn_sinks [n_head], attn_output.bias
+// [n_embd], ffn_gate_inp.bias [n_expert], ffn_gate/up_exps.bias
+// [n_ff_exp, n_expert], ffn_down_exps.bias [n_embd, n_expert], and names its
+// FFN norm post_attention_norm.
 // Each expert's matrix is one contiguous slice of its 3-D tensor (expert_slice).
 // Norms and biases are F32; matrices any supported type. Norm weights are
 // used as stored (Gemma's converter already folded its "1 + w").
@@ -40,7 +44,8 @@ namespace layerstream {
 
 inline constexpr uint64_t kDirectIoAlignment = 4096;
 
-enum class FfnActivation { kSilu, kGeluTanh };  // SwiGLU (llama) or GeGLU with tanh-GELU (gemma)
+// SwiGLU (llama), GeGLU with tanh-GELU (gemma), or gpt-oss's clamped SwiGLU (math::swiglu_oai).
+enum class FfnActivation { kSilu, kGeluTanh, kSwigluOai };
 
 // What an architecture changes in the Llama block. The runner reads these
 // flags; it has one forward pass.
@@ -52,6 +57,10 @@ struct ArchTraits {
   FfnActivation ffn = FfnActivation::kSilu;
   bool sliding_window = false;  // layers alternate local (windowed) and global attention
   uint32_t swa_pattern = 0;     // default sliding-window pattern: every pattern-th layer is global
+  // gpt-oss: attn_sinks and attn_output.bias in every block; the router and
+  // the experts with biases; the FFN norm stored as post_attention_norm;
+  // sliding-window layers keep the global RoPE base unless the file says.
+  bool gpt_oss = false;
 };
 
 // Traits of a supported architecture; nullptr for any other.
@@ -102,6 +111,8 @@ struct LlamaHparams {
 struct MoeTensors {
   GgufTensorInfo router;                         // ffn_gate_inp
   GgufTensorInfo gate_exps, up_exps, down_exps;  // ffn_{gate,up,down}_exps
+  // gpt-oss's biases (F32): the router's, and one row per expert of each matrix's.
+  std::optional<GgufTensorInfo> router_bias, gate_bias, up_bias, down_bias;
 };
 
 // Where expert e's matrix lies in a 3-D expert tensor (dims[2] experts, one
@@ -120,6 +131,7 @@ struct LlamaBlock {
   std::optional<GgufTensorInfo> attn_q_bias, attn_k_bias, attn_v_bias;
   std::optional<GgufTensorInfo> attn_q_norm, attn_k_norm;       // traits.qk_norm
   std::optional<GgufTensorInfo> attn_post_norm, ffn_post_norm;  // traits.post_norms
+  std::optional<GgufTensorInfo> attn_output_bias, attn_sinks;    // traits.gpt_oss
 
   // The dense weight matrices, in pass order: Q, K, V, O, then gate, up,
   // down of a dense FFN (a mixture of experts' matrices are in `moe`).

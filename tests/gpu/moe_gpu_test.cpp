@@ -1,5 +1,5 @@
-// Mixtures of experts on the CUDA backend: a qwen3moe and a mixtral example
-// model give, all resident on the GPU, the host backend's logits within the
+// Mixtures of experts on the CUDA backend: a qwen3moe, a mixtral and a
+// gpt-oss (MXFP4 experts) example model give, all resident on the GPU, the host backend's logits within the
 // two backends' agreement, and streamed from disk through a 2-slot window
 // the GPU's resident logits bit for bit. Skips with the reason when no
 // device is present.
@@ -30,12 +30,13 @@ TEST(MoeGpu, ResidentMatchesHostAndStreamedMatchesResident) {
   const uint64_t seed = testing::fresh_seed();
   testing::TempDir dir;
   const std::vector<int32_t> prompt = {1, 17, 250, 3, 99, 400, 7, 12, 8, 300, 41}, next = {5, 311, 42};
-  for (const std::string arch : {"qwen3moe", "mixtral"}) {
+  for (const std::string arch : {"qwen3moe", "mixtral", "gpt-oss"}) {
     SCOPED_TRACE(arch);
     ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::Q8_0, seed, 256);
     spec.arch = arch;
     spec.n_expert = 8;
     spec.n_expert_used = 2;
+    if (arch == "gpt-oss") spec.expert_dtype = GgmlType::MXFP4;  // with sinks, biases and its window, as it ships
     const std::string path = dir.file(arch + ".gguf");
     LS_ASSERT_OK(testing::write_scratch_model(path, spec));
 

@@ -1,7 +1,8 @@
 // Speculative decoding on the CUDA backend: passes of up to
 // kBatchInvariantTokens tokens give each token the bits of a one-token pass
 // (the matvec kernels), for every weight type with a coalesced or a
-// lane-per-row kernel, and lookup speculation gives plain greedy tokens.
+// lane-per-row kernel, and lookup speculation gives plain greedy tokens
+// (chains and trees).
 // Skips with the reason when no device is present.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,16 @@ ModelOptions cuda_options() {
   o.context = 128;
   o.vram_budget = 256ull << 20;
   return o;
+}
+
+// A prompt that repeats itself (lookup's case), decoded greedily.
+const std::vector<int32_t> kPrompt = {5, 17, 42, 99, 7, 5, 17, 42, 99, 7, 5, 17};
+GenerateOptions greedy() {
+  GenerateOptions g;
+  g.max_tokens = 24;
+  g.sampling.temperature = 0;
+  g.stop_at_eog = false;
+  return g;
 }
 
 TEST(SpeculativeGpu, PassRowsEqualOneTokenPasses) {
@@ -44,16 +55,40 @@ TEST(SpeculativeGpu, LookupGivesPlainGreedyTokens) {
   o.sequences = 2;
   auto model = Model::open(path, o).value();
   std::shared_ptr<DraftSource> lookup = make_lookup_draft().value();
-  const std::vector<int32_t> prompt = {5, 17, 42, 99, 7, 5, 17, 42, 99, 7, 5, 17};
-  GenerateOptions g;
-  g.max_tokens = 24;
-  g.sampling.temperature = 0;
-  g.stop_at_eog = false;
-  const auto plain = model->create_context().value()->generate(prompt, g).value();
+  GenerateOptions g = greedy();
+  const auto plain = model->create_context().value()->generate(kPrompt, g).value();
   g.speculative.draft = lookup;
-  const auto spec = model->create_context().value()->generate(prompt, g).value();
+  const auto spec = model->create_context().value()->generate(kPrompt, g).value();
   EXPECT_EQ(spec.generated[0], plain.generated[0]);
   EXPECT_GT(spec.stats.speculative.drafted, 0);
+}
+
+// Trees on the device: side branches are sequences copied on the device
+// (copy_sequence) and the kept one's slot becomes the context's.
+TEST(SpeculativeGpu, TreesGivePlainGreedyTokens) {
+  LS_REQUIRE_CUDA_DEVICE();
+  testing::TempDir dir;
+  const uint64_t seed = testing::fresh_seed();
+  const std::string path = dir.file("m.gguf"), other = dir.file("d.gguf");
+  ASSERT_TRUE(testing::write_scratch_model(path, testing::tiny_llama_spec(GgmlType::Q4_1, seed, 128)).ok());
+  ASSERT_TRUE(testing::write_scratch_model(other, testing::tiny_llama_spec(GgmlType::Q8_0, seed + 1, 128)).ok());
+  ModelOptions o = cuda_options();
+  o.sequences = 2 + 2;  // plain, speculative, two side branches
+  auto model = Model::open(path, o).value();
+  auto draft_model = Model::open(other, cuda_options()).value();
+  const std::shared_ptr<DraftSource> sources[] = {make_lookup_draft().value(),
+                                                  make_model_draft(draft_model, *model).value()};
+  for (const auto& source : sources) {
+    GenerateOptions g = greedy();
+    const auto plain = model->create_context().value()->generate(kPrompt, g).value();
+    g.speculative.draft = source;
+    g.speculative.branches = 3;
+    g.speculative.draft_max = 5;
+    g.speculative.adaptive = false;
+    const auto tree = model->create_context().value()->generate(kPrompt, g).value();
+    EXPECT_EQ(tree.generated[0], plain.generated[0]) << source->name();
+    EXPECT_GE(tree.stats.speculative.branches, tree.stats.speculative.passes);
+  }
 }
 
 }  // namespace

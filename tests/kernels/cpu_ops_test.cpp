@@ -414,6 +414,45 @@ TEST_F(CpuKernelsTest, AttentionSlidingWindow) {
   EXPECT_TRUE(validate(bad).IsInvalidArgument());
 }
 
+// Attention sinks (gpt-oss): one more logit per head in the softmax's
+// denominator. Sinks from far below the scores (no effect) to far above
+// (the outputs shrink towards 0), on prefill, short decode and the split
+// decode path (kSplitPositions + 9 positions), with and without a window.
+TEST_F(CpuKernelsTest, AttentionSinksJoinTheDenominator) {
+  struct Case {
+    int64_t start_pos, n_tok, window;
+  };
+  const int64_t n_head = 4, n_kv = 2, d = 32, row = n_kv * d;
+  for (const Case& c : {Case{0, 7, 0}, Case{5, 3, 4}, Case{9, 1, 0}, Case{cpu::kSplitPositions + 8, 1, 0},
+                        Case{cpu::kSplitPositions + 8, 1, 100}}) {
+    const int64_t n_ctx = c.start_pos + c.n_tok;
+    const std::vector<float> k_all = random_floats(n_ctx * row, rng_), v_all = random_floats(n_ctx * row, rng_, -2, 2);
+    std::vector<float> kc = k_all, vc = v_all;
+    const std::vector<float> q = random_floats(c.n_tok * n_head * d, rng_, -2, 2);
+    std::vector<float> sinks = random_floats(n_head, rng_, -3, 3);
+    sinks[0] = -40.0f;  // no effect
+    sinks[1] = 30.0f;   // dominates every score
+    std::vector<float> out = poisoned(q.size());
+    AttentionParams p = attention_params({n_ctx, c.start_pos, c.n_tok, n_head, n_kv, d}, q.data(),
+                                         k_all.data() + c.start_pos * row, v_all.data() + c.start_pos * row,
+                                         kc.data(), vc.data(), out.data());
+    p.window = c.window;
+    p.sinks = sinks.data();
+    LS_ASSERT_OK(validate(p));
+    cpu::attention(p, &pool3_);
+    const std::vector<double> ref = ref_attention(to_double(q), to_double(k_all), to_double(v_all), c.start_pos,
+                                                  c.n_tok, n_head, n_kv, d, c.window, 0, to_double(sinks));
+    const std::vector<double> no_sink =
+        ref_attention(to_double(q), to_double(k_all), to_double(v_all), c.start_pos, c.n_tok, n_head, n_kv, d, c.window);
+    double moved = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_LE(std::fabs(out[i] - ref[i]), 4e-5) << "start " << c.start_pos << " i=" << i;
+      moved = std::max(moved, std::fabs(ref[i] - no_sink[i]));
+    }
+    EXPECT_GT(moved, 1e-2) << "the sinks changed nothing";
+  }
+}
+
 // One token over a long context takes the split path (attention_split.h):
 // chunks of kSplitPositions positions with partial softmaxes merged at the
 // end. Context lengths around the chunk size (one chunk: not split; a

@@ -257,11 +257,16 @@ TEST_F(CudaKernelsTest, GeluMulScaleRopeFactorsSlidingWindow) {
                                          dout.f());
     p.scale = 0.0625f;
     p.window = window;
+    // gpt-oss's sinks: one more logit per head in the denominator (one far above every score).
+    std::vector<float> sinks = random_floats(n_head, rng_, -2, 2);
+    sinks[1] = 25.0f;
+    Dev dsinks = Dev::from(sinks);
+    p.sinks = dsinks.f();
     LS_ASSERT_OK(k_->attention(p, s_));
     LS_ASSERT_OK(s_.synchronize());
     const std::vector<float> out = dout.get<float>();
-    const std::vector<double> ref =
-        ref_attention(to_double(q), to_double(k_all), to_double(v_all), start, nt, n_head, n_kv, d, window, 0.0625);
+    const std::vector<double> ref = ref_attention(to_double(q), to_double(k_all), to_double(v_all), start, nt, n_head,
+                                                  n_kv, d, window, 0.0625, to_double(sinks));
     for (size_t i = 0; i < out.size(); ++i) ASSERT_LE(std::fabs(out[i] - ref[i]), 2e-5) << "window " << window;
   }
 }
@@ -424,9 +429,12 @@ TEST_F(CudaKernelsTest, AttentionMoreThan65535Tokens) {
 // routing there, tokens gathered per expert, the matmul kernels on each
 // expert's slice) against the CPU's exact path on the same inputs: the same
 // experts, outputs within 1e-4 x (1 + max |cpu|).
+// Plain (SwiGLU) and gpt-oss (biases on the router and every expert matrix,
+// the clamped gate, MXFP4 experts).
 TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
   const int64_t n_embd = 64, n_ff = 96, n_expert = 6, n_used = 2;
-  for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0}) {
+  for (auto [type, gpt_oss] : {std::pair{GgmlType::F32, false}, {GgmlType::Q8_0, false}, {GgmlType::Q4_0, false},
+                               {GgmlType::Q8_0, true}, {GgmlType::MXFP4, true}}) {
     for (int64_t n_tokens : {1, 9}) {
       const Weight router = random_weight(GgmlType::F32, n_expert, n_embd, rng_);
       std::vector<uint8_t> gate, up, down;
@@ -436,7 +444,9 @@ TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
           bytes->insert(bytes->end(), w.bytes.begin(), w.bytes.end());
         }
       }
-      const std::vector<float> x = random_floats(n_tokens * n_embd, rng_, -1, 1);
+      const std::vector<float> x = random_floats(n_tokens * n_embd, rng_, gpt_oss ? -8 : -1, gpt_oss ? 8 : 1);
+      const std::vector<float> rb = random_floats(n_expert, rng_), gb = random_floats(n_expert * n_ff, rng_),
+                               ub = random_floats(n_expert * n_ff, rng_), db = random_floats(n_expert * n_embd, rng_);
       const uint64_t work_bytes = moe_work_bytes(n_tokens, n_embd, n_ff, n_expert, n_used);
       MoeFfnParams p{nullptr, n_tokens, n_embd, n_ff, n_expert, n_used};
       p.router_type = GgmlType::F32;
@@ -453,6 +463,7 @@ TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
       hp.down = down.data();
       hp.out = want.data();
       hp.work = host_work.data();
+      if (gpt_oss) set_gpt_oss_ffn(hp, rb.data(), gb.data(), ub.data(), db.data());
       cpu::moe_ffn(hp, nullptr, /*exact=*/true);
       // The device.
       Dev dx = Dev::from(x), dr = Dev::from(router.bytes), dg = Dev::from(gate), du = Dev::from(up),
@@ -466,6 +477,8 @@ TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
       dp.down = dd.p;
       dp.out = dout.f();
       dp.work = dwork.p;
+      Dev drb = Dev::from(rb), dgb = Dev::from(gb), dub = Dev::from(ub), ddb = Dev::from(db);
+      if (gpt_oss) set_gpt_oss_ffn(dp, drb.f(), dgb.f(), dub.f(), ddb.f());
       LS_ASSERT_OK(k_->moe_ffn(dp, s_));
       LS_ASSERT_OK(s_.synchronize());
       const std::vector<float> got = dout.get<float>();
@@ -475,7 +488,8 @@ TEST_F(CudaKernelsTest, MoeFfnMatchesTheCpuExactPath) {
         diff = std::max(diff, std::fabs(got[i] - want[i]));
       }
       EXPECT_GT(amax, 1e-3f);
-      EXPECT_LE(diff, 1e-4f * (1 + amax)) << ggml_type_traits(type).name << ", " << n_tokens << " tokens";
+      EXPECT_LE(diff, 1e-4f * (1 + amax)) << ggml_type_traits(type).name << (gpt_oss ? " gpt-oss" : "") << ", "
+                                          << n_tokens << " tokens";
     }
   }
 }

@@ -160,7 +160,7 @@ inline void ref_rope(std::vector<double>& x, int64_t n_tok, int64_t n_heads, int
 inline std::vector<double> ref_attention(const std::vector<double>& q, const std::vector<double>& k,
                                          const std::vector<double>& v, int64_t start_pos, int64_t n_tok,
                                          int64_t n_head, int64_t n_kv, int64_t d, int64_t window = 0,
-                                         double scale = 0) {
+                                         double scale = 0, const std::vector<double>& sinks = {}) {
   std::vector<double> out(n_tok * n_head * d, 0.0);
   if (scale == 0) scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (int64_t t = 0; t < n_tok; ++t) {
@@ -175,7 +175,8 @@ inline std::vector<double> ref_attention(const std::vector<double>& q, const std
         s[p] = window > 0 && last - p >= window ? -INFINITY : dot * scale;
         mx = std::max(mx, s[p]);
       }
-      double sum = 0;
+      if (!sinks.empty()) mx = std::max(mx, sinks[h]);  // a sink: one more logit, in the denominator only
+      double sum = sinks.empty() ? 0.0 : std::exp(sinks[h] - mx);
       for (auto& e : s) sum += (e = std::exp(e - mx));
       for (int64_t p = 0; p <= last; ++p) {
         for (int64_t i = 0; i < d; ++i) out[(t * n_head + h) * d + i] += s[p] / sum * v[(p * n_kv + kvh) * d + i];
@@ -183,6 +184,17 @@ inline std::vector<double> ref_attention(const std::vector<double>& q, const std
     }
   }
   return out;
+}
+
+// gpt-oss's mixture of experts on p: the clamped gate and the four biases
+// (pointers of the backend p runs on).
+inline void set_gpt_oss_ffn(MoeFfnParams& p, const float* router_bias, const float* gate_bias, const float* up_bias,
+                            const float* down_bias) {
+  p.act = GatedActivation::kSwigluOai;
+  p.router_bias = router_bias;
+  p.gate_bias = gate_bias;
+  p.up_bias = up_bias;
+  p.down_bias = down_bias;
 }
 
 // The sizes of a matmul: output rows, row length, tokens.

@@ -1,4 +1,4 @@
-// Float64 decoders of the Q5, K-quant and IQ4 block types, written from the
+// Float64 decoders of the Q5, K-quant, IQ4 and MXFP4 block types, written from the
 // format description (docs/GGUF.md, llama.cpp's ggml-common.h), reading raw
 // little-endian bytes by offset: element j of a block, computed on its own,
 // without the library's structs or its sub-block unpacking.
@@ -23,6 +23,13 @@ inline double kspec_half(const uint8_t* p) {
 inline int kspec_iq4(int i) {
   static const int kValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
   return kValues[i];
+}
+
+// An OCP e2m1 value from its 4 bits: sign, 2 exponent bits (bias 1), 1 mantissa bit.
+inline double kspec_e2m1(int bits) {
+  const int e = (bits >> 1) & 3, m = bits & 1;
+  const double mag = e == 0 ? 0.5 * m : std::ldexp(1.0 + 0.5 * m, e - 1);
+  return (bits & 8) ? -mag : mag;
 }
 
 // Q4_K/Q5_K: 6-bit scale (which = 0) or min (which = 1) of sub-block s from the 12 bytes at p.
@@ -98,9 +105,19 @@ inline double kspec_element(GgmlType t, const uint8_t* b, int j) {
       const uint8_t byte = b[8 + 16 * s + l % 16];
       return kspec_half(b) * (ls - 32) * kspec_iq4(l < 16 ? byte & 15 : byte >> 4);
     }
+    case GgmlType::MXFP4: {
+      // e (e8m0: 2^(e - 127)), qs[16] (element j in the low nibble of qs[j], j + 16 in the high one)
+      const uint8_t byte = b[1 + j % 16];
+      return std::ldexp(kspec_e2m1(j < 16 ? byte & 15 : byte >> 4), b[0] - 127);
+    }
     default: return std::nan("");
   }
 }
+
+// Byte offsets of the e8m0 exponent fields of a block, and the largest
+// exponent whose every value is a finite f32 (12 x 2^(e - 128) < 2^128).
+inline std::vector<int> kspec_e8m0_fields(GgmlType t) { return t == GgmlType::MXFP4 ? std::vector<int>{0} : std::vector<int>{}; }
+constexpr int kSpecMaxFiniteE8m0 = 252;
 
 // Byte offsets of the f16 scale fields of a block (for tests that plant extreme scales).
 inline std::vector<int> kspec_half_fields(GgmlType t) {
@@ -120,7 +137,7 @@ inline std::vector<int> kspec_half_fields(GgmlType t) {
 
 inline std::vector<GgmlType> kquant_types() {
   return {GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-          GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+          GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 }
 
 }  // namespace layerstream::kernels::testing

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/math/activation.h"
 #include "kernels/math/moe_router.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -77,11 +78,42 @@ TEST_F(MoeTest, RouterTiesTakeTheLowerIndexAndNaNIsNeverChosen) {
   EXPECT_EQ(ids[1], 1);
 }
 
-// Random router and experts of `type`; the op against the float64 FFN.
+// gpt-oss's gate (llama.cpp's swiglu_oai), from its definition.
+double ref_swiglu_oai(double g, double u) {
+  const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+  return x / (1 + std::exp(-1.702 * x)) * (y + 1);
+}
+
+// y[r][:] += bias[e][:] (bias empty: nothing).
+void add_ref_bias(std::vector<double>& y, const std::vector<float>& bias, int64_t e) {
+  if (bias.empty()) return;
+  for (size_t i = 0; i < y.size(); ++i) y[i] += bias[e * y.size() + i];
+}
+
+TEST_F(MoeTest, SwigluOaiClampsAsDefined) {
+  const std::vector<float> g = random_floats(4000, rng_, -12, 12), u = random_floats(4000, rng_, -12, 12);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want = ref_swiglu_oai(g[i], u[i]);
+    ASSERT_NEAR(math::swiglu_oai(g[i], u[i]), want, 1e-6 * (1 + std::fabs(want))) << g[i] << ", " << u[i];
+  }
+  EXPECT_FLOAT_EQ(math::swiglu_oai(100.0f, 100.0f), static_cast<float>(ref_swiglu_oai(7, 7)));
+  EXPECT_TRUE(std::isnan(math::swiglu_oai(NAN, 1.0f)));
+}
+
+// Random router and experts of `type`; the op against the float64 FFN. With
+// `gpt_oss`: random biases on the router and every expert matrix, the clamped
+// gate, and activations large enough for its clamps to bite.
 void expect_moe_matches_reference(GgmlType type, bool exact, int64_t n_tokens, std::mt19937_64& rng,
-                                  ThreadPool* pool) {
+                                  ThreadPool* pool, bool gpt_oss = false) {
   const int64_t n_embd = 64, n_ff = 96, n_expert = 6, n_used = 2;
   const Weight router = random_weight(GgmlType::F32, n_expert, n_embd, rng);
+  std::vector<float> router_bias, gate_bias, up_bias, down_bias;
+  if (gpt_oss) {
+    router_bias = random_floats(n_expert, rng, -1, 1);
+    gate_bias = random_floats(n_expert * n_ff, rng, -1, 1);
+    up_bias = random_floats(n_expert * n_ff, rng, -1, 1);
+    down_bias = random_floats(n_expert * n_embd, rng, -1, 1);
+  }
   std::vector<Weight> gate, up, down;
   std::vector<uint8_t> gate_b, up_b, down_b;  // the 3-D tensors: one slice per expert, contiguous
   for (int64_t e = 0; e < n_expert; ++e) {
@@ -92,7 +124,8 @@ void expect_moe_matches_reference(GgmlType type, bool exact, int64_t n_tokens, s
     up_b.insert(up_b.end(), up.back().bytes.begin(), up.back().bytes.end());
     down_b.insert(down_b.end(), down.back().bytes.begin(), down.back().bytes.end());
   }
-  const std::vector<float> x = random_floats(n_tokens * n_embd, rng, -1, 1);
+  const float amp = gpt_oss ? 8.0f : 1.0f;
+  const std::vector<float> x = random_floats(n_tokens * n_embd, rng, -amp, amp);
   std::vector<float> out = poisoned(n_tokens * n_embd);
   std::vector<uint8_t> work(moe_work_bytes(n_tokens, n_embd, n_ff, n_expert, n_used));
   MoeFfnParams p{x.data(), n_tokens,       n_embd,         n_ff,      n_expert,       n_used,
@@ -101,6 +134,7 @@ void expect_moe_matches_reference(GgmlType type, bool exact, int64_t n_tokens, s
   p.out = out.data();
   p.work = work.data();
   p.work_bytes = work.size();
+  if (gpt_oss) set_gpt_oss_ffn(p, router_bias.data(), gate_bias.data(), up_bias.data(), down_bias.data());
   ASSERT_TRUE(validate(p).ok()) << validate(p).ToString();
   cpu::moe_ffn(p, pool, exact);
 
@@ -110,6 +144,7 @@ void expect_moe_matches_reference(GgmlType type, bool exact, int64_t n_tokens, s
     const std::vector<double> xt(xd.begin() + t * n_embd, xd.begin() + (t + 1) * n_embd);
     std::vector<double> logits, g, u, y;
     ref_matmul(router, xt, 1, logits);
+    add_ref_bias(logits, router_bias, 0);
     std::vector<int> ids;
     std::vector<double> w;
     ref_route(logits, n_used, ids, w);
@@ -117,8 +152,11 @@ void expect_moe_matches_reference(GgmlType type, bool exact, int64_t n_tokens, s
     for (int k = 0; k < n_used; ++k) {
       ref_matmul(gate[ids[k]], xt, 1, g);
       ref_matmul(up[ids[k]], xt, 1, u);
-      for (int64_t i = 0; i < n_ff; ++i) g[i] = ref_silu(g[i]) * u[i];
+      add_ref_bias(g, gate_bias, ids[k]);
+      add_ref_bias(u, up_bias, ids[k]);
+      for (int64_t i = 0; i < n_ff; ++i) g[i] = gpt_oss ? ref_swiglu_oai(g[i], u[i]) : ref_silu(g[i]) * u[i];
       ref_matmul(down[ids[k]], g, 1, y);
+      add_ref_bias(y, down_bias, ids[k]);
       for (int64_t i = 0; i < n_embd; ++i) want[i] += w[k] * y[i];
     }
     for (int64_t i = 0; i < n_embd; ++i) {
@@ -135,6 +173,15 @@ TEST_F(MoeTest, FfnMatchesFloat64OnBothPaths) {
   for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0}) {
     for (bool exact : {true, false}) {
       for (int64_t n_tokens : {1, 9}) expect_moe_matches_reference(type, exact, n_tokens, rng_, &pool_);
+    }
+  }
+}
+
+// gpt-oss: biases everywhere, the clamped gate, experts in MXFP4 as it ships them.
+TEST_F(MoeTest, GptOssFfnWithBiasesMatchesFloat64OnBothPaths) {
+  for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::MXFP4}) {
+    for (bool exact : {true, false}) {
+      for (int64_t n_tokens : {1, 9}) expect_moe_matches_reference(type, exact, n_tokens, rng_, &pool_, /*gpt_oss=*/true);
     }
   }
 }

@@ -2,6 +2,7 @@
 //  - plan --box: the JSON keys; its minimum budget runs, one byte less fails
 //    with the error that names the minimum and what fits; the all-resident
 //    budget holds every layer with --strategy resident;
+//  - plan --replicas N: the budgets divided, the aggregate, what N fits;
 //  - run at the default log level: no log line inside the generated text
 //    (stderr merged into stdout, as on a terminal), --log-level accepted
 //    after the subcommand;
@@ -90,6 +91,56 @@ TEST(CliPlan, MinimumRunsOneByteLessFailsAllResidentHoldsEverything) {
                           std::to_string(lo - 1));
   EXPECT_NE(one.exit_code, 0);
   EXPECT_THAT(one.err, HasSubstr("below the minimum"));
+}
+
+// --replicas N divides --vram and --ram: the plan is one share's, the
+// aggregate is N times its prediction; a share below one replica's minimum
+// fails, saying how many replicas the total holds.
+TEST(CliPlan, ReplicasShareTheBudgets) {
+  TempDir dir;
+  const std::string model = make_model(dir), box = write_box(dir), json = dir.file("plan.json");
+  const std::string plan = "plan " + model + " --box " + box + " --ctx 64 --backend host ";
+  CliResult alone = run_cli(plan + "--json " + json);
+  ASSERT_EQ(alone.exit_code, 0) << alone.out << alone.err;
+  const uint64_t lo = nlohmann::json::parse(std::ifstream(json))["min_vram_bytes"];
+  ASSERT_GT(lo, 0u);
+  const uint64_t ram = 3 * lo + 1;  // not a multiple of 3: each share rounds down
+
+  CliResult three = run_cli(plan + "--replicas 3 --vram " + std::to_string(3 * lo + 2) + " --ram " +
+                            std::to_string(ram) + " --json " + json);
+  ASSERT_EQ(three.exit_code, 0) << three.out << three.err;
+  EXPECT_THAT(three.out, HasSubstr("3 replicas, each with --vram"));
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  const nlohmann::json& r = j["replicas"];
+  EXPECT_EQ(r["count"], 3);
+  EXPECT_EQ(r["vram_bytes_each"], lo);
+  EXPECT_EQ(r["ram_bytes_each"], lo);
+  EXPECT_EQ(j["budgets"].size(), 1u);
+  EXPECT_EQ(j["budgets"][0]["vram_bytes"], lo);  // the plan is one replica's share
+  EXPECT_EQ(j["budgets"][0]["ram_bytes"], lo);
+  const double each = j["budgets"][0]["predicted_decode_tokens_per_s"];
+  EXPECT_GT(each, 0);
+  EXPECT_DOUBLE_EQ(r["predicted_decode_tokens_per_s_each"].get<double>(), each);
+  EXPECT_DOUBLE_EQ(r["predicted_decode_tokens_per_s_aggregate"].get<double>(), 3 * each);
+  const auto& layers = j["budgets"][0]["layers"];
+  EXPECT_EQ(r["streamed_layers_each"], layers["ram"].get<int>() + layers["disk"].get<int>());
+
+  // One byte short of 3 minimum shares: 2 fit.
+  CliResult short_one = run_cli(plan + "--replicas 3 --vram " + std::to_string(3 * lo - 1));
+  EXPECT_NE(short_one.exit_code, 0);
+  EXPECT_THAT(short_one.err, HasSubstr("below one replica's minimum"));
+  EXPECT_THAT(short_one.err, HasSubstr("(" + std::to_string(lo) + " bytes)"));
+  EXPECT_THAT(short_one.err, HasSubstr("at most 2 replicas of the minimum fit"));
+  CliResult none = run_cli(plan + "--replicas 2 --vram " + std::to_string(lo - 1));
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_THAT(none.err, HasSubstr("not even one replica fits"));
+
+  CliResult no_vram = run_cli(plan + "--replicas 2");
+  EXPECT_NE(no_vram.exit_code, 0);
+  EXPECT_THAT(no_vram.err, HasSubstr("--replicas needs --vram"));
+  CliResult zero = run_cli(plan + "--replicas -1 --vram 1MiB");
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_THAT(zero.err, HasSubstr("--replicas must be >= 1"));
 }
 
 TEST(CliRunTerminal, NoLogLineInsideTheGeneratedText) {

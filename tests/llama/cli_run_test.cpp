@@ -84,8 +84,8 @@ TEST(CliRun, TokensJsonLogits) {
   EXPECT_EQ(nlohmann::json::parse(jf2)["generated_tokens"], j["generated_tokens"]);
 }
 
-// `run --lookup` / `run --draft`: the greedy tokens of plain decoding, and
-// the speculative figures in --json.
+// `run --lookup` / `run --draft` (a chain, and a tree of 3 branches): the
+// greedy tokens of plain decoding, and the speculative figures in --json.
 TEST(CliRun, SpeculativeGivesPlainTokensAndFigures) {
   TempDir dir;
   const std::string model = dir.file("tiny.gguf");
@@ -95,7 +95,8 @@ TEST(CliRun, SpeculativeGivesPlainTokensAndFigures) {
   const std::string common = " --tokens 5,17,42,99,7,5,17,42,99,7,5,17 -n 12 --ignore-eog --temp 0 --backend host "
                              "--ctx 64 --json ";
   std::vector<nlohmann::json> out;
-  for (const std::string& extra : {std::string(), std::string(" --lookup"), " --draft " + model + " --draft-max 3"}) {
+  for (const std::string& extra : {std::string(), std::string(" --lookup"), " --draft " + model + " --draft-max 3",
+                                   " --draft " + model + " --draft-max 5 --draft-branches 3 --draft-fixed"}) {
     const std::string json = dir.file("r" + std::to_string(out.size()) + ".json");
     CliResult r = run_cli("run " + model + common + json + extra);
     ASSERT_EQ(r.exit_code, 0) << extra << r.out << r.err;
@@ -112,6 +113,9 @@ TEST(CliRun, SpeculativeGivesPlainTokensAndFigures) {
   }
   EXPECT_EQ(out[2]["speculative"]["accepted"], out[2]["speculative"]["drafted"]) << "the model as its own draft";
   EXPECT_EQ(out[2]["speculative"]["drafted_at_depth"].size(), 3u);
+  EXPECT_EQ(out[3]["speculative"]["accepted"], out[3]["speculative"]["drafted"]) << "a tree's first branch: the model's";
+  EXPECT_GE(out[3]["speculative"]["mean_branches"].get<double>(), 1.0);
+  EXPECT_LE(out[3]["speculative"]["pass_tokens"].get<int>(), 8 * out[3]["speculative"]["passes"].get<int>());
   EXPECT_FALSE(out[0].contains("speculative"));
 }
 

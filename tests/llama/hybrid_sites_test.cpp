@@ -89,6 +89,7 @@ TEST_P(HybridSites, RandomPlacementsBitIdenticalToResident) {
   spec.arch = GetParam().arch;
   spec.n_expert = GetParam().n_expert;
   spec.n_expert_used = GetParam().n_expert ? 2 : 0;
+  if (spec.arch == "gpt-oss") spec.expert_dtype = GgmlType::MXFP4;  // as it ships
   const std::string path = dir.file("m.gguf");
   LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
@@ -169,9 +170,12 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, HybridSites,
                          ::testing::Values(HybridCase{GgmlType::F32}, HybridCase{GgmlType::Q8_0},
                                            HybridCase{GgmlType::Q4_0}, HybridCase{GgmlType::F32, "qwen3moe", 8},
                                            HybridCase{GgmlType::Q8_0, "qwen3moe", 8},
-                                           HybridCase{GgmlType::Q8_0, "mixtral", 4}),
+                                           HybridCase{GgmlType::Q8_0, "mixtral", 4},
+                                           HybridCase{GgmlType::Q8_0, "gpt-oss", 4}),
                          [](const auto& info) {
-                           return info.param.arch + "_" + ggml_type_name(static_cast<uint32_t>(info.param.dtype));
+                           std::string arch = info.param.arch;
+                           std::replace(arch.begin(), arch.end(), '-', '_');  // test names: [A-Za-z0-9_]
+                           return arch + "_" + ggml_type_name(static_cast<uint32_t>(info.param.dtype));
                          });
 
 }  // namespace

@@ -266,6 +266,10 @@ struct RefModel {
     // Mixture of experts (wg/wu/wd empty): the router [n_expert][n_embd] and
     // the experts' matrices, expert e's at e x (n_ff_exp x n_embd).
     std::vector<double> router, ge, ue, de;
+    // Biases (empty: none): Q, K, V, the attention output; gpt-oss's sinks
+    // [n_head], router [n_expert] and per-expert gate/up [n_expert][n_ff_exp]
+    // and down [n_expert][n_embd].
+    std::vector<double> qb, kb, vb, ob, sinks, router_b, ge_b, ue_b, de_b;
   };
   std::vector<Block> blocks;
 };
@@ -330,11 +334,15 @@ class RefRunner {
     if (gemma) for (double& v : x) v *= std::sqrt(double(e));
     for (uint32_t l = 0; l < h.n_layers; ++l) {
       const auto& B = m_.blocks[l];
-      // gemma3: every swa_pattern-th layer global, the others local (window, base 10000).
-      const bool local = gemma && h.n_swa > 0 && !h.swa_layers.empty() && h.swa_layers[l];
-      const double base = local ? 10000.0 : h.rope_freq_base;
+      // gemma3: every swa_pattern-th layer global, the others local (window,
+      // base 10000); gpt-oss: even layers local, with the global base.
+      const bool local = h.n_swa > 0 && !h.swa_layers.empty() && h.swa_layers[l];
+      const double base = local && gemma ? 10000.0 : h.rope_freq_base;
       auto xb = rmsnorm(x, B.an, h.rms_eps);
       auto q = mv(B.wq, xb, nh * hd), k = mv(B.wk, xb, nkv * hd), v = mv(B.wv, xb, nkv * hd);
+      add(q, B.qb);
+      add(k, B.kb);
+      add(v, B.vb);
       if (!B.qn.empty()) {
         rmsnorm_heads(q, B.qn, h.rms_eps);
         rmsnorm_heads(k, B.kn, h.rms_eps);
@@ -355,16 +363,19 @@ class RefRunner {
           s[p] = d / std::sqrt(double(hd));
           mx = std::max(mx, s[p]);
         }
-        double sum = 0;
+        if (!B.sinks.empty()) mx = std::max(mx, B.sinks[qh]);  // gpt-oss: a logit in the denominator only
+        double sum = B.sinks.empty() ? 0.0 : std::exp(B.sinks[qh] - mx);
         for (int p = first; p <= pos_; ++p) sum += (s[p] = std::exp(s[p] - mx));
         for (int p = first; p <= pos_; ++p)
           for (int i = 0; i < hd; ++i) att[qh * hd + i] += s[p] / sum * vc_[l][p][kvh * hd + i];
       }
       auto o = mv(B.wo, att, e);
+      add(o, B.ob);
       if (!B.post_attn.empty()) o = rmsnorm(o, B.post_attn, h.rms_eps);
       for (int i = 0; i < e; ++i) x[i] += o[i];
       auto xf = rmsnorm(x, B.fn, h.rms_eps);
-      std::vector<double> d = B.router.empty() ? dense_ffn(B.wg, B.wu, B.wd, xf, h.n_ff, gemma) : experts(B, xf);
+      std::vector<double> d =
+          B.router.empty() ? dense_ffn(B.wg, B.wu, B.wd, xf, h.n_ff, gemma ? Act::kGelu : Act::kSilu) : experts(B, xf);
       if (!B.post_ffn.empty()) d = rmsnorm(d, B.post_ffn, h.rms_eps);
       for (int i = 0; i < e; ++i) x[i] += d[i];
     }
@@ -373,21 +384,46 @@ class RefRunner {
   }
 
  private:
+  enum class Act { kSilu, kGelu, kSwigluOai };
+
+  // y += b (b empty: no bias).
+  static void add(std::vector<double>& y, const std::vector<double>& b) {
+    for (size_t i = 0; i < b.size(); ++i) y[i] += b[i];
+  }
+
+  // gpt-oss's gate: x sigmoid(1.702 x) (y + 1), the gate clamped above at 7, the up projection to [-7, 7].
+  static double swiglu_oai(double g, double u) {
+    const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+    return x / (1 + std::exp(-1.702 * x)) * (y + 1);
+  }
+
+  // down(act(gate . x + gb, up . x + ub)) + db (empty biases: none).
   static std::vector<double> dense_ffn(const std::vector<double>& wg, const std::vector<double>& wu,
                                        const std::vector<double>& wd, const std::vector<double>& x, size_t n_ff,
-                                       bool gelu) {
+                                       Act act, const std::vector<double>& gb = {}, const std::vector<double>& ub = {},
+                                       const std::vector<double>& db = {}) {
     auto g = mv(wg, x, n_ff), u = mv(wu, x, n_ff);
-    for (size_t i = 0; i < n_ff; ++i) g[i] = (gelu ? gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
-    return mv(wd, g, x.size());
+    add(g, gb);
+    add(u, ub);
+    for (size_t i = 0; i < n_ff; ++i) {
+      g[i] = act == Act::kSwigluOai ? swiglu_oai(g[i], u[i])
+                                    : (act == Act::kGelu ? gelu_tanh(g[i]) : g[i] / (1 + std::exp(-g[i]))) * u[i];
+    }
+    auto y = mv(wd, g, x.size());
+    add(y, db);
+    return y;
   }
 
   // qwen3moe / Mixtral: softmax over the router's logits, the n_expert_used
   // most probable experts, their probabilities renormalised to sum to 1,
-  // the weighted sum of those experts' SwiGLU FFNs.
+  // the weighted sum of those experts' SwiGLU FFNs. gpt-oss: the router's
+  // logits plus its bias, the same weights (a softmax over the chosen
+  // logits), experts with biases and the clamped gate.
   std::vector<double> experts(const RefModel::Block& B, const std::vector<double>& x) const {
     const LlamaHparams& h = m_.h;
     const size_t E = h.n_expert, ff = h.n_ff_exp, e = x.size(), slice = ff * e;
-    const std::vector<double> logits = mv(B.router, x, E);
+    std::vector<double> logits = mv(B.router, x, E);
+    add(logits, B.router_b);
     const double mx = *std::max_element(logits.begin(), logits.end());
     std::vector<double> p(E);
     double z = 0;
@@ -404,7 +440,12 @@ class RefRunner {
       auto part = [&](const std::vector<double>& w) {
         return std::vector<double>(w.begin() + ex * slice, w.begin() + (ex + 1) * slice);
       };
-      const std::vector<double> y = dense_ffn(part(B.ge), part(B.ue), part(B.de), x, ff, false);
+      auto row = [&](const std::vector<double>& b, size_t width) {
+        return b.empty() ? b : std::vector<double>(b.begin() + ex * width, b.begin() + (ex + 1) * width);
+      };
+      const bool oai = !B.router_b.empty();
+      const std::vector<double> y = dense_ffn(part(B.ge), part(B.ue), part(B.de), x, ff, oai ? Act::kSwigluOai : Act::kSilu,
+                                              row(B.ge_b, ff), row(B.ue_b, ff), row(B.de_b, e));
       for (size_t i = 0; i < e; ++i) out[i] += p[ex] / chosen * y[i];
     }
     return out;
@@ -432,13 +473,27 @@ RefModel load_reference(const std::string& path, const LlamaModel& lm) {
   auto moe = [&](const LlamaBlock& b, const GgufTensorInfo MoeTensors::*t) {
     return b.moe ? decode_tensor(bytes, (*b.moe).*t) : std::vector<double>();
   };
-  for (const LlamaBlock& b : lm.blocks)
+  auto moe_bias = [&](const LlamaBlock& b, const std::optional<GgufTensorInfo> MoeTensors::*t) {
+    return b.moe ? opt((*b.moe).*t) : std::vector<double>();
+  };
+  for (const LlamaBlock& b : lm.blocks) {
     m.blocks.push_back({decode_tensor(bytes, b.attn_norm), decode_tensor(bytes, b.attn_q), decode_tensor(bytes, b.attn_k),
                         decode_tensor(bytes, b.attn_v), decode_tensor(bytes, b.attn_output),
                         decode_tensor(bytes, b.ffn_norm), dense(b, b.ffn_gate), dense(b, b.ffn_up),
                         dense(b, b.ffn_down), opt(b.attn_q_norm), opt(b.attn_k_norm), opt(b.attn_post_norm),
                         opt(b.ffn_post_norm), moe(b, &MoeTensors::router), moe(b, &MoeTensors::gate_exps),
                         moe(b, &MoeTensors::up_exps), moe(b, &MoeTensors::down_exps)});
+    RefModel::Block& r = m.blocks.back();
+    r.qb = opt(b.attn_q_bias);
+    r.kb = opt(b.attn_k_bias);
+    r.vb = opt(b.attn_v_bias);
+    r.ob = opt(b.attn_output_bias);
+    r.sinks = opt(b.attn_sinks);
+    r.router_b = moe_bias(b, &MoeTensors::router_bias);
+    r.ge_b = moe_bias(b, &MoeTensors::gate_bias);
+    r.ue_b = moe_bias(b, &MoeTensors::up_bias);
+    r.de_b = moe_bias(b, &MoeTensors::down_bias);
+  }
   return m;
 }
 
@@ -530,6 +585,7 @@ struct ArchCase {
   GgmlType dtype = GgmlType::F32;
   uint32_t n_expert = 0, n_expert_used = 0;  // qwen3moe, mixtral
   ExampleMix mix = ExampleMix::kUniform;     // a mix: dtype is its base type, widths of 256
+  std::optional<GgmlType> expert_dtype;       // the experts' own type (gpt-oss: MXFP4)
 };
 
 ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
@@ -542,6 +598,7 @@ ExampleModelSpec arch_spec(const ArchCase& c, uint64_t seed) {
   s.n_expert = c.n_expert;
   s.n_expert_used = c.n_expert_used;
   s.mix = c.mix;
+  s.expert_dtype = c.expert_dtype;
   if (c.mix != ExampleMix::kUniform) {  // rows the K types hold; 3 layers keep the K-quant encoding short
     s.n_embd = s.n_ff = 256;
     s.n_layers = 3;
@@ -565,6 +622,10 @@ const ArchCase kArchCases[] = {
     {"mixtral_q8_0", "mixtral", false, 0, 0, 6, GgmlType::Q8_0, 4, 2},
     {"qwen3moe_q4_k_m", "qwen3moe", false, 0, 0, 6, GgmlType::Q4_K, 8, 2, ExampleMix::kQ4_K_M},
     {"mixtral_q4_k_m", "mixtral", false, 0, 0, 6, GgmlType::Q4_K, 8, 2, ExampleMix::kQ4_K_M},
+    // gpt-oss: sinks, biases, the clamped gate, window 5 on the even layers;
+    // experts in MXFP4 as it ships them.
+    {"gpt_oss", "gpt-oss", false, 0, 5, 2, GgmlType::F32, 4, 2},
+    {"gpt_oss_q8_0_mxfp4", "gpt-oss", false, 0, 5, 2, GgmlType::Q8_0, 4, 2, ExampleMix::kUniform, GgmlType::MXFP4},
 };
 
 // Each test starts from the case's model written at `path`, seeded `seed`.

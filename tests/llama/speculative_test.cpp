@@ -64,7 +64,7 @@ ModelOptions host_options() {
   o.backend = Backend::kHost;
   o.host_threads = 2;
   o.context = 128;
-  o.sequences = 2;  // a plain and a speculative context side by side
+  o.sequences = 2 + 2;  // a plain and a speculative context side by side, and a tree's two side branches
   return o;
 }
 
@@ -118,7 +118,7 @@ class SpeculativeTest : public ::testing::Test {
   // Greedy tokens of each prompt, plain and with `draft`; expects them equal.
   // Returns the speculative figures summed over the prompts.
   SpeculativeStats expect_identical(Model& model, const std::shared_ptr<DraftSource>& draft, int n_prompts,
-                                    bool adaptive = true) {
+                                    bool adaptive = true, int branches = 1) {
     SpeculativeStats sum;
     for (const auto& prompt : prompts(seed_, n_prompts)) {
       auto plain_ctx = model.create_context().value();
@@ -127,6 +127,8 @@ class SpeculativeTest : public ::testing::Test {
       GenerateOptions so = greedy(24);
       so.speculative.draft = draft;
       so.speculative.adaptive = adaptive;
+      so.speculative.branches = branches;
+      so.speculative.draft_max = std::min(kMaxDraftTokens, kMaxDraftTokens + 1 - branches);
       const GenerateResult spec = spec_ctx->generate(prompt, so).value();
       EXPECT_EQ(spec.generated[0], plain.generated[0]) << "prompt of " << prompt.size() << " tokens";
       EXPECT_EQ(spec_ctx->position(0), plain_ctx->position(0));
@@ -138,8 +140,21 @@ class SpeculativeTest : public ::testing::Test {
       sum.tokens += s.tokens;
       sum.drafted += s.drafted;
       sum.accepted += s.accepted;
+      sum.pass_tokens += s.pass_tokens;
+      sum.branches += s.branches;
+      sum.side_branch_kept += s.side_branch_kept;
     }
+    EXPECT_EQ(model.free_sequences(), model.options().sequences) << "side branches' sequences given back";
     return sum;
+  }
+
+  // The model as its own draft (a second copy, resident, decoding one token
+  // per pass): its first guess is always the model's greedy token.
+  std::shared_ptr<DraftSource> self_draft(const Model& model) {
+    auto self = Model::open(target_, host_options());
+    if (!self.ok()) return nullptr;
+    auto draft = make_model_draft(*self, model);
+    return draft.ok() ? std::shared_ptr<DraftSource>(std::move(*draft)) : nullptr;
   }
 
   uint64_t seed_ = 0;
@@ -287,6 +302,172 @@ TEST(DraftLengthTest, ChoosesFromMeasuredCosts) {
   EXPECT_LT(mid, kMaxDraftTokens);
 }
 
+// A draft whose first guess for the next token is always wrong (the
+// perfect draft's token + 1) and whose second guess is the model's greedy
+// path: as a chain nothing it drafts is kept; as a tree of two branches the
+// side branch is kept, and its KV cache becomes the sequence's.
+class SecondGuessDraft final : public DraftSource {
+ public:
+  SecondGuessDraft(std::shared_ptr<DraftSource> perfect, int32_t n_vocab)
+      : perfect_(std::move(perfect)), n_vocab_(n_vocab) {}
+  Result<std::vector<int32_t>> propose(int first_position, std::span<const int32_t> tokens,
+                                       int max_tokens) override {
+    auto chain = perfect_->propose(first_position, tokens, max_tokens);
+    if (chain.ok() && !chain->empty()) (*chain)[0] = ((*chain)[0] + 1) % n_vocab_;
+    return chain;
+  }
+  Result<std::vector<std::vector<int32_t>>> propose_tree(int first_position, std::span<const int32_t> tokens,
+                                                         std::span<const int> lengths) override {
+    if (lengths.empty()) return perfect_->propose_tree(first_position, tokens, lengths);  // records the tokens
+    std::vector<std::vector<int32_t>> tree;
+    for (size_t r = 0; r < lengths.size() && r < 2; ++r) {
+      auto b = r == 0 ? propose(first_position, tokens, lengths[r]) : perfect_->propose(first_position, tokens, lengths[r]);
+      if (!b.ok()) return b.status();
+      tree.push_back(*b);
+    }
+    return tree;
+  }
+  std::string name() const override { return "second guess"; }
+
+ private:
+  std::shared_ptr<DraftSource> perfect_;
+  int32_t n_vocab_;
+};
+
+TEST_F(SpeculativeTest, TreesGivePlainGreedyTokensAndKeepSideBranches) {
+  for (bool streamed : {false, true}) {
+    SCOPED_TRACE(streamed ? "streamed" : "resident");
+    auto model = open_target(streamed);
+    ASSERT_TRUE(model);
+    const std::shared_ptr<DraftSource> perfect = self_draft(*model);
+    ASSERT_TRUE(perfect);
+    auto second = std::make_shared<SecondGuessDraft>(perfect, model->n_vocab());
+    const SpeculativeStats chain = expect_identical(*model, second, 3, /*adaptive=*/false, /*branches=*/1);
+    const SpeculativeStats tree = expect_identical(*model, second, 3, /*adaptive=*/false, /*branches=*/2);
+    EXPECT_EQ(chain.accepted, 0) << "the first guess is never the model's token";
+    EXPECT_EQ(chain.tokens, chain.passes);
+    EXPECT_GT(tree.side_branch_kept, tree.passes / 2);
+    EXPECT_GT(tree.tokens_per_pass(), 2.5) << "the shape learns that the side branch is kept";
+    EXPECT_LE(tree.pass_tokens, 8 * tree.passes);
+
+    // Trees of the real sources: the model's top alternatives, several
+    // earlier occurrences; a random draft (alternatives rarely kept).
+    LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> lookup, make_lookup_draft());
+    const SpeculativeStats l = expect_identical(*model, lookup, 6, /*adaptive=*/false, /*branches=*/3);
+    EXPECT_GT(l.drafted, 0);
+    LS_ASSERT_OK_AND_ASSIGN(auto other, Model::open(draft_, host_options()));
+    LS_ASSERT_OK_AND_ASSIGN(std::shared_ptr<DraftSource> random, make_model_draft(other, *model));
+    const SpeculativeStats r = expect_identical(*model, random, 3, /*adaptive=*/false, /*branches=*/3);
+    EXPECT_GT(r.drafted, 0);
+    const SpeculativeStats p = expect_identical(*model, perfect, 2, /*adaptive=*/true, /*branches=*/2);
+    EXPECT_EQ(p.accepted, p.drafted) << "the first branch is the model's path";
+  }
+}
+
+// After passes that kept a side branch (its sequence slot swapped in for
+// the context's), the KV cache must be plain decoding's: a second turn
+// continues identically, logits bit for bit, and the pool gets its
+// sequences back.
+TEST_F(SpeculativeTest, TreeRollbackLeavesThePlainKvCache) {
+  auto model = open_target(false);
+  ASSERT_TRUE(model);
+  const std::shared_ptr<DraftSource> perfect = self_draft(*model);
+  ASSERT_TRUE(perfect);
+  auto second = std::make_shared<SecondGuessDraft>(perfect, model->n_vocab());
+  auto plain = model->create_context().value();
+  auto spec = model->create_context().value();
+  GenerateOptions so = greedy(16);
+  so.speculative.draft = second;
+  so.speculative.branches = 3;
+  so.speculative.draft_max = 5;
+  so.speculative.adaptive = false;
+  so.keep_logits = true;
+  GenerateOptions po = greedy(16);
+  po.keep_logits = true;
+  for (const auto& turn : prompts(seed_ + 3, 2)) {
+    const GenerateResult a = plain->generate(turn, po).value();
+    const GenerateResult b = spec->generate(turn, so).value();
+    EXPECT_EQ(b.generated[0], a.generated[0]);
+    EXPECT_EQ(b.logits, a.logits) << "every sampled row, bit for bit";
+    EXPECT_EQ(spec->position(0), plain->position(0));
+    EXPECT_GT(b.stats.speculative.side_branch_kept, 0);
+    EXPECT_EQ(model->free_sequences(), model->options().sequences - 2);
+  }
+}
+
+// Sampling with trees: the draw from the sampled token's row picks the
+// branch, so with the same seed the tokens are plain sampling's; at
+// temperature 1 over the top 2 the draw is often the draft's second token,
+// which a side branch then holds.
+TEST_F(SpeculativeTest, TreeSamplingDrawsPlainSamplingsTokens) {
+  constexpr int kSamples = 100;
+  auto model = open_target(false);
+  ASSERT_TRUE(model);
+  const std::shared_ptr<DraftSource> draft = self_draft(*model);
+  ASSERT_TRUE(draft);
+  auto ctx = model->create_context().value();
+  const std::vector<int32_t> prompt = prompts(seed_ + 4, 1)[0];
+  int side_kept = 0;
+  for (int i = 0; i < kSamples; ++i) {
+    GenerateOptions g = greedy(4);  // then sampled: temperature 1 over the top 2
+    g.sampling = {.temperature = 1.0f, .top_k = 2, .seed = static_cast<uint64_t>(i) * 104729 + 3};
+    ASSERT_TRUE(ctx->clear().ok());
+    const std::vector<int32_t> plain = ctx->generate(prompt, g).value().generated[0];
+    g.speculative.draft = draft;
+    g.speculative.branches = 2;
+    g.speculative.draft_max = 4;
+    g.speculative.adaptive = false;
+    ASSERT_TRUE(ctx->clear().ok());
+    const GenerateResult tree = ctx->generate(prompt, g).value();
+    EXPECT_EQ(tree.generated[0], plain) << "seed " << g.sampling.seed;
+    side_kept += tree.stats.speculative.side_branch_kept;
+  }
+  EXPECT_GT(side_kept, kSamples / 10) << "draws that only a side branch held";
+}
+
+// Tree shapes on synthetic measurements: flat passes; the first draft kept
+// with probability `first`, an alternative first token (after the ones
+// before it missed) with `alternative`, deeper drafts with `deeper`.
+DraftLength measured_tree(double first, double alternative, double deeper) {
+  DraftLength length(6, 2, kMaxDraftTokens + 1);
+  double owed[3] = {0, 0, 0};  // error diffusion, as in chosen()
+  const auto outcome = [&](int i, double p) {
+    owed[i] += p;
+    const bool keep = owed[i] >= 1;
+    owed[i] -= keep;
+    return keep;
+  };
+  for (int round = 0; round < 60; ++round) {
+    for (int n = 1; n <= kMaxDraftTokens + 1; ++n) length.record_pass(n, 60e-3);
+    length.record_draft(4, 4e-3);
+    length.record_depth(0, outcome(0, first));
+    length.record_alternative(1, outcome(1, alternative));
+    const bool deep = outcome(2, deeper);
+    for (int d = 1; d < 6; ++d) length.record_depth(d, deep);
+  }
+  return length;
+}
+std::vector<int> chosen_tree(double first, double alternative, double deeper) {
+  return measured_tree(first, alternative, deeper).choose_tree();
+}
+
+TEST(DraftLengthTest, ChoosesATreeWhereItPays) {
+  // A strong draft: every chain position pays more than a second guess.
+  EXPECT_EQ(chosen_tree(0.9, 0.3, 0.9), std::vector<int>{6});
+  // First guesses often wrong, second guesses often right, deeper drafts
+  // good: two branches.
+  const std::vector<int> tree = chosen_tree(0.4, 0.7, 0.9);
+  ASSERT_EQ(tree.size(), 2u);
+  EXPECT_LE(tree[0] + tree[1], 6);
+  EXPECT_GT(tree[1], 1);
+  DraftLength length(6, 2, kMaxDraftTokens + 1);
+  EXPECT_EQ(length.choose_tree(), std::vector<int>{6}) << "nothing measured: the cap as a chain";
+  // A fixed budget of 6 drafts: the shape that keeps the most.
+  EXPECT_EQ(measured_tree(0.9, 0.3, 0.9).most_kept(6), std::vector<int>{6});
+  const std::vector<int> second_guess = measured_tree(0.0, 1.0, 1.0).most_kept(6);
+  EXPECT_EQ(second_guess, (std::vector<int>{1, 5})) << "the first guess never kept: one draft there, the rest on the second";
+}
+
 TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {
   const std::string other_vocab = dir_.file("v640.gguf");
   ExampleModelSpec spec = testing::tiny_llama_spec(GgmlType::F32, seed_, 128);
@@ -310,6 +491,29 @@ TEST_F(SpeculativeTest, BadDraftsAndOptionsAreRefused) {
   EXPECT_THAT(r.status().message(), HasSubstr("draft_max"));
   EXPECT_EQ(ctx->position(0), 0) << "nothing decoded";
   EXPECT_FALSE(make_lookup_draft({.min_ngram = 0, .max_ngram = 2}).ok());
+  o.speculative.draft_max = 7;
+  o.speculative.branches = 2;
+  r = ctx->generate(std::vector<int32_t>{1, 2, 3}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("draft_max + branches"));
+  o.speculative.draft_max = 3;
+  o.speculative.branches = kMaxDraftBranches + 1;
+  r = ctx->generate(std::vector<int32_t>{1, 2, 3}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("branches must be in"));
+  {  // a pool with no sequence to spare for a side branch
+    ModelOptions one = host_options();
+    one.sequences = 1;
+    LS_ASSERT_OK_AND_ASSIGN(auto single, Model::open(target_, one));
+    auto only = single->create_context().value();
+    o.speculative.branches = 2;
+    auto full = only->generate(std::vector<int32_t>{1, 2, 3}, o);
+    ASSERT_FALSE(full.ok());
+    EXPECT_EQ(full.status().code(), StatusCode::kOutOfBudget);
+    EXPECT_THAT(full.status().message(), HasSubstr("free KV sequences"));
+    EXPECT_EQ(only->position(0), 0) << "nothing decoded";
+  }
+  o.speculative.branches = 1;
 
   ctx.reset();  // its sequence back to the pool
   LS_ASSERT_OK_AND_ASSIGN(auto pair, model->create_context({.sequences = 2}));

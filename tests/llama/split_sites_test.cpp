@@ -88,6 +88,7 @@ TEST_P(SplitSites, RandomPlacementsMatchResident) {
   if (c.n_expert) spec.n_embd = 128;
   spec.n_expert = c.n_expert;
   spec.n_expert_used = c.n_expert ? 2 : 0;
+  if (c.arch == "gpt-oss") spec.expert_dtype = GgmlType::MXFP4;  // as it ships
   const std::string path = dir.file("m.gguf");
   LS_ASSERT_OK(testing::write_scratch_model(path, spec));
   auto dev = testing::open_host_device(2);
@@ -171,9 +172,12 @@ INSTANTIATE_TEST_SUITE_P(Paths, SplitSites,
                          ::testing::Values(Case{GgmlType::F32, true}, Case{GgmlType::Q8_0, true},
                                            Case{GgmlType::Q4_0, true}, Case{GgmlType::Q8_0, false},
                                            Case{GgmlType::Q4_1, false}, Case{GgmlType::Q8_0, true, "qwen3moe", 8},
-                                           Case{GgmlType::Q8_0, false, "mixtral", 4}),
+                                           Case{GgmlType::Q8_0, false, "mixtral", 4},
+                                           Case{GgmlType::Q8_0, true, "gpt-oss", 4}),
                          [](const auto& info) {
-                           return (info.param.n_expert ? info.param.arch + "_" : std::string()) +
+                           std::string arch = info.param.arch;
+                           std::replace(arch.begin(), arch.end(), '-', '_');  // test names: [A-Za-z0-9_]
+                           return (info.param.n_expert ? arch + "_" : std::string()) +
                                   std::string(ggml_type_name(static_cast<uint32_t>(info.param.dtype))) +
                                   (info.param.exact ? "_exact" : "_fast");
                          });

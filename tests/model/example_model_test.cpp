@@ -254,6 +254,40 @@ TEST(ExampleMoeModel, WritesLlamaCppsExpertKeysTensorsAndMixTypes) {
   }
 }
 
+// gpt-oss as llama.cpp reads it: its keys, sinks, biases, post_attention_norm
+// and no ffn_norm; the experts in MXFP4 with llama.cpp's MXFP4_MOE file type.
+TEST(ExampleMoeModel, WritesGptOssWithMxfp4Experts) {
+  testing::TempDir dir;
+  ExampleModelSpec s{.n_layers = 2, .n_embd = 64, .n_ff = 96, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+                     .n_ctx = 256, .dtype = GgmlType::Q8_0, .seed = 3};
+  s.arch = "gpt-oss";
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  s.expert_dtype = GgmlType::MXFP4;
+  const std::string path = dir.file("oss.gguf");
+  LS_ASSERT_OK(write_example_model(path, s));
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, read_gguf_file(path));
+  EXPECT_EQ(f.get_u32("gpt-oss.expert_feed_forward_length").value(), 96u);
+  EXPECT_EQ(f.get_u32("gpt-oss.attention.sliding_window").value(), 128u);  // llama.cpp requires one
+  EXPECT_EQ(f.get_u32("general.file_type").value(), 38u);                  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_norm.weight"), nullptr);
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_down_exps.weight")->type, GgmlType::MXFP4);
+  EXPECT_EQ(f.find_tensor("blk.1.attn_q.weight")->type, GgmlType::Q8_0);
+  EXPECT_EQ(f.find_tensor("blk.1.attn_sinks.weight")->dims, (std::vector<uint64_t>{4}));
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_down_exps.bias")->dims, (std::vector<uint64_t>{64, 4}));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  EXPECT_TRUE(m.hparams.traits.gpt_oss);
+  EXPECT_TRUE(m.blocks[0].attn_q_bias && m.blocks[0].attn_output_bias && m.blocks[0].moe->up_bias);
+
+  s.mix = ExampleMix::kQ4_K_M;
+  s.dtype = GgmlType::Q4_K;
+  EXPECT_TRUE(validate_example_spec(s).IsInvalidArgument());  // an expert type with a mix
+  s.mix = ExampleMix::kUniform;
+  s.n_ff = 80;
+  const Status st = validate_example_spec(s);
+  EXPECT_NE(st.message().find("multiples of 32 for expert type MXFP4"), std::string::npos) << st.ToString();
+}
+
 TEST(ExampleMoeModel, ExpertCountsAreChecked) {
   ExampleModelSpec s;
   s.arch = "qwen3moe";

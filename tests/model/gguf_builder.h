@@ -213,4 +213,27 @@ inline GgufBuilder moe_builder(const std::string& arch, uint32_t n_expert, uint3
   return b;
 }
 
+// A gpt-oss file: moe_builder's plus the sliding window, the expert width,
+// the FFN norm as post_attention_norm, the attention output's bias, the
+// sinks, and the router's and experts' biases (all F32).
+inline GgufBuilder gpt_oss_builder(uint32_t n_expert, uint32_t n_used, uint32_t n_layers = 2, uint32_t e = 64,
+                                   uint32_t ff = 32) {
+  GgufBuilder b = moe_builder("gpt-oss", n_expert, n_used, n_layers, e, ff);
+  b.add_u32("gpt-oss.expert_feed_forward_length", ff);
+  b.add_u32("gpt-oss.attention.sliding_window", 128);
+  for (RawTensor& t : b.tensors) {
+    if (t.name.ends_with(".ffn_norm.weight")) t.name.replace(t.name.find("ffn_norm"), 8, "post_attention_norm");
+  }
+  for (uint32_t i = 0; i < n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    b.tensors.push_back({p + "attn_output.bias", {e}, 0});
+    b.tensors.push_back({p + "attn_sinks.weight", {4}, 0});  // one per head
+    b.tensors.push_back({p + "ffn_gate_inp.bias", {n_expert}, 0});
+    b.tensors.push_back({p + "ffn_gate_exps.bias", {ff, n_expert}, 0});
+    b.tensors.push_back({p + "ffn_up_exps.bias", {ff, n_expert}, 0});
+    b.tensors.push_back({p + "ffn_down_exps.bias", {e, n_expert}, 0});
+  }
+  return b;
+}
+
 }  // namespace layerstream::testing

@@ -263,13 +263,60 @@ TEST(MoeModel, BadExpertTensorsAreNamed) {
   missing.erase_tensor("blk.1.ffn_gate_exps.weight");
   expect_refused(missing, "tensor 'blk.1.ffn_gate_exps.weight' is missing", &Status::IsNotFound);
 
-  // An expert type layerstream does not compute (gpt-oss's MXFP4): the reader names the tensor.
-  auto mxfp4 = testing::moe_builder("qwen3moe", 4, 2);
-  mxfp4.tensor("blk.0.ffn_down_exps.weight")->type = static_cast<uint32_t>(GgmlType::MXFP4);
-  const Status s = parse_moe(mxfp4).status();
+  // An expert type layerstream does not compute (Q8_1, an activation type): the reader names the tensor.
+  auto q8_1 = testing::moe_builder("qwen3moe", 4, 2);
+  q8_1.tensor("blk.0.ffn_down_exps.weight")->type = static_cast<uint32_t>(GgmlType::Q8_1);
+  const Status s = parse_moe(q8_1).status();
   EXPECT_TRUE(s.IsUnsupported()) << s.ToString();
-  EXPECT_NE(s.message().find("tensor 'blk.0.ffn_down_exps.weight': unsupported tensor type MXFP4"), std::string::npos)
+  EXPECT_NE(s.message().find("tensor 'blk.0.ffn_down_exps.weight': unsupported tensor type Q8_1"), std::string::npos)
       << s.message();
+}
+
+TEST(MoeModel, GptOssReadsSinksBiasesAndAlternateWindows) {
+  auto b = testing::gpt_oss_builder(4, 2, /*n_layers=*/4);
+  b.tensor("blk.1.ffn_up_exps.weight")->type = static_cast<uint32_t>(GgmlType::MXFP4);  // as gpt-oss ships them
+  LS_ASSERT_OK_AND_ASSIGN(GgufFile f, parse_moe(b));
+  LS_ASSERT_OK_AND_ASSIGN(LlamaModel m, load_llama_model(f));
+  const LlamaHparams& h = m.hparams;
+  EXPECT_TRUE(h.traits.gpt_oss && h.rope_neox);
+  EXPECT_EQ(h.traits.ffn, FfnActivation::kSwigluOai);
+  EXPECT_EQ(h.n_swa, 128u);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(h.is_swa(i), i % 2 == 0) << "layer " << i;
+  EXPECT_EQ(h.rope_base(0), h.rope_base(1)) << "local layers keep the global RoPE base";
+  const LlamaBlock& blk = m.blocks[1];
+  ASSERT_TRUE(blk.attn_sinks && blk.attn_output_bias && blk.moe);
+  EXPECT_EQ(blk.ffn_norm.name, "blk.1.post_attention_norm.weight");
+  EXPECT_EQ(blk.moe->up_exps.type, GgmlType::MXFP4);
+  ASSERT_TRUE(blk.moe->router_bias && blk.moe->gate_bias && blk.moe->up_bias && blk.moe->down_bias);
+  EXPECT_EQ(blk.moe->down_bias->dims, (std::vector<uint64_t>{64, 4}));
+  // The biases and sinks are part of the block's bytes (placed and streamed with it).
+  const ModelLayer& layer = m.layers[2];
+  for (const GgufTensorInfo* t : {&*blk.attn_sinks, &*blk.moe->down_bias}) {
+    EXPECT_TRUE(std::any_of(layer.tensors.begin(), layer.tensors.end(), [&](const GgufTensorInfo& x) { return x.name == t->name; }))
+        << t->name;
+  }
+}
+
+TEST(MoeModel, BadGptOssFilesNameTheKeyOrTensor) {
+  auto no_window = testing::gpt_oss_builder(4, 2);
+  no_window.erase_kv("gpt-oss.attention.sliding_window");
+  expect_refused(no_window, "key 'gpt-oss.attention.sliding_window' is missing", &Status::IsNotFound);
+
+  auto no_sinks = testing::gpt_oss_builder(4, 2);
+  no_sinks.erase_tensor("blk.1.attn_sinks.weight");
+  expect_refused(no_sinks, "tensor 'blk.1.attn_sinks.weight' is missing", &Status::IsNotFound);
+
+  auto bad_bias = testing::gpt_oss_builder(4, 2);
+  bad_bias.tensor("blk.0.ffn_gate_exps.bias")->dims = {32, 3};
+  expect_refused(bad_bias, "blk.0.ffn_gate_exps.bias", &Status::IsCorruption);
+
+  auto f16_sinks = testing::gpt_oss_builder(4, 2);
+  f16_sinks.tensor("blk.0.attn_sinks.weight")->type = static_cast<uint32_t>(GgmlType::F16);
+  expect_refused(f16_sinks, "norms and biases must be F32", &Status::IsUnsupported);
+
+  auto yarn = testing::gpt_oss_builder(4, 2);
+  yarn.add_str("gpt-oss.rope.scaling.type", "yarn");
+  expect_refused(yarn, "'yarn' is not implemented for architecture 'gpt-oss'", &Status::IsUnsupported);
 }
 
 }  // namespace

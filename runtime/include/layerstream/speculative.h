@@ -11,6 +11,20 @@
 // one token per position (both sources here) that is the rejection rule of
 // Leviathan et al., so the output follows the model's distribution.
 //
+// Trees (SpeculativeOptions::branches > 1): the source proposes several
+// branches, each a chain whose first token differs from the others' (the
+// draft's top alternatives for the next position, or what followed several
+// earlier occurrences). Each side branch runs as a sequence of its own in the
+// same pass, a copy of the sequence's KV cache that carries the sampled token
+// again before its drafts; the model's draw from the sampled token's row
+// picks the branch whose first token equals it (if any), and the draws go on
+// down that branch as for a chain. Its KV cache becomes the sequence's. With
+// one draw shared by all branches, the multi-draft rules of SpecInfer and
+// SpecExec (try the branches in turn, each accepted with the residual
+// probability left by the ones before) reduce to "keep the branch whose
+// token the draw equals", so sampled output is again plain sampling's for
+// the same seed.
+//
 // Use: GenerateOptions::speculative.draft = make_lookup_draft() (or
 // make_model_draft(...)); Context::generate then reports the figures in
 // Stats::speculative. Contexts of one sequence only.
@@ -30,6 +44,9 @@ class Model;
 
 // Most tokens one verification pass drafts (the pass carries one more).
 constexpr int kMaxDraftTokens = 7;
+// Most branches of a draft tree. A pass carries the drafts plus the sampled
+// token once per branch: drafts + branches <= kMaxDraftTokens + 1.
+constexpr int kMaxDraftBranches = 4;
 
 // Proposes the tokens that may follow a sequence.
 // Thread safety: one generate() at a time uses a source.
@@ -43,6 +60,15 @@ class DraftSource {
   // sequence was rewritten (a rollback) or where it continues.
   virtual Result<std::vector<int32_t>> propose(int first_position, std::span<const int32_t> tokens,
                                                int max_tokens) = 0;
+  // A tree: up to lengths.size() branches, branch r at most lengths[r]
+  // tokens, in the order of their likelihood; every branch non-empty and
+  // its first token unlike the other branches' first tokens. The default is
+  // one branch, propose()'s chain. With no lengths nothing is drafted, the
+  // tokens are only recorded (the default asks propose() for 0 tokens):
+  // generate() tells the source so where it stops, so that the next call's
+  // tokens continue what the source has seen.
+  virtual Result<std::vector<std::vector<int32_t>>> propose_tree(int first_position, std::span<const int32_t> tokens,
+                                                                 std::span<const int> lengths);
   // What the source is ("lookup", "draft model <path>"), for reports.
   virtual std::string name() const = 0;
 };
@@ -71,6 +97,15 @@ struct SpeculativeOptions {
   // the pass time against the tokens it carries, the draft's time per token,
   // the acceptance per depth. false: always draft_max.
   bool adaptive = true;
+  // Most branches of the draft tree (1: a chain). draft_max counts the
+  // drafts of all branches; each side branch also carries the sampled token,
+  // so draft_max + branches <= kMaxDraftTokens + 1. Each side branch needs a
+  // free sequence of the model's KV pool (ModelOptions::sequences) while
+  // generate() runs. Adaptive: the shape (branches and their lengths) is
+  // chosen from the measured acceptance of first and alternative drafts;
+  // fixed: draft_max drafts every pass, in the shape (up to `branches`
+  // branches) the measured acceptance says keeps the most.
+  int branches = 1;
 };
 
 // What speculation did in one generate() (Stats::speculative).
@@ -84,7 +119,14 @@ struct SpeculativeStats {
   std::vector<int> drafted_at_depth, accepted_at_depth;
   double draft_s = 0;      // time the draft source took (counted in Stats::decode_s)
   int draft_lengths_sum = 0;  // drafts asked for over the passes (adaptive: the chosen lengths)
+  // Trees: tokens the verification passes carried (the sampled token once per
+  // branch, and every branch's drafts), branches drafted, and passes whose
+  // kept tokens came from a side branch (not the first).
+  int pass_tokens = 0;
+  int branches = 0;
+  int side_branch_kept = 0;
   double mean_draft_length() const { return passes ? double(draft_lengths_sum) / passes : 0; }
+  double mean_branches() const { return passes ? double(branches) / passes : 0; }
   double tokens_per_pass() const { return passes ? double(tokens) / passes : 0; }
   double acceptance() const { return drafted ? double(accepted) / drafted : 0; }
 };
