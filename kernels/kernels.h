@@ -91,6 +91,11 @@ struct RopeParams {
 // (CPU: the one-token kernels per token over each cached chunk of rows;
 // CUDA: the matvec kernels). Speculative verification relies on it: a
 // drafted chain checked in one pass must see the logits plain decoding sees.
+// On the CPU's fast path, quantised weights keep it for passes of any size
+// (the GEMM tiles sum as the one-token kernels do; Q4_1 on AVX-512 runs the
+// x16 kernels throughout), except where AMX takes passes of 16 tokens or
+// more; so does attention at any context length. Prefix reuse relies on that:
+// KV written by one-token passes equals what a prefill writes.
 constexpr int64_t kBatchInvariantTokens = 8;
 struct MatmulParams {
   const void* w = nullptr;
@@ -102,8 +107,9 @@ struct MatmulParams {
   void* scratch = nullptr;
   uint64_t scratch_bytes = 0;
   // Optional: w in a layout these kernels prefer for one-token products
-  // (Kernels::pack_weight), same values. Used only where n_tokens <=
-  // kBatchInvariantTokens and the kernels can; w stays the reference (null: none).
+  // (Kernels::pack_weight), same values. Used where the kernels can (CPU:
+  // Q4_1 on AVX-512 at any n_tokens, unless AMX runs the pass); w stays the
+  // reference (null: none).
   const void* w_packed = nullptr;
 };
 

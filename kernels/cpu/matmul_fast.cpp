@@ -2,11 +2,10 @@
 // integer block dot products over the weight rows in their GGUF blocks.
 //
 // Decode (one token): rows split over the pool, a few rows per pass over x.
-// Up to kBatchInvariantTokens tokens (a speculative verification) of Q4_1 on
-// AVX-512, whose one-token product has kernels of its own (x16): their
-// multi-token form, which loads each block once for several tokens and gives
-// every token its one-token bits. (The GEMM's tiles already sum
-// each row and token as a one-token call does.)
+// Q4_1 on AVX-512, whose one-token product has kernels of its own (x16):
+// their multi-token form for passes of any size, which loads each block once
+// for several tokens and gives every token its one-token bits. (The GEMM's
+// tiles already sum each row and token as a one-token call does.)
 // Prefill (several tokens): a cache-blocked GEMM. Each task owns a span of
 // output rows and walks it in sub-spans of kRowBlock rows; for each sub-span
 // the tokens go by in blocks whose quantised activations fit in L2, and the
@@ -49,11 +48,15 @@ bool avx512_isa(CpuIsa isa) {
   return (isa == CpuIsa::kAvx512 || isa == CpuIsa::kAmx) && avx512::vnni_supported();
 }
 
-// Whether p's one-token product runs the x16 Q4_1 kernels (q4_1_packed.h):
-// from its packed copy when it has one, else from the GGUF rows with the
-// same bits (so resident and streamed layers agree).
+// Whether p's product runs the x16 Q4_1 kernels (q4_1_packed.h): from its
+// packed copy when it has one, else from the GGUF rows with the same bits
+// (so resident and streamed layers agree). Passes of any size take them
+// (unless AMX does), so every token gets its one-token bits: the row-major
+// GEMM tiles sum Q4_1 in another order, and on AVX-512 they were also 1.5-3x
+// slower for prefill than these (`layerstream bench --mode prefill`,
+// SmolLM2-135M Q4_1, resident and streamed).
 bool x16(const MatmulParams& p, CpuIsa isa) {
-  return p.n_tokens <= kBatchInvariantTokens && p.w_type == GgmlType::Q4_1 && avx512_isa(isa) && q4_1x16::available(p.n_out, p.n_in);
+  return p.w_type == GgmlType::Q4_1 && avx512_isa(isa) && q4_1x16::available(p.n_out, p.n_in);
 }
 
 // Decode: the rows of n matmuls sharing the quantised tokens q (one job;
@@ -169,11 +172,13 @@ void matmul_fast(const MatmulParams& p, ThreadPool* pool, CpuIsa isa) {
   const auto rows_of = [&](int64_t g) { return std::min(g * kGroup, p.n_out); };
   // The GEMM's tiles sum each (row, token) as its one-token call does, so
   // only the x16 Q4_1 products need the decode kernels for batch invariance.
-  if (p.n_tokens == 1 || x16(p, isa)) {
+  // AMX's tile GEMM is not held to that: it keeps its prefill speed.
+  const QGemmFn tiles = p.n_tokens >= kAmxMinTokens ? amx_gemm(p.w_type, isa) : nullptr;
+  if (!tiles && (p.n_tokens == 1 || x16(p, isa))) {
     decode_rows(&p, &k.gemm, 1, q, pool, isa);
     return;
   }
-  if (const QGemmFn tiles = p.n_tokens >= kAmxMinTokens ? amx_gemm(p.w_type, isa) : nullptr) {
+  if (tiles) {
     // AMX: tasks of whole 16-row panels (its B tile), all tokens per call
     // (each call repacks its rows once; the tokens go by 16 at a time).
     constexpr int64_t kPanel = 16;

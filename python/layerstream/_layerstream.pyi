@@ -48,6 +48,17 @@ class KvType(enum.Enum):
     F32 = 0
     F16 = 1
 
+class PromptStart(enum.Enum):
+    """Where Context.generate puts its prompt.
+
+    CONTINUE: after what each sequence holds. REUSE_PREFIX: at
+    position 0, keeping the longest prefix each sequence holds and
+    prefilling the rest. FRESH: at position 0 on cleared sequences.
+    """
+    CONTINUE = 0
+    REUSE_PREFIX = 1
+    FRESH = 2
+
 class Strategy(enum.Enum):
     """How layers are placed."""
     RESIDENT = 0
@@ -269,6 +280,9 @@ class Stats(metaclass=_NbType):
     @property
     def prompt_tokens(self) -> int: ...
     @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens of sequence 0 whose KV was kept (REUSE_PREFIX)."""
+    @property
     def generated_tokens(self) -> int: ...
     @property
     def batch(self) -> int: ...
@@ -371,14 +385,16 @@ class Context(metaclass=_NbType):
                  repeat_last_n: int = 64, seed: int | None = None, stop_at_eog: bool = True,
                  keep_logits: bool = False, typical_p: float = 1.0, presence_penalty: float = 0.0,
                  frequency_penalty: float = 0.0, logit_bias: dict[int, float] = ..., stop: Sequence[str] = ...,
-                 logprobs: int = -1, prompt_logprobs: bool = False) -> Generation:
+                 logprobs: int = -1, prompt_logprobs: bool = False,
+                 prompt_start: PromptStart = PromptStart.CONTINUE) -> Generation:
         """Generates from `prompt` as an iterator of TokenEvent (temperature <= 0: greedy)."""
     def complete(self, prompt: str | Sequence[int], *, max_tokens: int = 32, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
                  repeat_last_n: int = 64, seed: int | None = None, stop_at_eog: bool = True,
                  keep_logits: bool = False, typical_p: float = 1.0, presence_penalty: float = 0.0,
                  frequency_penalty: float = 0.0, logit_bias: dict[int, float] = ..., stop: Sequence[str] = ...,
-                 logprobs: int = -1, prompt_logprobs: bool = False) -> GenerateResult:
+                 logprobs: int = -1, prompt_logprobs: bool = False,
+                 prompt_start: PromptStart = PromptStart.CONTINUE) -> GenerateResult:
         """generate() run to the end."""
     def decode(self, batch: Batch) -> None: ...
     def logits(self, i: int) -> npt.NDArray[np.float32]: ...

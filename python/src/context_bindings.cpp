@@ -39,7 +39,7 @@ Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperat
                   float min_p, float repeat_penalty, int repeat_last_n, nb::object seed, bool stop_at_eog,
                   bool keep_logits, float typical_p, float presence_penalty, float frequency_penalty,
                   std::map<int32_t, float> logit_bias, std::vector<std::string> stop, int logprobs,
-                  bool prompt_logprobs) {
+                  bool prompt_logprobs, PromptStart prompt_start) {
   PyContext& pc = nb::cast<PyContext&>(self);
   GenerateOptions o;
   o.max_tokens = max_tokens;
@@ -51,6 +51,7 @@ Generation* start(nb::handle self, Prompt prompt, int max_tokens, float temperat
   o.stop = std::move(stop);
   o.logprobs = logprobs;
   o.prompt_logprobs = prompt_logprobs;
+  o.prompt_start = prompt_start;
   return new Generation(nb::borrow(self), pc, std::move(prompt), o);
 }
 
@@ -84,7 +85,8 @@ struct RunToEnd<Generation* (*)(Args...)> {
       nb::arg("stop_at_eog") = true, nb::arg("keep_logits") = false, nb::arg("typical_p") = 1.0,             \
       nb::arg("presence_penalty") = 0.0, nb::arg("frequency_penalty") = 0.0,                                  \
       nb::arg("logit_bias") = std::map<int32_t, float>(), nb::arg("stop") = std::vector<std::string>(),      \
-      nb::arg("logprobs") = -1, nb::arg("prompt_logprobs") = false
+      nb::arg("logprobs") = -1, nb::arg("prompt_logprobs") = false,                                          \
+      nb::arg("prompt_start") = PromptStart::kContinue
 
 // The generate/complete arguments, for their docstrings.
 #define LS_GENERATE_ARGS_DOC                                                     \
@@ -109,7 +111,13 @@ struct RunToEnd<Generation* (*)(Args...)> {
   "    stop: strings that end a sequence (not returned nor streamed).\n"      \
   "    logprobs: >= 0: GenerateResult.logprobs with this many alternatives\n" \
   "        per token; -1: none.\n"                                            \
-  "    prompt_logprobs: GenerateResult.prompt_logprobs of the prompt.\n\n"   \
+  "    prompt_logprobs: GenerateResult.prompt_logprobs of the prompt.\n"     \
+  "    prompt_start: CONTINUE: the prompt follows what each sequence\n"     \
+  "        holds. REUSE_PREFIX: the prompt is the whole sequence; the\n"    \
+  "        longest prefix of it the sequence holds (earlier prompts and\n"  \
+  "        answers) is kept and only the rest prefilled, as\n"             \
+  "        llama-cpp-python's Llama does (Stats.cached_tokens). FRESH:\n"  \
+  "        the whole prompt prefilled on cleared sequences.\n\n"          \
   "Raises:\n"                                                                 \
   "    ValueError: (InvalidArgumentError) a sampling value out of range."
 

@@ -116,6 +116,7 @@ nb::dict stats_dict(const Stats& s) {
   d["device"] = s.device;
   d["plan"] = s.plan;
   d["prompt_tokens"] = s.prompt_tokens;
+  d["cached_tokens"] = s.cached_tokens;
   d["generated_tokens"] = s.generated_tokens;
   d["batch"] = s.batch;
   d["prefill_s"] = s.prefill_s;
@@ -165,6 +166,8 @@ The text is empty while a multibyte character is incomplete.)")
       .def_ro("device", &Stats::device)
       .def_ro("plan", &Stats::plan)
       .def_ro("prompt_tokens", &Stats::prompt_tokens)
+      .def_ro("cached_tokens", &Stats::cached_tokens,
+              "Prompt tokens of sequence 0 whose KV was kept (REUSE_PREFIX).")
       .def_ro("generated_tokens", &Stats::generated_tokens)
       .def_ro("batch", &Stats::batch)
       .def_ro("prefill_s", &Stats::prefill_s)

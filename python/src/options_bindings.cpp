@@ -22,6 +22,14 @@ void bind_options(nb::module_& m) {
   nb::enum_<KvType>(m, "KvType", "Element type of the KV cache.")
       .value("F32", KvType::kF32)
       .value("F16", KvType::kF16);
+  nb::enum_<PromptStart>(m, "PromptStart",
+                         "Where Context.generate puts its prompt.\n\n"
+                         "CONTINUE: after what each sequence holds. REUSE_PREFIX: at\n"
+                         "position 0, keeping the longest prefix each sequence holds and\n"
+                         "prefilling the rest. FRESH: at position 0 on cleared sequences.")
+      .value("CONTINUE", PromptStart::kContinue)
+      .value("REUSE_PREFIX", PromptStart::kReusePrefix)
+      .value("FRESH", PromptStart::kFresh);
   nb::enum_<Strategy>(m, "Strategy",
                       "How layers are placed: RESIDENT (all in the budget), SERIAL (load then compute), "
                       "OVERLAP (two window slots), PLANNED (the planner, re-planning on drift).")

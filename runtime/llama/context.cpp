@@ -46,7 +46,10 @@ Status Context::Impl::run(const Batch& b, bool timing) {
     MutexLock lock(m->pass_mu);
     // Positions, checked here so that errors name our sequences (not slots).
     std::vector<int> next(slots.size());
-    for (size_t s = 0; s < slots.size(); ++s) next[s] = m->runner->position(slots[s]);
+    for (size_t s = 0; s < slots.size(); ++s) {
+      next[s] = m->runner->position(slots[s]);
+      if (held[s].size() > static_cast<size_t>(next[s])) held[s].resize(next[s]);
+    }
     for (size_t i = 0; i < n; ++i) {
       const int seq = b.sequences[i];
       if (b.positions[i] != next[seq])
@@ -75,6 +78,10 @@ Status Context::Impl::run(const Batch& b, bool timing) {
       decode_sums.disk_bytes += ps.disk_bytes;
       decode_sums.disk_s += ps.disk_s;
     }
+  }
+  for (size_t i = 0; i < n; ++i) {  // positions follow on per sequence (checked above)
+    std::vector<int32_t>& h = held[b.sequences[i]];
+    if (h.size() == static_cast<size_t>(b.positions[i])) h.push_back(b.tokens[i]);
   }
   for (size_t i = 0; i < n; ++i) {
     if (row_of[i] < 0) continue;
@@ -119,6 +126,7 @@ Status Context::clear(int seq) {
     LS_RETURN_IF_ERROR(impl_->m->runner->reset(impl_->slots[s]));
     impl_->pending[s].clear();
     impl_->last_logits[s].clear();
+    impl_->held[s].clear();
   }
   return Status::OK();
 }
@@ -133,6 +141,7 @@ Status Context::copy_sequence(int src, int dst) {
   }
   impl_->pending[dst] = impl_->pending[src];
   impl_->last_logits[dst] = impl_->last_logits[src];
+  impl_->held[dst] = impl_->held[src];
   return Status::OK();
 }
 
@@ -145,6 +154,7 @@ Status Context::remove(int seq, int from) {
   LS_RETURN_IF_ERROR(impl_->m->runner->truncate(impl_->slots[seq], from));
   impl_->pending[seq].clear();
   impl_->last_logits[seq].clear();
+  if (impl_->held[seq].size() > static_cast<size_t>(from)) impl_->held[seq].resize(from);
   return Status::OK();
 }
 

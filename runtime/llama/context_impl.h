@@ -24,6 +24,12 @@ struct Context::Impl {
   // (the next generate feeds them first).
   std::vector<std::vector<float>> last_logits;
   std::vector<std::vector<int32_t>> pending;
+  // Per sequence: its tokens at positions 0 .. held.size() - 1, what prefix
+  // reuse (PromptStart::kReusePrefix) compares prompts with. May be shorter
+  // than the sequence (what is not known is not reused); cut to the
+  // sequence's position before use (the speculative loop truncates the
+  // runner's slot directly).
+  std::vector<std::vector<int32_t>> held;
 
   // Pass figures of the passes this context ran since the last take_pass_sums().
   struct PassSums {

@@ -6,6 +6,7 @@
 #include "layerstream/model.h"
 #include "runtime/core/status_macros.h"
 #include "runtime/llama/context_impl.h"
+#include "runtime/llama/prefix_reuse.h"
 #include "runtime/llama/speculative_loop.h"
 #include "runtime/llama/text_stream.h"
 #include "runtime/scheduler/plan.h"
@@ -21,7 +22,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 Result<GenerateResult> Context::generate(const std::string& prompt, const GenerateOptions& o, const TokenCallback& cb) {
   if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
-  const bool fresh = position(0) == 0 && impl_->pending[0].empty();
+  // A prompt from position 0 (a new context, or a whole-sequence prompt) begins with BOS.
+  const bool fresh = (position(0) == 0 && impl_->pending[0].empty()) || o.prompt_start != PromptStart::kContinue;
   return generate(impl_->model->tokenize(prompt, /*add_bos=*/fresh), o, cb);
 }
 
@@ -36,6 +38,30 @@ std::vector<std::vector<int32_t>> new_tokens(const Context::Impl& c, const std::
     out[s].insert(out[s].end(), prompt.begin(), prompt.end());
   }
   return out;
+}
+
+// PromptStart::kReusePrefix / kFresh: `prompt` is each sequence's whole
+// text. Cuts every sequence back to the prefix of it that it keeps
+// (prefix_reuse.h; nothing for kFresh, nor when every prompt token's logits
+// are asked for) and returns what each must prefill; `cached` gets sequence
+// 0's kept count. Its checks come before any change.
+Result<std::vector<std::vector<int32_t>>> start_over(Context& ctx, Context::Impl& c, const std::vector<int32_t>& prompt,
+                                                     const GenerateOptions& o, int& cached) {
+  if (prompt.empty()) return Status::InvalidArgument("the prompt has no tokens");
+  if (prompt.size() > static_cast<size_t>(ctx.n_context()))
+    return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context (" +
+                                   std::to_string(ctx.n_context()) + " tokens; raise --ctx)");
+  const bool reuse = o.prompt_start == PromptStart::kReusePrefix && !o.prompt_logprobs;
+  std::vector<std::vector<int32_t>> feed(ctx.sequences());
+  for (int s = 0; s < ctx.sequences(); ++s) {
+    std::vector<int32_t>& held = c.held[s];
+    held.resize(std::min<size_t>(held.size(), ctx.position(s)));
+    const int keep = reuse ? llama::reusable_prefix(held, prompt) : 0;
+    LS_RETURN_IF_ERROR(ctx.remove(s, keep));
+    feed[s].assign(prompt.begin() + keep, prompt.end());
+    if (s == 0) cached = keep;
+  }
+  return feed;
 }
 
 // The options that do not depend on the context.
@@ -306,12 +332,19 @@ const char* finish_reason_name(FinishReason reason) {
 
 Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                          const TokenCallback& cb) {
-  if (prompt.empty() && impl_->pending[0].empty()) return Status::InvalidArgument("the prompt has no tokens");
+  const bool append = o.prompt_start == PromptStart::kContinue;
+  if (append && prompt.empty() && impl_->pending[0].empty()) return Status::InvalidArgument("the prompt has no tokens");
   LS_RETURN_IF_ERROR(check_options(o, impl_->m->info.vocab));
-  const std::vector<std::vector<int32_t>> feed = new_tokens(*impl_, prompt);
-  LS_RETURN_IF_ERROR(check_fits(*this, feed));
   const bool speculate = o.speculative.draft != nullptr;
   if (speculate) LS_RETURN_IF_ERROR(speculative::check(*this, *impl_, o.speculative));
+  int cached = 0;
+  std::vector<std::vector<int32_t>> feed;
+  if (append) {
+    feed = new_tokens(*impl_, prompt);
+  } else {
+    LS_ASSIGN_OR_RETURN(feed, start_over(*this, *impl_, prompt, o, cached));
+  }
+  LS_RETURN_IF_ERROR(check_fits(*this, feed));
   Generation g(*this, *impl_, o, cb);
   LS_RETURN_IF_ERROR(g.constrain());
   LS_RETURN_IF_ERROR(g.prefill(feed));
@@ -329,6 +362,7 @@ Result<GenerateResult> Context::generate(const std::vector<int32_t>& prompt, con
     LS_RETURN_IF_ERROR(g.error());
   }
   GenerateResult result = g.stats();
+  result.stats.cached_tokens = cached;
   if (speculate) speculative::add_to(result.stats, spec);
   return result;
 }

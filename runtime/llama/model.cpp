@@ -160,6 +160,7 @@ Result<std::unique_ptr<Context>> Model::create_context(const ContextOptions& o) 
   }
   c->pending.assign(o.sequences, {});
   c->last_logits.assign(o.sequences, {});
+  c->held.assign(o.sequences, {});
   c->abort = o.abort_callback;
   return std::unique_ptr<Context>(new Context(std::move(c)));  // the constructor is private
 }

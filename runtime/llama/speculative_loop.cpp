@@ -51,6 +51,7 @@ class BranchSlots {
     const std::vector<int> extra(c_.slots.end() - added_, c_.slots.end());
     c_.slots.resize(c_.slots.size() - added_);
     c_.last_logits.resize(c_.slots.size());
+    c_.held.resize(c_.slots.size());
     c_.m->give_back(extra);
   }
   BranchSlots(const BranchSlots&) = delete;
@@ -65,6 +66,7 @@ class BranchSlots {
                                  got.status().message());
     c_.slots.insert(c_.slots.end(), got->begin(), got->end());
     c_.last_logits.resize(c_.slots.size());
+    c_.held.resize(c_.slots.size());  // tokens of the new slots: none known
     added_ = n;
     return Status::OK();
   }
@@ -199,6 +201,7 @@ class Loop {
       branch = judge_first(tree, next.tokens[0]);
       if (branch > 0) {
         std::swap(c_.slots[0], c_.slots[branch]);
+        std::swap(c_.held[0], c_.held[branch]);  // the tokens follow their slot
         ++st_.side_branch_kept;
       }
     }

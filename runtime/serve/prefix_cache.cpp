@@ -3,18 +3,9 @@
 #include <algorithm>
 
 #include "runtime/core/status_macros.h"
+#include "runtime/llama/prefix_reuse.h"
 
 namespace layerstream::serve {
-namespace {
-
-int common_prefix(const std::vector<int32_t>& held, std::span<const int32_t> prompt, size_t limit) {
-  const size_t n = std::min({held.size(), prompt.size(), limit});
-  size_t i = 0;
-  while (i < n && held[i] == prompt[i]) ++i;
-  return static_cast<int>(i);
-}
-
-}  // namespace
 
 PrefixCache::PrefixCache(int sequences, bool enabled) : entries_(static_cast<size_t>(sequences)), enabled_(enabled) {}
 
@@ -40,12 +31,11 @@ PrefixCache::Placement PrefixCache::place(std::span<const int32_t> prompt) const
   // The entry with the longest common prefix; among equals, one that is free
   // and wholly a prefix of the prompt (extended in place: nothing copied,
   // nothing lost), then the most recently used.
-  const size_t limit = prompt.size() - 1;
   int best = -1, best_len = 0;
   bool best_in_place = false;
   for (int i = 0; i < sequences(); ++i) {
     const Entry& e = entries_[i];
-    const int len = common_prefix(e.tokens, prompt, limit);
+    const int len = llama::reusable_prefix(e.tokens, prompt);
     if (len == 0) continue;
     const bool in_place = !e.busy && len == static_cast<int>(e.tokens.size());
     const bool better = len > best_len || (len == best_len && in_place && !best_in_place) ||

@@ -34,8 +34,9 @@ class PrefixCache {
   // is made to hold the prompt's first `reused` tokens: copied from
   // `source` when that is another sequence, kept in place when it is `seq`
   // (nothing copied when -1), then everything from position `reused` on is
-  // removed. `reused` <= prompt.size() - 1: the last prompt token is always
-  // decoded, its logits start the generation.
+  // removed. What an entry offers is llama::reusable_prefix (the rule the
+  // library's Context::generate follows too): the last prompt token is
+  // always decoded, its logits start the generation.
   struct Placement {
     int seq = -1;
     int source = -1;

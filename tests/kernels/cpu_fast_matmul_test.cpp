@@ -410,7 +410,8 @@ TEST_F(CpuFastMatmulTest, GroupedMatmulsEqualOneMatmulEach) {
 // rows (gemv_gguf); then through matmul_fast / matmul_fast_group with and
 // without MatmulParams::w_packed, with and without the pool: the copy
 // changes no bit (on AVX-512 both are the x16 products, elsewhere it is not
-// read), and passes of more than kBatchInvariantTokens tokens never read it.
+// read), and a pass of more tokens than kBatchInvariantTokens gives each
+// token its one-token bits, with or without it.
 TEST_F(CpuFastMatmulTest, PackedQ4_1MatchesFloat64AndIsIgnoredWhereItCannotRun) {
   if (!cpu::q4_1x16::available(16, 32)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU: the x16 layout is not used";
   struct Shape {
@@ -471,18 +472,26 @@ TEST_F(CpuFastMatmulTest, PackedQ4_1MatchesFloat64AndIsIgnoredWhereItCannotRun) 
         }
       }
     }
-    // More tokens than a batch-invariant pass: the packed copy is not read
-    // (poison it to be sure).
-    constexpr int64_t kTok = kBatchInvariantTokens + 1;
-    std::vector<uint8_t> junk(w.bytes.size(), 0xFF);
+    // A prefill-sized pass (more tokens than a verification carries, fewer
+    // than AMX's 16): with and without the packed copy, each token gets its
+    // one-token bits (the prefix cache reuses KV that one-token passes wrote
+    // as if a prefill had written it).
+    constexpr int64_t kTok = kBatchInvariantTokens + 5;
     const std::vector<float> x3 = random_floats(kTok * s.n, rng_);
-    std::vector<float> a = poisoned(kTok * s.rows), b = poisoned(kTok * s.rows);
+    std::vector<float> a = poisoned(kTok * s.rows), b = poisoned(kTok * s.rows), one = poisoned(s.rows);
     MatmulParams p{w.bytes.data(), GgmlType::Q4_1, s.rows, s.n, x3.data(), kTok, a.data()};
     cpu::matmul_fast(p, &pool2_);
-    p.w_packed = junk.data();
+    p.w_packed = packed.data();
     p.y = b.data();
     cpu::matmul_fast(p, &pool2_);
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]));
+    for (int64_t t = 0; t < kTok; ++t) {
+      MatmulParams p1{w.bytes.data(), GgmlType::Q4_1, s.rows, s.n, x3.data() + t * s.n, 1, one.data()};
+      cpu::matmul_fast(p1, &pool2_);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[t * s.rows + r]), std::bit_cast<uint32_t>(one[r])) << "token " << t;
+        ASSERT_EQ(std::bit_cast<uint32_t>(b[t * s.rows + r]), std::bit_cast<uint32_t>(one[r])) << "token " << t;
+      }
+    }
   }
 }
 

@@ -15,9 +15,12 @@
 #include <span>
 #include <thread>
 
+#include "kernels/cpu/attention_split.h"
+#include "kernels/cpu/qdot.h"
 #include "layerstream/layerstream.h"
 #include "runtime/model/example_model.h"
 #include "runtime/model/gguf_file.h"
+#include "tests/common/pass_invariance.h"
 #include "tests/common/testing.h"
 #include "tests/common/tiny_model.h"
 
@@ -124,6 +127,104 @@ TEST_F(ContextTest, SecondTurnPrefillsOnlyNewTokensAndMatchesOnePass) {
     auto l = chat->logits(static_cast<int>(i));
     EXPECT_EQ(std::vector<float>(l.begin(), l.end()), rows[history.size() + i]) << "turn 2 token " << i;
   }
+}
+
+// Batch invariance beyond a verification pass: a prefill of many tokens over
+// a context longer than one attention chunk (kSplitPositions, where a
+// one-token pass splits its attention) gives each token the bits of
+// one-token passes: quantised weights on the fast (int8) path, what models
+// ship as, and F32 on the exact path. Reusing KV that decode passes wrote (a
+// chat's earlier answer, the prefix cache) relies on it: the reused rows are
+// those a prefill computes. (Float weights on the fast path and quantised
+// ones on the exact path hold it up to kBatchInvariantTokens only.)
+TEST(BatchInvariance, LongPrefillRowsEqualOneTokenPasses) {
+  if (kernels::cpu::amx::supported())
+    GTEST_SKIP() << "AMX's tile GEMM (passes of 16 tokens or more) sums in its own order";
+  testing::TempDir dir;
+  constexpr int kPrompt = static_cast<int>(kernels::cpu::kSplitPositions) - 8, kPass = 24;
+  struct Case {
+    GgmlType type;
+    bool exact;
+  };
+  for (const Case c : {Case{GgmlType::Q8_0, false}, Case{GgmlType::Q4_0, false}, Case{GgmlType::Q4_1, false},
+                       Case{GgmlType::F32, true}}) {
+    const std::string path = dir.file("m.gguf");
+    ASSERT_TRUE(testing::write_scratch_model(path, testing::tiny_llama_spec(c.type, testing::fresh_seed(), 256)).ok());
+    ModelOptions o = host_options(1);
+    o.context = kPrompt + kPass;
+    o.exact = c.exact;
+    LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path, o));
+    const testing::PassInvariance r = testing::measure_pass_invariance(*model, testing::fresh_seed(), kPrompt, kPass);
+    EXPECT_EQ(r.rows_differing, 0) << ggml_type_name(static_cast<uint32_t>(c.type)) << (c.exact ? " exact" : " fast")
+                                   << ": max |diff| " << r.max_diff;
+  }
+}
+
+// PromptStart::kReusePrefix: each call's prompt is the whole sequence; the
+// context keeps the longest prefix it holds (the previous prompt and answer)
+// and prefills the rest, with the tokens and logits of a fresh context.
+TEST_F(ContextTest, ReusedPrefixPrefillsOnlyTheRestAndMatchesAFreshContext) {
+  std::mt19937_64 rng(seed_);
+  LS_ASSERT_OK_AND_ASSIGN(auto model, Model::open(path_, host_options(2)));
+  LS_ASSERT_OK_AND_ASSIGN(auto chat, model->create_context());
+  const auto fresh_run = [&](const std::vector<int32_t>& prompt) {
+    auto ctx = model->create_context().value();
+    return ctx->generate(prompt, greedy(4, true)).value();
+  };
+  GenerateOptions reuse = greedy(4, true);
+  reuse.prompt_start = PromptStart::kReusePrefix;
+
+  const std::vector<int32_t> first = random_tokens(rng, 20);
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult r1, chat->generate(first, reuse));
+  EXPECT_EQ(r1.stats.cached_tokens, 0);
+  EXPECT_EQ(r1.stats.prompt_tokens, 20);
+  // A chat's next turn: the first prompt, its answer, a new message. The
+  // answer's last token was sampled, never decoded: it is prefilled.
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), r1.generated[0].begin(), r1.generated[0].end());
+  const auto message = random_tokens(rng, 12);
+  second.insert(second.end(), message.begin(), message.end());
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult r2, chat->generate(second, reuse));
+  EXPECT_EQ(r2.stats.cached_tokens, 20 + 3);
+  EXPECT_EQ(r2.stats.prompt_tokens, 1 + 12);
+  const GenerateResult alone = fresh_run(second);
+  EXPECT_EQ(r2.generated, alone.generated);
+  EXPECT_EQ(r2.logits, alone.logits) << "the reused KV is what a prefill of the whole prompt computes";
+
+  // The same prompt again: everything but its last token is reused.
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult again, chat->generate(second, reuse));
+  EXPECT_EQ(again.stats.cached_tokens, static_cast<int>(second.size()) - 1);
+  EXPECT_EQ(again.stats.prompt_tokens, 1);
+  EXPECT_EQ(again.logits, alone.logits);
+  // A prompt that leaves the held tokens after 7: only those 7 are kept.
+  std::vector<int32_t> branch(second.begin(), second.begin() + 7);
+  const auto other = random_tokens(rng, 9);
+  branch.insert(branch.end(), other.begin(), other.end());
+  if (branch[7] == second[7]) branch[7] = branch[7] % 500 + 1;
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult b, chat->generate(branch, reuse));
+  EXPECT_EQ(b.stats.cached_tokens, 7);
+  EXPECT_EQ(b.logits, fresh_run(branch).logits);
+
+  // The opt-out: a fresh prefill of the whole prompt.
+  GenerateOptions fresh = greedy(4, true);
+  fresh.prompt_start = PromptStart::kFresh;
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult f, chat->generate(branch, fresh));
+  EXPECT_EQ(f.stats.cached_tokens, 0);
+  EXPECT_EQ(f.stats.prompt_tokens, static_cast<int>(branch.size()));
+  EXPECT_EQ(f.logits, b.logits);
+  // A Batch decode counts as held tokens too; a text prompt gets BOS.
+  LS_ASSERT_OK(chat->clear());
+  const std::vector<int32_t> text = model->tokenize("hello world again", /*add_bos=*/true);
+  Batch decoded;
+  decoded.add_sequence(text, 0, 0);
+  LS_ASSERT_OK(chat->decode(decoded));
+  LS_ASSERT_OK_AND_ASSIGN(GenerateResult t, chat->generate("hello world again", reuse));
+  EXPECT_EQ(t.stats.cached_tokens, static_cast<int>(text.size()) - 1);
+  // Refused before anything changes: a prompt longer than the context.
+  const int held = chat->position(0);
+  const auto long_prompt = random_tokens(rng, chat->n_context() + 1);
+  EXPECT_THAT(chat->generate(long_prompt, reuse).status().message(), HasSubstr("longer than the context"));
+  EXPECT_EQ(chat->position(0), held);
 }
 
 TEST_F(ContextTest, TwoContextsOnTwoThreadsShareResidentsAndMatchAlone) {

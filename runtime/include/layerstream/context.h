@@ -25,6 +25,27 @@ namespace layerstream {
 
 class Model;
 
+// Where generate() puts its prompt (GenerateOptions::prompt_start).
+enum class PromptStart {
+  // After what each sequence holds: the conversation goes on, and the prompt
+  // holds only what is new (the default).
+  kContinue,
+  // At position 0: the prompt is each sequence's whole text. A sequence keeps
+  // the KV of the longest prefix of the prompt it already holds (what earlier
+  // calls decoded: their prompts and answers, up to the last sampled token),
+  // forgets what follows, and only the rest of the prompt is prefilled, as
+  // llama-cpp-python's Llama reuses its input_ids. The prompt's last token is
+  // always decoded (its logits start the generation). Stats::cached_tokens
+  // says how many were kept. The output is that of a fresh context (greedy
+  // and seeded alike) where the kernels are batch-invariant: on the host
+  // backend for quantised weights on the default (int8) path; elsewhere a
+  // near-tied greedy token can differ (docs/ARCHITECTURE.md, "Prefix reuse").
+  kReusePrefix,
+  // At position 0, nothing kept: every sequence is cleared and the whole
+  // prompt prefilled (the opt-out from kReusePrefix).
+  kFresh,
+};
+
 struct GenerateOptions {
   int max_tokens = 32;        // per sequence
   SamplingOptions sampling;   // sequence i samples with seed sampling.seed + i
@@ -39,7 +60,10 @@ struct GenerateOptions {
   int logprobs = -1;
   // GenerateResult::prompt_logprobs (with `logprobs` alternatives when >= 0):
   // what evaluation harnesses score. Prefills even when max_tokens is 0.
+  // With PromptStart::kReusePrefix nothing is reused then (every prompt
+  // token's logits are needed).
   bool prompt_logprobs = false;
+  PromptStart prompt_start = PromptStart::kContinue;
   StructuredOutput structured;     // constrain the output (none by default)
   SpeculativeOptions speculative;  // a draft source: several tokens per pass (layerstream/speculative.h)
 };
@@ -71,6 +95,7 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 struct Stats {
   std::string backend, device, plan;  // plan: human-readable placement
   int prompt_tokens = 0;              // tokens this call prefilled per sequence (new tokens only)
+  int cached_tokens = 0;              // PromptStart::kReusePrefix: prompt tokens of sequence 0 whose KV was kept
   int generated_tokens = 0;           // all sequences
   int batch = 1;
   double prefill_s = 0, decode_s = 0;
@@ -154,6 +179,9 @@ class Context {
   // prefills it (with BOS; one sequence prefilled, the others copied), later
   // calls continue the conversation and prefill only the tokens that are
   // new (the last sampled token of the previous call, then the prompt).
+  // GenerateOptions::prompt_start kReusePrefix / kFresh: the prompt is the
+  // whole sequence instead (a text prompt gets BOS); with kReusePrefix each
+  // sequence prefills only what follows the prefix it already holds.
   // InvalidArgument when the prompt does not fit the context, or for
   // sampling values validate_sampling() refuses (naming the field); a
   // sequence that fills the context ends with FinishReason::kContextFull.
